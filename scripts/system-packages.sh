@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install the system packages the project needs, if any are missing:
+#   git-lfs (Reef's artifact store), bubblewrap (the judge sandbox), g++ (compiling candidates),
+#   shellcheck (linting the project's shell scripts in the test suite).
+set -euo pipefail
+
+declare -A command_of=([git-lfs]=git-lfs [bubblewrap]=bwrap [g++]=g++ [shellcheck]=shellcheck)
+missing=()
+for package in "${!command_of[@]}"; do
+    command -v "${command_of[$package]}" >/dev/null 2>&1 || missing+=("$package")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+    exit 0
+fi
+
+echo "installing system packages: ${missing[*]}"
+sudo_cmd=()
+if [ "$(id -u)" -ne 0 ]; then
+    if command -v sudo >/dev/null 2>&1; then
+        sudo_cmd=(sudo)
+    else
+        echo "error: missing system packages ${missing[*]} and not root (no sudo)." >&2
+        echo "Install them with your package manager, then run this again." >&2
+        exit 1
+    fi
+fi
+if ! command -v apt-get >/dev/null 2>&1; then
+    echo "error: missing system packages ${missing[*]} and no apt-get here; install them by hand." >&2
+    exit 1
+fi
+"${sudo_cmd[@]}" apt-get update -qq
+DEBIAN_FRONTEND=noninteractive "${sudo_cmd[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Set up everything on a fresh machine and run the whole test suite:
+# system packages, a Python >= 3.12 venv in .venv, the project with all extras, ruff, shellcheck, pytest.
+# Extra arguments go to pytest (e.g. ./test.sh -k archive).
+set -euo pipefail
+cd "$(dirname "$0")"
+
+bash scripts/system-packages.sh
+python=$(bash scripts/find-python.sh)
+echo "using $python ($("$python" --version))"
+
+if [ ! -x .venv/bin/python ]; then
+    "$python" -m venv .venv
+fi
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".[reef,torch,plot,test]"
+
+echo "== ruff check"
+.venv/bin/ruff check .
+echo "== ruff format --check"
+.venv/bin/ruff format --check .
+echo "== shellcheck"
+shellcheck -x test.sh run.sh scripts/*.sh .ci/run
+
+echo "== pytest"
+status=0
+.venv/bin/python -m pytest "$@" || status=$?
+if [ "$status" -eq 5 ]; then
+    echo "error: pytest collected no tests (exit 5) — the suite is missing or the selection is empty" >&2
+    exit 1
+fi
+exit "$status"
