@@ -1,0 +1,333 @@
+"""The judge boundary: the `Scorer` interface and the FrontierCS judge client.
+
+A scorer turns one candidate program into one `VerificationResult`. The FrontierCS client speaks
+the judge's HTTP protocol (multipart submit, poll `GET /result/{sid}`) and hardens what it reads:
+
+* **Candidate failures** become `invalid` with reward 0 and the judge's message: a compile error,
+  a `done` result in which no case scored, a score that disagrees with its per-case verdicts, a
+  non-finite score or ratio, an evaluation still queued at the deadline, a submission too large.
+* **Judge infrastructure faults** are never a reward: unreachable judge, 5xx, a body that is not
+  JSON or misses its fields, a judge-side exception, a result the judge lost. Each attempt that
+  hits one is retried with exponential backoff; when the attempts are spent the client raises
+  `JudgeUnavailableError` and the caller stops before reporting the slot (SPEC §10).
+
+A non-finite score is `invalid`, not an infrastructure fault: the judge derives every ratio by
+regex from a case message, and a failed run's message is the candidate's own stderr, so the
+candidate can provoke it (`Ratio: .` parses as NaN). Treating it as infrastructure would let a
+candidate stall the run; treating it as a number would let it poison training.
+
+The generic FrontierCS checks live here (every ratio finite in [0, 1], score = 100 × mean ratio).
+What a genuine checker verdict looks like is task knowledge: a task supplies it as a case check
+(`tests/score_check.py` in the task directory, loaded by `load_case_check`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx
+
+from harness.state import INVALID, VALID, VerificationResult
+
+log = logging.getLogger(__name__)
+
+#: A task's consistency check for one case of a `done` result: a description of what is
+#: inconsistent, or None when the case is consistent. It must never raise on any JSON value.
+CaseCheck = Callable[[Mapping[str, Any]], "str | None"]
+
+#: Where a task directory keeps its case check; the in-container verifier imports the same file.
+SCORE_CHECK_PATH = Path("tests") / "score_check.py"
+
+#: `error` answers whose message contains one of these are the candidate's compile failure;
+#: every other `error` answer is a judge-side exception (infrastructure).
+COMPILE_FAILURE_MARKERS = (
+    "compile failed",
+    "compilation failed",
+    "compile error",
+    "compilation error",
+)
+
+SCORE_TOLERANCE = 1e-6
+MESSAGE_LIMIT = 600
+
+
+class Scorer(Protocol):
+    """Scores one candidate program. Returns a verdict for every candidate; raises only when no
+    verdict can be obtained (`JudgeUnavailableError`), never turns such a fault into a reward."""
+
+    def __call__(self, code: str) -> VerificationResult: ...
+
+
+class JudgeUnavailableError(RuntimeError):
+    """The judge failed as infrastructure on every attempt, so the candidate has no verdict.
+
+    The caller must not report a reward for this candidate; it stops the step and resumes later.
+    """
+
+    def __init__(self, message: str, *, attempts: int) -> None:
+        super().__init__(message)
+        self.attempts = attempts
+
+
+class JudgeFault(Exception):
+    """One attempt met a judge infrastructure fault. `FrontierCSScorer` retries the attempt and
+    raises `JudgeUnavailableError` when none is left; it never escapes a scorer call."""
+
+
+@dataclass(frozen=True)
+class JudgeSettings:
+    """Where the judge is and how patiently to talk to it. Defaults are the reference protocol:
+    submit timeout min(30, remaining), poll every 2 s with min(10, remaining) per request, and a
+    340 s deadline per attempt counted from before the submit."""
+
+    base_url: str
+    problem_id: str
+    lang: str = "cpp"
+    deadline_s: float = 340.0
+    poll_interval_s: float = 2.0
+    submit_timeout_s: float = 30.0
+    poll_timeout_s: float = 10.0
+    attempts: int = 4
+    retry_backoff_s: float = 5.0
+
+    def __post_init__(self) -> None:
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"judge url {self.base_url!r} must start with http:// or https:// "
+                "(e.g. http://127.0.0.1:8081)"
+            )
+        if not str(self.problem_id).strip():
+            raise ValueError("judge problem id is empty; set judge_problem_id in contract.json")
+        for name in ("deadline_s", "poll_interval_s", "submit_timeout_s", "poll_timeout_s"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"judge setting {name}={getattr(self, name)!r} must be > 0")
+        if self.attempts < 1 or self.retry_backoff_s < 0:
+            raise ValueError(
+                f"judge retries need attempts >= 1 and backoff >= 0, got attempts={self.attempts}"
+                f" backoff={self.retry_backoff_s}"
+            )
+
+
+class FrontierCSScorer:
+    """A `Scorer` backed by a FrontierCS-protocol judge (the external one or `judges/`).
+
+    Thread-safe: every call opens its own HTTP connection pool, so rollouts may score
+    concurrently from a worker pool.
+    """
+
+    def __init__(self, settings: JudgeSettings, case_check: CaseCheck | None = None) -> None:
+        self.settings = settings
+        self.case_check = case_check
+
+    @classmethod
+    def for_task(
+        cls, task_dir: Path, base_url: str, problem_id: str, **options: Any
+    ) -> FrontierCSScorer:
+        """Build the client for a task directory, with the task's case check when it ships one.
+        `options` are further `JudgeSettings` fields (deadline, retries, ...)."""
+        path = Path(task_dir) / SCORE_CHECK_PATH
+        check = load_case_check(path) if path.is_file() else None
+        return cls(JudgeSettings(base_url=base_url, problem_id=str(problem_id), **options), check)
+
+    def __call__(self, code: str) -> VerificationResult:
+        """Judge `code` and return its hardened verdict. Infrastructure faults are retried with
+        backoff `retry_backoff_s · 2^k`; after `attempts` tries, `JudgeUnavailableError`."""
+        if not code.strip():
+            return VerificationResult.failure(INVALID, "empty program: nothing to submit")
+        fault: JudgeFault | None = None
+        for attempt in range(1, self.settings.attempts + 1):
+            try:
+                return self._evaluate_once(code, attempt)
+            except JudgeFault as exc:
+                fault = exc
+                log.warning("judge fault (attempt %d/%d): %s", attempt, self.settings.attempts, exc)
+                if attempt < self.settings.attempts:
+                    time.sleep(self.settings.retry_backoff_s * 2 ** (attempt - 1))
+        raise JudgeUnavailableError(
+            f"judge at {self.settings.base_url} failed on all {self.settings.attempts} attempts; "
+            f"last fault: {fault}. Check that the judge is running, then resume the run.",
+            attempts=self.settings.attempts,
+        )
+
+    def _evaluate_once(self, code: str, attempt: int) -> VerificationResult:
+        started = time.monotonic()
+        deadline = started + self.settings.deadline_s
+        with httpx.Client(base_url=self.settings.base_url.rstrip("/")) as client:
+            sid = self._submit(client, code, deadline)
+            if isinstance(sid, VerificationResult):
+                return sid
+            answer = self._poll(client, sid, deadline)
+        artifacts = {
+            "judge_sid": sid,
+            "judge_attempt": attempt,
+            "elapsed_s": round(time.monotonic() - started, 3),
+        }
+        if answer is None:
+            return VerificationResult.failure(
+                INVALID, f"evaluation timed out after {self.settings.deadline_s:g}s", **artifacts
+            )
+        return judge_verdict(answer, self.case_check, artifacts)
+
+    def _submit(self, client: httpx.Client, code: str, deadline: float) -> str | VerificationResult:
+        timeout = min(self.settings.submit_timeout_s, max(deadline - time.monotonic(), 0.001))
+        try:
+            response = client.post(
+                "/submit",
+                data={"pid": str(self.settings.problem_id), "lang": self.settings.lang},
+                files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
+                timeout=timeout,
+            )
+        except httpx.HTTPError as exc:
+            raise JudgeFault(f"submit failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code == 413:
+            return VerificationResult.failure(
+                INVALID, "program too large: the judge refused it (413)"
+            )
+        if response.status_code >= 500:
+            raise JudgeFault(f"submit answered {response.status_code}: {response.text[:200]}")
+        if response.status_code >= 400:
+            # Not retried: the same request would be refused again (wrong problem id or lang).
+            raise JudgeUnavailableError(
+                f"judge refused the submission with {response.status_code}: {response.text[:200]}"
+                f" — check judge_problem_id {self.settings.problem_id!r} and lang "
+                f"{self.settings.lang!r} against GET {self.settings.base_url}/problems",
+                attempts=1,
+            )
+        body = _json_object(response)
+        sid = body.get("sid") if body is not None else None
+        if isinstance(sid, bool) or not isinstance(sid, int | str) or not str(sid).strip():
+            raise JudgeFault(f"submit answered without a sid: {response.text[:200]!r}")
+        return str(sid)
+
+    def _poll(self, client: httpx.Client, sid: str, deadline: float) -> dict[str, Any] | None:
+        """Poll until the first final answer (kept, never re-read) or the deadline. Before a final
+        answer, 404 and transport errors mean "not yet". Returns None when the judge was still
+        working at the deadline; raises `JudgeFault` when it stopped answering properly."""
+        last = "no answer"
+        still_working = False
+        unreadable_answer = False
+        while (remaining := deadline - time.monotonic()) > 0:
+            try:
+                response = client.get(
+                    f"/result/{sid}", timeout=min(self.settings.poll_timeout_s, remaining)
+                )
+            except httpx.HTTPError as exc:
+                last, still_working = f"{type(exc).__name__}: {exc}", False
+            else:
+                body = _json_object(response) if response.status_code == 200 else None
+                status = body.get("status") if body is not None else None
+                if status in ("done", "error"):
+                    return body
+                if response.status_code == 404 and unreadable_answer:
+                    # A read-once judge has forgotten an answer that we could not parse.
+                    raise JudgeFault(f"judge lost the result of sid {sid}")
+                unreadable_answer = response.status_code == 200 and body is None
+                still_working = status in ("queued", "running")
+                last = f"{response.status_code} {response.text[:200]!r}"
+            time.sleep(max(min(self.settings.poll_interval_s, deadline - time.monotonic()), 0))
+        if still_working:
+            return None
+        raise JudgeFault(
+            f"no final answer for sid {sid} within {self.settings.deadline_s:g}s; last: {last}"
+        )
+
+
+def judge_verdict(
+    answer: Mapping[str, Any], case_check: CaseCheck | None, artifacts: dict[str, Any]
+) -> VerificationResult:
+    """Map one final FrontierCS answer to a verdict, applying the score hardening (JUDGE.md §3).
+    Raises `JudgeFault` for answers that only a broken judge produces."""
+    status = answer.get("status")
+    if status == "error":
+        message = str(answer.get("error", ""))
+        if any(marker in message.lower() for marker in COMPILE_FAILURE_MARKERS):
+            return VerificationResult.failure(INVALID, _clip(message), **artifacts)
+        raise JudgeFault(f"judge-side exception: {_clip(message)}")
+    cases, score = answer.get("cases"), answer.get("score")
+    if status != "done" or "score" not in answer or not isinstance(cases, list) or not cases:
+        raise JudgeFault(f"malformed final answer: {_clip(repr(dict(answer)))}")
+    if not all(isinstance(case, Mapping) for case in cases):
+        raise JudgeFault("malformed final answer: a case is not a JSON object")
+    artifacts = {**artifacts, "case_count": len(cases)}
+    if not _finite(score):
+        return _inconsistent(f"the judge reported a non-finite score {score!r}", artifacts)
+    ratios: list[float] = []
+    for index, case in enumerate(cases, start=1):
+        ratio = case.get("scoreRatio")
+        if not _finite(ratio):
+            return _inconsistent(f"case {index} has a non-finite ratio {ratio!r}", artifacts)
+        if not 0.0 <= ratio <= 1.0:
+            return _inconsistent(f"case {index} has ratio {ratio!r} outside [0, 1]", artifacts)
+        problem = case_check(case) if case_check is not None else None
+        if problem is not None:
+            return _inconsistent(f"case {index}: {problem}", artifacts)
+        ratios.append(float(ratio))
+    expected = 100.0 * math.fsum(ratios) / len(ratios)
+    if abs(score - expected) > SCORE_TOLERANCE:
+        return _inconsistent(
+            f"score {score!r} disagrees with 100 × mean case ratio {expected!r}", artifacts
+        )
+    artifacts["case_ratios"] = ratios
+    failed = [(i, case) for i, case in enumerate(cases, start=1) if ratios[i - 1] == 0.0]
+    if len(failed) == len(cases):
+        return VerificationResult.failure(
+            INVALID, f"no case scored; {_describe_case(*failed[0])}", **artifacts
+        )
+    message = f"score {float(score):.6f} over {len(cases)} cases"
+    if failed:
+        message += f"; {len(failed)} cases scored 0, first: {_describe_case(*failed[0])}"
+    return VerificationResult(float(score), float(score), True, VALID, _clip(message), artifacts)
+
+
+def load_case_check(path: Path) -> CaseCheck:
+    """Load a task's case check from a Python file defining `check_case(case) -> str | None`.
+    Loaded by path (not by package import) so the harness stays ignorant of task packages."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"score check {path} does not exist; a task ships it as {SCORE_CHECK_PATH}"
+        )
+    name = "_score_check_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load score check {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    check = getattr(module, "check_case", None)
+    if not callable(check):
+        raise TypeError(f"score check {path} must define check_case(case) -> str | None")
+    return check
+
+
+def _inconsistent(problem: str, artifacts: dict[str, Any]) -> VerificationResult:
+    return VerificationResult.failure(
+        INVALID, _clip(f"inconsistent judge result, score rejected: {problem}"), **artifacts
+    )
+
+
+def _describe_case(index: int, case: Mapping[str, Any]) -> str:
+    return f"case {index} {case.get('status', '?')}: {str(case.get('msg', '')).strip()[:200]}"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any] | None:
+    try:
+        body = response.json()
+    except ValueError:
+        return None
+    return body if isinstance(body, dict) else None
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
