@@ -1,0 +1,443 @@
+"""The archive: a PUCT search tree over verified candidates, in the Discover-compatible layout.
+
+`Archive` is pure in-memory state with the operations of one run (SPEC §1-§2): seed roots,
+select the G parents of a step, submit rollouts, and filter the archive when a step's whole
+batch is in. Every mutation re-checks the invariants and raises on a violation, so a bug
+cannot silently corrupt a run. Persistence lives in `harness.store`, the `library.json`
+exchange format in `harness.library_json`, the filter arithmetic in `harness.archive_filter`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import uuid
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from harness import archive_filter, puct
+from harness.state import (
+    ARCHIVE_CANDIDATE,
+    VALID,
+    ArchiveConfig,
+    ArchiveGroup,
+    LibraryEntry,
+    LibraryNode,
+    group_uid,
+)
+
+# Child node ids are derived from the entry id, so replaying a journal rebuilds identical nodes.
+_NODE_ID_NAMESPACE = uuid.UUID("5b0c3a57-5f2e-4a8e-9d55-6a1f0b7e4c21")
+
+
+class ArchiveError(RuntimeError):
+    """An operation the archive refuses (wrong group, full group, unknown node, ...)."""
+
+
+class ArchiveInvariantError(ArchiveError):
+    """The archive state violates an invariant of SPEC §2; this is a bug or a corrupt file."""
+
+
+class ArchiveConfigMismatch(ArchiveError):
+    """A stored archive was made with other settings than the ones requested."""
+
+
+def require_same_config(stored: ArchiveConfig, requested: ArchiveConfig) -> None:
+    """Raise `ArchiveConfigMismatch` naming every differing setting: a stored archive is
+    immutable with respect to its sampling config, so a changed run needs a new directory."""
+    diffs = stored.differences(requested)
+    if diffs:
+        raise ArchiveConfigMismatch(
+            "archive config mismatch: " + "; ".join(diffs) + " — use a new output directory"
+        )
+
+
+def construction_key(entry: LibraryEntry) -> str | None:
+    """The dedup key of a candidate: `solution-sha256:` + sha256 of the stripped solution, or
+    None when there is no solution (such entries never deduplicate)."""
+    solution = entry.solution.strip()
+    if not solution:
+        return None
+    return "solution-sha256:" + hashlib.sha256(solution.encode("utf-8")).hexdigest()
+
+
+class Archive:
+    """The search archive of one run. Build it with `from_seed` or `from_library_dict`.
+
+    All public methods keep the invariants (group accounting, PUCT totals, G roots, referential
+    integrity); they raise `ArchiveError` for a refused operation and `ArchiveInvariantError`
+    if the state is inconsistent.
+    """
+
+    def __init__(
+        self,
+        config: ArchiveConfig,
+        *,
+        nodes: Mapping[str, LibraryNode],
+        entries: Mapping[str, LibraryEntry],
+        groups: Mapping[str, ArchiveGroup],
+        best_node_id: str | None,
+        puct_n: Mapping[str, int],
+        puct_m: Mapping[str, float],
+        puct_T: int,
+    ) -> None:
+        self.config = config
+        self._nodes = dict(nodes)
+        self._entries = dict(entries)
+        self._groups = dict(groups)
+        self._best_node_id = best_node_id
+        self._puct_n = dict(puct_n)
+        self._puct_m = dict(puct_m)
+        self._puct_T = puct_T
+        self._keys: dict[str, str | None] = {}  # entry id -> construction key (cache)
+        self.check_invariants()
+
+    # --- construction ------------------------------------------------------------------------
+
+    @classmethod
+    def from_seed(cls, config: ArchiveConfig, seed: LibraryEntry) -> Archive:
+        """A fresh archive holding the seed candidate as a root, cloned until there are G roots so
+        the groups of step 0 start in disjoint lineages. The seed must be valid with a solution."""
+        if not seed.is_valid or not seed.solution.strip():
+            raise ArchiveError(
+                f"seed entry {seed.id} must be valid, with a raw score and a solution "
+                f"(status {seed.verifier_status!r}, raw score {seed.verifier_raw_score!r})"
+            )
+        seed_score = float(seed.verifier_raw_score)  # type: ignore[arg-type] - is_valid checked
+        nodes: dict[str, LibraryNode] = {}
+        entries: dict[str, LibraryEntry] = {}
+        for index in range(config.groups_per_batch):
+            node_id = str(uuid.uuid4())
+            entry = replace(seed, parent_id=node_id, timestep=0)
+            metadata: dict[str, Any] = {
+                "kind": "root",
+                "verifier_status": seed.verifier_status,
+                ARCHIVE_CANDIDATE: True,
+            }
+            if index > 0:  # clones of the seed root
+                entry = replace(
+                    entry,
+                    id=str(uuid.uuid4()),
+                    metadata={**seed.metadata, "replicated_seed_entry": True},
+                )
+                metadata["replicated_seed_root"] = True
+            entries[entry.id] = entry
+            nodes[node_id] = LibraryNode(
+                id=node_id,
+                problem_id=seed.problem_id,
+                timestep=0,
+                entry_id=entry.id,
+                value=config.signed(seed_score),
+                raw_score=seed.verifier_raw_score,
+                visits=0,
+                parent_id=None,
+                metadata=metadata,
+            )
+        best = max(nodes.values(), key=lambda n: (n.value, n.id)).id
+        return cls(
+            config,
+            nodes=nodes,
+            entries=entries,
+            groups={},
+            best_node_id=best,
+            puct_n={},
+            puct_m={},
+            puct_T=0,
+        )
+
+    # --- read access -------------------------------------------------------------------------
+
+    @property
+    def nodes(self) -> Mapping[str, LibraryNode]:
+        """Current nodes by id (read-only view)."""
+        return self._nodes
+
+    @property
+    def entries(self) -> Mapping[str, LibraryEntry]:
+        """Every entry ever stored, by id (read-only view)."""
+        return self._entries
+
+    @property
+    def groups(self) -> Mapping[str, ArchiveGroup]:
+        """Every group ever acquired, by uid (read-only view)."""
+        return self._groups
+
+    @property
+    def puct_n(self) -> Mapping[str, int]:
+        """PUCT visit counts by node id."""
+        return self._puct_n
+
+    @property
+    def puct_m(self) -> Mapping[str, float]:
+        """Best valid child value by node id."""
+        return self._puct_m
+
+    @property
+    def puct_T(self) -> int:
+        """Total number of submitted rollouts."""
+        return self._puct_T
+
+    @property
+    def best_node_id(self) -> str | None:
+        """The archive candidate with the highest `(value, id)`."""
+        return self._best_node_id
+
+    def best_entry(self) -> LibraryEntry | None:
+        """The entry of the best archive candidate (what a trial writes out at the end)."""
+        node = self._nodes.get(self._best_node_id or "")
+        return self._entries.get(node.entry_id or "") if node else None
+
+    def entry_of(self, node_id: str) -> LibraryEntry:
+        """The entry a node was made from (its code, summary and verdict)."""
+        node = self._require_node(node_id)
+        if node.entry_id is None or node.entry_id not in self._entries:
+            raise ArchiveError(f"node {node_id} has no stored entry")
+        return self._entries[node.entry_id]
+
+    def last_step(self) -> int:
+        """The highest step that has a group (-1 for a fresh archive)."""
+        return max((g.visible_timestep_exclusive for g in self._groups.values()), default=0) - 1
+
+    def step_groups(self, step: int) -> dict[str, ArchiveGroup]:
+        """The groups acquired for `step` (archive timestep `step + 1`), by uid."""
+        t = step + 1
+        return {uid: g for uid, g in self._groups.items() if g.visible_timestep_exclusive == t}
+
+    def step_finalized(self, step: int) -> bool:
+        """True when all G groups of `step` exist and each has all R submissions."""
+        groups = self.step_groups(step)
+        return len(groups) >= self.config.groups_per_batch and all(
+            g.finalized for g in groups.values()
+        )
+
+    def require_config(self, requested: ArchiveConfig) -> None:
+        """Refuse settings other than the stored ones (see `require_same_config`)."""
+        require_same_config(self.config, requested)
+
+    # --- selection ---------------------------------------------------------------------------
+
+    def select_parents(self, step: int) -> list[LibraryNode]:
+        """Select (or return the recorded) parents of all G groups of `step`, in group order."""
+        return [self.select_parent(step, g) for g in range(self.config.groups_per_batch)]
+
+    def select_parent(self, step: int, group: int) -> LibraryNode:
+        """The parent of group `group` in `step`: the recorded one if the group exists (the call is
+        idempotent), else the best-ranked visible archive candidate outside the lineages already
+        chosen in this step (or the best-ranked one if all are blocked)."""
+        if not 0 <= group < self.config.groups_per_batch:
+            raise ArchiveError(
+                f"group index {group} is outside 0..{self.config.groups_per_batch - 1}"
+            )
+        t = step + 1
+        uid = group_uid(t, group)
+        if uid in self._groups:
+            return self._require_node(self._groups[uid].selected_node_id)
+        ranked = self.ranking(step)
+        if not ranked:
+            raise ArchiveError(f"no selectable node for step {step}: the archive has no candidate")
+        blocked = self._blocked_for_step(t)
+        chosen_id = next((r.id for r in ranked if r.id not in blocked), ranked[0].id)
+        chosen = replace(self._nodes[chosen_id], visits=self._nodes[chosen_id].visits + 1)
+        self._nodes[chosen_id] = chosen
+        self._groups[uid] = ArchiveGroup(
+            selected_node_id=chosen_id,
+            submitted=0,
+            children=(),
+            finalized=False,
+            visible_timestep_exclusive=t,
+        )
+        self.check_invariants()
+        return chosen
+
+    def ranking(self, step: int) -> list[puct.Ranked]:
+        """PUCT ranking of the nodes selectable in `step`: visible (root or made before this
+        step), archive candidates, with a non-empty solution."""
+        t = step + 1
+        candidates = [
+            puct.Candidate(node.id, node.value, node.is_root)
+            for node in self._nodes.values()
+            if (node.is_root or node.timestep < t)
+            and node.archive_candidate
+            and node.entry_id in self._entries
+            and self._entries[node.entry_id].solution.strip()
+        ]
+        return puct.rank(
+            candidates,
+            visits=self._puct_n,
+            best_child=self._puct_m,
+            total=self._puct_T,
+            c=self.config.puct_c,
+        )
+
+    def _blocked_for_step(self, t: int) -> set[str]:
+        chosen = [
+            g.selected_node_id
+            for g in self._groups.values()
+            if g.visible_timestep_exclusive == t and g.selected_node_id in self._nodes
+        ]
+        blocked: set[str] = set()
+        for node_id in chosen:
+            blocked.update(archive_filter.ancestors(self._nodes, node_id))
+            frontier = [node_id]
+            while frontier:  # all descendants
+                current = frontier.pop()
+                for child in self._nodes[current].children:
+                    if child not in blocked:
+                        blocked.add(child)
+                        frontier.append(child)
+        return blocked
+
+    # --- submission --------------------------------------------------------------------------
+
+    def submit(self, step: int, group: int, entry: LibraryEntry) -> LibraryNode | None:
+        """Record one finished rollout of `group` in `step` and return the node it became (None if
+        it is not archived: failed, no raw score, or a duplicate of an archive candidate).
+
+        The entry is always stored and always counts as a PUCT visit of its parent and every
+        ancestor. Refuses a group that was not selected, is full or finalized, and an entry whose
+        parent or timestep does not match the group. When this completes the step's batch, the
+        archive filter runs.
+        """
+        t = step + 1
+        uid = group_uid(t, group)
+        current = self._groups.get(uid)
+        if current is None:
+            raise ArchiveError(f"group {uid} has no parent yet: call select_parents({step}) first")
+        if current.finalized or current.submitted >= self.config.rollout_n:
+            raise ArchiveError(
+                f"group {uid} is already complete ({current.submitted} of "
+                f"{self.config.rollout_n} submitted); refusing an extra submission"
+            )
+        if entry.parent_id != current.selected_node_id or entry.timestep != t:
+            raise ArchiveError(
+                f"entry {entry.id} (parent {entry.parent_id}, timestep {entry.timestep}) does not "
+                f"belong to group {uid} (parent {current.selected_node_id}, timestep {t})"
+            )
+        if entry.id in self._entries:
+            raise ArchiveError(f"entry {entry.id} is already stored")
+        parent = self._require_node(current.selected_node_id)
+
+        self._entries[entry.id] = entry
+        child_value = self.config.signed(entry.verifier_raw_score) if entry.is_valid else None
+        child: LibraryNode | None = None
+        if child_value is not None and not self._duplicates_candidate(entry):
+            child = LibraryNode(
+                id=str(uuid.uuid5(_NODE_ID_NAMESPACE, entry.id)),
+                problem_id=entry.problem_id,
+                timestep=t,
+                entry_id=entry.id,
+                value=child_value,
+                raw_score=entry.verifier_raw_score,
+                visits=0,
+                parent_id=parent.id,
+                metadata={"verifier_status": VALID, ARCHIVE_CANDIDATE: True},
+            )
+            self._nodes[child.id] = child
+            self._nodes[parent.id] = replace(parent, children=(*parent.children, child.id))
+
+        submitted = current.submitted + 1
+        self._groups[uid] = replace(
+            current,
+            submitted=submitted,
+            children=(*current.children, child.id) if child else current.children,
+            entry_ids=(*current.entry_ids, entry.id),
+            finalized=submitted == self.config.rollout_n,
+        )
+        # PUCT statistics: m for the direct parent (before the duplicate check), n up the tree.
+        if child_value is not None:
+            self._puct_m[parent.id] = max(self._puct_m.get(parent.id, child_value), child_value)
+        for node_id in archive_filter.ancestors(self._nodes, parent.id):
+            self._puct_n[node_id] = self._puct_n.get(node_id, 0) + 1
+        self._puct_T += 1
+
+        if self.step_finalized(step):
+            self._filter()
+        self._refresh_best()
+        self.check_invariants()
+        return child
+
+    def _key(self, entry_id: str) -> str | None:
+        if entry_id not in self._keys:
+            self._keys[entry_id] = construction_key(self._entries[entry_id])
+        return self._keys[entry_id]
+
+    def _duplicates_candidate(self, entry: LibraryEntry) -> bool:
+        key = self._key(entry.id)
+        return key is not None and any(
+            node.archive_candidate and node.entry_id is not None and self._key(node.entry_id) == key
+            for node in self._nodes.values()
+        )
+
+    # --- archive filter (SPEC §2, when a step's whole batch is finalized) --------------------
+
+    def _filter(self) -> None:
+        candidates, closure = archive_filter.survivors(
+            self._nodes,
+            topk_children=self.config.topk_children,
+            max_buffer_size=self.config.max_buffer_size,
+            key=lambda node: self._key(node.entry_id) if node.entry_id else None,
+        )
+        self._nodes = {
+            node_id: replace(
+                node,
+                children=tuple(c for c in node.children if c in closure),
+                metadata={**node.metadata, ARCHIVE_CANDIDATE: node_id in candidates},
+            )
+            for node_id, node in self._nodes.items()
+            if node_id in closure
+        }
+        self._puct_n = {i: n for i, n in self._puct_n.items() if i in closure}
+        self._puct_m = {i: m for i, m in self._puct_m.items() if i in closure}
+
+    def _refresh_best(self) -> None:
+        pool = [n for n in self._nodes.values() if n.archive_candidate]
+        self._best_node_id = max(pool, key=lambda n: (n.value, n.id)).id if pool else None
+
+    # --- invariants --------------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Raise `ArchiveInvariantError` listing every violated invariant: group accounting
+        (0 <= submitted <= R, finalized iff submitted == R, one entry per submission), puct_T ==
+        total submissions, G roots, and referential integrity of nodes, entries and statistics."""
+        errors: list[str] = []
+        r = self.config.rollout_n
+        for uid, g in self._groups.items():
+            if not 0 <= g.submitted <= r:
+                errors.append(f"group {uid}: submitted={g.submitted} outside 0..{r}")
+            if g.finalized != (g.submitted == r):
+                errors.append(f"group {uid}: finalized={g.finalized} with submitted={g.submitted}")
+            if len(g.entry_ids) != g.submitted:
+                errors.append(f"group {uid}: {len(g.entry_ids)} entry ids for {g.submitted}")
+            if not g.finalized and g.selected_node_id not in self._nodes:
+                errors.append(f"group {uid}: open group's parent {g.selected_node_id} is missing")
+        submitted = sum(g.submitted for g in self._groups.values())
+        if self._puct_T != submitted:
+            errors.append(f"puct_T={self._puct_T} but {submitted} rollouts were submitted")
+        roots = sum(1 for n in self._nodes.values() if n.is_root)
+        if roots != self.config.groups_per_batch:
+            errors.append(
+                f"{roots} roots, expected groups_per_batch={self.config.groups_per_batch}"
+            )
+        for node_id, node in self._nodes.items():
+            if node.id != node_id:
+                errors.append(f"node stored under {node_id} has id {node.id}")
+            if node.parent_id is not None and node.parent_id not in self._nodes:
+                errors.append(f"node {node_id}: parent {node.parent_id} is missing")
+            if node.entry_id is not None and node.entry_id not in self._entries:
+                errors.append(f"node {node_id}: entry {node.entry_id} is missing")
+            for child in node.children:
+                if child not in self._nodes or self._nodes[child].parent_id != node_id:
+                    errors.append(f"node {node_id}: child link {child} is broken")
+        for stat, table in (("puct_n", self._puct_n), ("puct_m", self._puct_m)):
+            stray = [i for i in table if i not in self._nodes]
+            if stray:
+                errors.append(f"{stat} has keys of missing nodes: {stray[:3]}")
+        if self._best_node_id is not None and self._best_node_id not in self._nodes:
+            errors.append(f"best_node_id {self._best_node_id} is not a node")
+        if errors:
+            raise ArchiveInvariantError("archive invariants violated: " + "; ".join(errors))
+
+    def _require_node(self, node_id: str) -> LibraryNode:
+        if node_id not in self._nodes:
+            raise ArchiveError(f"unknown node {node_id}")
+        return self._nodes[node_id]

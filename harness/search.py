@@ -1,0 +1,133 @@
+"""Reading model outputs back: the strict guidance parser, summary and solution extraction, and
+the entry a rollout leaves in the archive (SPEC §1, §3).
+
+The guidance parser is deliberately unforgiving: no repair, no fallback, no retry. A malformed
+answer is a `guidance_format_error` rollout with reward 0, which is the signal the guidance
+model is trained on.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Mapping
+from typing import Any
+
+from harness.contract import CPP_LANGUAGES, PYTHON_LANGUAGES, fence_tag
+from harness.state import LibraryEntry, LibraryNode, VerificationResult
+
+GUIDANCE_OPEN, GUIDANCE_CLOSE = "<guidance>", "</guidance>"
+SUMMARY_OPEN, SUMMARY_CLOSE = "<summary>", "</summary>"
+SOLUTION_OPEN, SOLUTION_CLOSE = "<solution>", "</solution>"
+
+GUIDANCE_NOT_ONE_BLOCK = "expected exactly one complete <guidance> block"
+GUIDANCE_NOT_TERMINAL = "the <guidance> block must be terminal"
+GUIDANCE_EMPTY = "the <guidance> block is empty"
+
+NO_CANONICAL_SUMMARY = "The execution model emitted no usable canonical summary for this candidate."
+
+_FENCE = re.compile(r"```[ \t]*([^\s`]*)[^\n]*\n(.*?)```", re.DOTALL)
+
+
+class GuidanceFormatError(ValueError):
+    """The guidance answer is malformed; `str(error)` is one of the three fixed messages."""
+
+
+def parse_guidance(text: str) -> str:
+    """The guidance of a policy answer: on the stripped text, exactly one `<guidance>` and one
+    `</guidance>` (in that order), only whitespace after the close tag, non-empty inner text.
+    Text before the block (e.g. a thinking trace) is allowed. Returns the stripped inner text;
+    raises `GuidanceFormatError` otherwise."""
+    stripped = text.strip()
+    start, end = stripped.find(GUIDANCE_OPEN), stripped.find(GUIDANCE_CLOSE)
+    if (
+        stripped.count(GUIDANCE_OPEN) != 1
+        or stripped.count(GUIDANCE_CLOSE) != 1
+        or end < start + len(GUIDANCE_OPEN)
+    ):
+        raise GuidanceFormatError(GUIDANCE_NOT_ONE_BLOCK)
+    if stripped[end + len(GUIDANCE_CLOSE) :].strip():
+        raise GuidanceFormatError(GUIDANCE_NOT_TERMINAL)
+    inner = stripped[start + len(GUIDANCE_OPEN) : end].strip()
+    if not inner:
+        raise GuidanceFormatError(GUIDANCE_EMPTY)
+    return inner
+
+
+def extract_summary(text: str) -> str | None:
+    """The executor's terminal summary: the stripped answer must end with `</summary>`; the
+    summary is the text after the last `<summary>`. None if absent or empty."""
+    stripped = text.strip()
+    if not stripped.endswith(SUMMARY_CLOSE):
+        return None
+    start = stripped.rfind(SUMMARY_OPEN)
+    if start < 0:
+        return None
+    inner = stripped[start + len(SUMMARY_OPEN) : -len(SUMMARY_CLOSE)].strip()
+    return inner or None
+
+
+def extract_solution(text: str, solution_language: str) -> str | None:
+    """The candidate program: the last code fence tagged for the task's language (cpp/c++/cxx or
+    python/py, any case). If a `<solution>...</solution>` block exists only its inside is
+    searched. None when no such fence exists."""
+    scope = text
+    start = text.find(SOLUTION_OPEN)
+    if start >= 0:
+        end = text.find(SOLUTION_CLOSE, start)
+        if end >= 0:
+            scope = text[start + len(SOLUTION_OPEN) : end]
+    tags = CPP_LANGUAGES if fence_tag(solution_language) == "cpp" else PYTHON_LANGUAGES
+    code = None
+    for match in _FENCE.finditer(scope):
+        if match.group(1).lower() in tags:
+            code = match.group(2)
+    if code is None:
+        return None
+    return code.strip("\n").rstrip() or None
+
+
+def canonical_summary(raw_summary: str | None) -> str:
+    """The stored `summary` of a candidate: the extracted summary, or a fixed sentence saying
+    that no usable canonical summary was emitted."""
+    if raw_summary is not None and raw_summary.strip():
+        return raw_summary.strip()
+    return NO_CANONICAL_SUMMARY
+
+
+def rollout_entry(
+    *,
+    parent: LibraryNode,
+    step: int,
+    guidance: str | None,
+    execution_thinking: str,
+    solution: str | None,
+    verification: VerificationResult,
+    raw_summary: str | None,
+    metadata: Mapping[str, Any],
+    entry_id: str | None = None,
+) -> LibraryEntry:
+    """The archive entry of one finished rollout of `step` that expanded `parent`.
+
+    `guidance` is None for malformed guidance (stored as ""); the canonical summary rule fills
+    `summary` and `reusable_idea`, and the raw extraction is kept as
+    `metadata.raw_model_summary`; `failure_mode` is the status unless the candidate is valid.
+    """
+    summary = canonical_summary(raw_summary)
+    return LibraryEntry(
+        id=entry_id or str(uuid.uuid4()),
+        parent_id=parent.id,
+        problem_id=parent.problem_id,
+        timestep=step + 1,
+        guidance=guidance or "",
+        execution_thinking=execution_thinking,
+        solution=solution or "",
+        verifier_reward=verification.reward,
+        verifier_raw_score=verification.raw_score,
+        verifier_status=verification.status,
+        verifier_message=verification.message,
+        summary=summary,
+        reusable_idea=summary,
+        failure_mode=None if verification.valid else verification.status,
+        metadata={**metadata, "raw_model_summary": raw_summary},
+    )
