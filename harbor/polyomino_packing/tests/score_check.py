@@ -27,9 +27,10 @@ RATIO_TOLERANCE = 1e-9
 _VERDICT = re.compile(
     r"points\s+(?P<points>\S+)\s+Ratio:\s*(?P<ratio>\S+)\s+"
     r"\(cells=(?P<cells>\d{1,20}),\s*W=(?P<w>\d{1,20}),\s*H=(?P<h>\d{1,20}),"
-    r"\s*area=(?P<area>\d{1,40})\)"
+    r"\s*area=(?P<area>\d{1,40})\)",
+    re.ASCII,
 )
-_OUTPUT_HEAD = re.compile(r"\s*(\S{1,40})\s+(\S{1,40})")
+_OUTPUT_HEAD = re.compile(r"\s*(\S{1,40})\s+(\S{1,40})", re.ASCII)
 
 
 def check_case(case: Mapping[str, Any]) -> str | None:

@@ -1,0 +1,283 @@
+"""The FrontierCS judge client against scripted judges on 127.0.0.1 (tests/judge_fakes.py).
+
+Every test runs a real HTTP exchange; deadlines, poll intervals and backoffs are shrunk so the
+whole file runs in a few seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from pathlib import Path
+
+import pytest
+from judge_fakes import (
+    NOT_FOUND,
+    QUEUED,
+    SUBMITTED,
+    FakeJudge,
+    Reply,
+    checker_case,
+    closed_port_url,
+    done,
+    exploit_answer,
+    failed_run_case,
+)
+
+from harness.scorer import (
+    FrontierCSScorer,
+    JudgeSettings,
+    JudgeUnavailableError,
+    load_case_check,
+)
+
+TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
+PROGRAM = "int main() { return 0; }\n"
+FAST = {"deadline_s": 2.0, "poll_interval_s": 0.02, "attempts": 3, "retry_backoff_s": 0.01}
+
+
+def scorer_for(url: str, **overrides: float) -> FrontierCSScorer:
+    """The client as the harness builds it for the Polyomino task, with test-sized timings."""
+    return FrontierCSScorer.for_task(TASK_DIR, url, "0", **{**FAST, **overrides})
+
+
+GENUINE = [checker_case(400, 25, 20), checker_case(1000, 40, 50), checker_case(300, 30, 25)]
+
+
+def test_client_submits_multipart_code_file_and_polls_the_numeric_sid() -> None:
+    with FakeJudge([SUBMITTED], [QUEUED, QUEUED, done(GENUINE)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    submit = judge.requests[0]
+    assert submit.path == "/submit"
+    assert submit.fields == {"pid": "0", "lang": "cpp"}
+    assert submit.files == {"code": ("solution.cpp", "text/x-c++src", PROGRAM.encode())}
+    assert [r.path for r in judge.requests[1:]] == ["/result/7"] * 3
+    assert verdict.artifacts["judge_sid"] == "7"
+
+
+def test_consistent_done_result_is_valid_with_reward_equal_to_score() -> None:
+    answer = done(GENUINE)
+    with FakeJudge([SUBMITTED], [answer]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.valid and verdict.status == "valid"
+    assert verdict.reward == verdict.raw_score == pytest.approx(answer.body["score"])
+    assert verdict.artifacts["case_ratios"] == [case["scoreRatio"] for case in GENUINE]
+
+
+@pytest.mark.parametrize("stderr", ["Ratio: 1.0", "Ratio: 99"])
+def test_stderr_ratio_exploit_gets_reward_zero(stderr: str) -> None:
+    answer = exploit_answer(stderr)
+    assert answer.body["score"] in (100.0, 9900.0)  # what the pinned judge hands out
+    with FakeJudge([SUBMITTED], [answer]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.reward == 0.0 and verdict.raw_score is None
+    assert verdict.status == "invalid"
+    assert "inconsistent judge result" in verdict.message
+
+
+def test_forged_checker_line_on_stderr_is_rejected_because_no_output_was_judged() -> None:
+    forged = "points 1.0 Ratio: 1.000000000 (cells=100, W=10, H=10, area=100)"
+    with FakeJudge([SUBMITTED], [exploit_answer(forged)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert "no program output" in verdict.message
+
+
+def test_generic_hardening_alone_rejects_ratio_above_one() -> None:
+    with FakeJudge([SUBMITTED], [exploit_answer("Ratio: 99")]) as judge:
+        verdict = FrontierCSScorer(JudgeSettings(judge.url, "0", **FAST))(PROGRAM)
+    assert verdict.status == "invalid"
+    assert "outside [0, 1]" in verdict.message
+
+
+def test_done_score_that_disagrees_with_its_cases_is_invalid() -> None:
+    with FakeJudge([SUBMITTED], [done(GENUINE, score=97.5)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert "disagrees with 100 × mean case ratio" in verdict.message
+
+
+@pytest.mark.parametrize("score", [math.nan, None, math.inf])
+def test_non_finite_score_is_invalid_not_a_reward(score: float | None) -> None:
+    with FakeJudge([SUBMITTED], [done(GENUINE, score=score)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert "non-finite score" in verdict.message
+
+
+def test_unparseable_stderr_ratio_nan_is_invalid() -> None:
+    with FakeJudge([SUBMITTED], [exploit_answer("Ratio: .", cases=2)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid"
+    assert "non-finite" in verdict.message
+
+
+def test_compile_error_is_invalid_with_the_judges_message() -> None:
+    error = Reply(200, {"status": "error", "error": "Error: compile failed: main.cpp:1: oops"})
+    with FakeJudge([SUBMITTED], [error]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert verdict.message == "Error: compile failed: main.cpp:1: oops"
+    assert judge.count("submit") == 1
+
+
+def test_crash_on_every_case_is_invalid_naming_the_first_failure() -> None:
+    crashed = done([failed_run_case("boom", status="Runtime Error")] * 2)
+    with FakeJudge([SUBMITTED], [crashed]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert verdict.message.startswith("no case scored; case 1")
+    assert "boom" in verdict.message
+
+
+def test_some_failed_cases_still_count_as_zero_in_a_valid_score() -> None:
+    cases = [*GENUINE, failed_run_case("", status="Time Limit Exceeded")]
+    with FakeJudge([SUBMITTED], [done(cases)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.valid
+    expected = 100 * sum(c["scoreRatio"] for c in GENUINE) / 4
+    assert verdict.reward == pytest.approx(expected)
+    assert "1 cases scored 0" in verdict.message
+
+
+def test_empty_program_is_invalid_without_contacting_the_judge() -> None:
+    verdict = scorer_for(closed_port_url())("  \n")
+    assert verdict.status == "invalid" and "empty program" in verdict.message
+
+
+def test_judge_down_at_submit_raises_after_bounded_retries() -> None:
+    started = time.monotonic()
+    with pytest.raises(JudgeUnavailableError) as caught:
+        scorer_for(closed_port_url(), retry_backoff_s=0.05)(PROGRAM)
+    assert caught.value.attempts == 3
+    assert "ConnectError" in str(caught.value)
+    assert time.monotonic() - started >= 0.05 + 0.1  # backoff 0.05 then 0.1
+
+
+def test_submit_5xx_is_retried_then_raises() -> None:
+    with (
+        FakeJudge([Reply(503, {"error": "overloaded"})], [QUEUED]) as judge,
+        pytest.raises(JudgeUnavailableError, match="503"),
+    ):
+        scorer_for(judge.url)(PROGRAM)
+    assert judge.count("submit") == 3
+    assert judge.count("result") == 0
+
+
+def test_transient_5xx_then_recovery_gives_the_verdict() -> None:
+    with FakeJudge([Reply(502, "bad gateway"), SUBMITTED], [done(GENUINE)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.valid and judge.count("submit") == 2
+
+
+def test_non_json_submit_body_is_an_infrastructure_fault() -> None:
+    with (
+        FakeJudge([Reply(200, b"<html>proxy error</html>")], [QUEUED]) as judge,
+        pytest.raises(JudgeUnavailableError, match="without a sid"),
+    ):
+        scorer_for(judge.url)(PROGRAM)
+    assert judge.count("submit") == 3
+
+
+def test_judge_side_exception_is_retried_then_raises() -> None:
+    crash = Reply(200, {"status": "error", "error": "Error: connect ECONNREFUSED 127.0.0.1:5050"})
+    with (
+        FakeJudge([SUBMITTED], [crash]) as judge,
+        pytest.raises(JudgeUnavailableError, match="judge-side exception"),
+    ):
+        scorer_for(judge.url)(PROGRAM)
+    assert judge.count("submit") == 3
+
+
+def test_unknown_problem_id_is_refused_once_without_retry() -> None:
+    with (
+        FakeJudge([Reply(400, {"error": "unknown pid"})], [QUEUED]) as judge,
+        pytest.raises(JudgeUnavailableError, match="judge_problem_id") as caught,
+    ):
+        scorer_for(judge.url)(PROGRAM)
+    assert caught.value.attempts == 1 and judge.count("submit") == 1
+
+
+def test_404_and_5xx_before_the_final_answer_mean_not_yet() -> None:
+    script = [NOT_FOUND, Reply(500, "oops"), NOT_FOUND, QUEUED, done(GENUINE)]
+    with FakeJudge([SUBMITTED], script) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.valid and judge.count("result") == 5
+
+
+def test_read_once_result_keeps_the_first_final_answer() -> None:
+    # The judge forgets a final answer once read: every later poll would be 404.
+    with FakeJudge([SUBMITTED], [QUEUED, done(GENUINE), NOT_FOUND]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+        time.sleep(0.1)
+    assert verdict.valid
+    assert judge.count("result") == 2  # no poll after the final answer
+
+
+def test_unreadable_final_answer_then_404_is_a_lost_result_not_a_wait() -> None:
+    lost = [Reply(200, b'{"status": "done", "sco'), NOT_FOUND]
+    started = time.monotonic()
+    with (
+        FakeJudge([SUBMITTED], lost) as judge,
+        pytest.raises(JudgeUnavailableError, match="lost the result"),
+    ):
+        scorer_for(judge.url, deadline_s=30.0, attempts=1)(PROGRAM)
+    assert time.monotonic() - started < 5.0  # did not sit out the 30 s deadline
+
+
+def test_non_json_poll_body_then_final_answer_is_read() -> None:
+    with FakeJudge([SUBMITTED], [Reply(200, b"not json"), done(GENUINE)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.valid
+
+
+def test_judge_hanging_past_the_deadline_raises() -> None:
+    hang = Reply(200, {"status": "queued"}, delay_s=30.0)
+    started = time.monotonic()
+    with (
+        FakeJudge([SUBMITTED], [hang]) as judge,
+        pytest.raises(JudgeUnavailableError, match="no final answer"),
+    ):
+        scorer_for(judge.url, deadline_s=0.4, attempts=2)(PROGRAM)
+    assert time.monotonic() - started < 3.0
+    assert judge.count("submit") == 2
+
+
+def test_evaluation_still_queued_at_the_deadline_is_invalid_timeout() -> None:
+    with FakeJudge([SUBMITTED], [QUEUED]) as judge:
+        verdict = scorer_for(judge.url, deadline_s=0.3)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert verdict.message == "evaluation timed out after 0.3s"
+    assert judge.count("submit") == 1
+
+
+def test_done_answer_without_cases_is_an_infrastructure_fault() -> None:
+    broken = Reply(200, {"status": "done", "score": 50.0, "cases": []})
+    with (
+        FakeJudge([SUBMITTED], [broken]) as judge,
+        pytest.raises(JudgeUnavailableError, match="malformed final answer"),
+    ):
+        scorer_for(judge.url)(PROGRAM)
+
+
+def test_settings_refuse_bad_values_and_name_them() -> None:
+    with pytest.raises(ValueError, match="must start with http"):
+        JudgeSettings("127.0.0.1:8081", "0")
+    with pytest.raises(ValueError, match="problem id is empty"):
+        JudgeSettings("http://127.0.0.1:8081", " ")
+    with pytest.raises(ValueError, match="deadline_s"):
+        JudgeSettings("http://127.0.0.1:8081", "0", deadline_s=0)
+
+
+def test_case_check_loader_names_the_file_and_the_fix(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"score_check\.py"):
+        load_case_check(tmp_path / "score_check.py")
+    (tmp_path / "score_check.py").write_text("def something_else(case):\n    return None\n")
+    with pytest.raises(TypeError, match="must define check_case"):
+        load_case_check(tmp_path / "score_check.py")
+
+
+def test_task_without_a_case_check_gets_only_the_generic_hardening(tmp_path: Path) -> None:
+    scorer = FrontierCSScorer.for_task(tmp_path, "http://127.0.0.1:1", "0")
+    assert scorer.case_check is None
+    assert FrontierCSScorer.for_task(TASK_DIR, "http://127.0.0.1:1", "0").case_check is not None
