@@ -1,0 +1,619 @@
+"""The run controller: one step is done only when Reef's training of it is durable and qualified,
+and its archive and resume state are committed, in that order (SPEC §7).
+
+Usage, by the step loop (which owns rollouts, the journal and the archive):
+
+    controller = RunController(settings, identity, backend.safe_dict(), bridge, status, commit)
+    start = controller.begin()                  # resume checks; where to start
+    for step in range(start.start_step, start.steps):
+        outcome = run_or_replay_step(step)      # G·R rollouts reported to Reef
+        controller.complete_step(outcome)       # barrier, qualification gate, commit
+
+`begin()` refuses a resume whose identity differs, a finished run, and a Reef checkpoint that
+does not pair with the committed state. `complete_step()` returns only after
+`commit_archive(step)` and the atomic `resume-state.json` write; the next step may start then.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any, NoReturn
+
+from harness.atomic import atomic_write_json
+from harness.reef_status import (
+    ReefStatusUnavailable,
+    StatusSource,
+    StepStatus,
+    format_slots,
+    read_step_status,
+)
+from harness.training_bridge import TrainingBridge
+
+log = logging.getLogger(__name__)
+
+POLL_INTERVAL_S = 2.0
+TRAINING_DEADLINE_S = 14400.0
+#: Slime's record of the last saved Megatron checkpoint, relative to the state directory.
+CHECKPOINT_MARKER = Path("checkpoints") / "megatron" / "latest_checkpointed_iteration.txt"
+
+
+class TrainingTimeoutError(RuntimeError):
+    """Reef did not finish (train, checkpoint, publish, commit) a step before the deadline."""
+
+
+class ResumeRefused(RuntimeError):
+    """The state directory cannot be continued with these settings or this Reef checkpoint."""
+
+
+class QualificationError(RuntimeError):
+    """A trained step failed the qualification gate; it is not committed."""
+
+
+class ResumeStateError(RuntimeError):
+    """resume-state.json is not a format-1 record this code can trust."""
+
+
+FORMAT_VERSION = 1
+RESUME_STATE = Path("guidance-run") / "resume-state.json"
+STATE_KEYS = frozenset(
+    {"format_version", "identity", "executor_backend", "prompt_mode", "next_step", "step_summaries"}
+)
+SUMMARY_KEYS = (
+    "step",
+    "elapsed_s",
+    "sampled_rollouts",
+    "valid_rollouts",
+    "well_formed_guidance",
+    "nonconstant_groups",
+    "degenerate_step",
+    "retained_trajectories",
+    "grad_norm",
+    "best_raw_score",
+    "train_metrics",
+    "recovered_commit",  # ours: trained before this process began, re-committed on resume
+)
+
+
+@dataclass(frozen=True)
+class RunIdentity:
+    """The settings a run is bound to: resuming with any other value is refused (SPEC §7)."""
+
+    model: str
+    executor: str
+    gpt_oss_reasoning_effort: str | None
+    groups_per_step: int
+    rollouts_per_group: int
+    guidance_max_tokens: int
+    sequence_length: int
+    lora_rank: int
+    tensor_parallel_size: int
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name == "gpt_oss_reasoning_effort" and value is None:
+                continue
+            text = f.name in ("model", "executor", "gpt_oss_reasoning_effort")
+            if not (isinstance(value, str) and value != "" if text else _pos(value)):
+                raise ValueError(f"run identity {f.name} is {value!r}, which is not valid")
+
+    @classmethod
+    def from_dict(cls, data: Any, where: str) -> RunIdentity:
+        """Build from stored JSON; unknown or missing keys are an error naming them."""
+        _exact_keys(data, {f.name for f in fields(cls)}, where)
+        return cls(**data)
+
+    def first_difference(self, other: RunIdentity) -> tuple[str, Any, Any] | None:
+        """The first key (in SPEC order) whose value differs, with this and the other value."""
+        for f in fields(self):
+            if getattr(self, f.name) != getattr(other, f.name):
+                return f.name, getattr(self, f.name), getattr(other, f.name)
+        return None
+
+
+@dataclass(frozen=True)
+class StepOutcome:
+    """What the step loop hands over once all G·R rollouts of `step` are reported: rewards in
+    group-major order (one inner sequence per group), counts, and the best judged raw score."""
+
+    step: int
+    elapsed_s: float
+    group_rewards: Sequence[Sequence[float]]
+    valid_rollouts: int
+    well_formed_guidance: int
+    best_raw_score: float | None
+
+    def __post_init__(self) -> None:
+        rewards = tuple(tuple(float(x) for x in group) for group in self.group_rewards)
+        if not all(math.isfinite(x) for group in rewards for x in group):
+            raise ValueError(f"step {self.step} has a non-finite reward: {rewards} (a bug)")
+        object.__setattr__(self, "group_rewards", rewards)
+
+    @property
+    def sampled_rollouts(self) -> int:
+        return sum(len(group) for group in self.group_rewards)
+
+    @property
+    def nonconstant_groups(self) -> int:
+        """Groups whose rewards are not all equal: the only ones that carry a gradient."""
+        return sum(1 for group in self.group_rewards if len(set(group)) > 1)
+
+    def summary(self, r: int, metrics: Mapping[str, Any], recovered: bool) -> dict[str, Any]:
+        """The step's `step_summaries` entry. `retained_trajectories` counts what Reef trains on:
+        the non-constant groups, or the one kept group of a degenerate step."""
+        grad_norm = metrics.get("train/grad_norm")
+        return dict(
+            zip(
+                SUMMARY_KEYS,
+                (
+                    self.step,
+                    round(self.elapsed_s, 3),
+                    self.sampled_rollouts,
+                    self.valid_rollouts,
+                    self.well_formed_guidance,
+                    self.nonconstant_groups,
+                    self.nonconstant_groups == 0,
+                    (self.nonconstant_groups or 1) * r,
+                    None if grad_norm is None else float(grad_norm),
+                    self.best_raw_score,
+                    dict(metrics),
+                    recovered,
+                ),
+                strict=True,
+            )
+        )
+
+
+@dataclass(frozen=True)
+class ResumeState:
+    """The commit record `resume-state.json` (format 1): written last in a step's commit, so the
+    step it names as `next_step` is the one a restarted run continues."""
+
+    identity: RunIdentity
+    executor_backend: Mapping[str, Any]
+    prompt_mode: str
+    next_step: int
+    step_summaries: tuple[Mapping[str, Any], ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format_version": FORMAT_VERSION,
+            "identity": asdict(self.identity),
+            "executor_backend": dict(self.executor_backend),
+            "prompt_mode": self.prompt_mode,
+            "next_step": self.next_step,
+            "step_summaries": [dict(s) for s in self.step_summaries],
+        }
+
+    def save(self, path: Path) -> None:
+        """Write atomically (temp file in the same directory, fsync, rename)."""
+        atomic_write_json(path, self.to_json())
+
+    @classmethod
+    def load(cls, path: Path) -> ResumeState | None:
+        """Read and validate `path`; None when it does not exist (nothing committed yet). Any
+        defect — bad JSON, wrong format_version, unknown or missing keys, summaries that do not
+        count 0..next_step-1 — is a `ResumeStateError` naming it."""
+        if not path.exists():
+            return None
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ResumeStateError(f"{path} cannot be read as JSON: {exc}") from exc
+        _exact_keys(data, STATE_KEYS, str(path))
+        if data["format_version"] != FORMAT_VERSION:
+            raise ResumeStateError(
+                f"{path}: format_version {data['format_version']!r} is not {FORMAT_VERSION}; this "
+                "state was written by another version — use a new state directory"
+            )
+        next_step, summaries = data["next_step"], data["step_summaries"]
+        if not _pos(next_step, zero=True) or not isinstance(summaries, list):
+            raise ResumeStateError(f"{path}: next_step {next_step!r} / step_summaries malformed")
+        for index, entry in enumerate(summaries):
+            _exact_keys(entry, set(SUMMARY_KEYS), f"{path} step_summaries[{index}]")
+            if entry["step"] != index:
+                raise ResumeStateError(f"{path}: step_summaries[{index}] is step {entry['step']}")
+        if len(summaries) != next_step:
+            raise ResumeStateError(
+                f"{path}: {len(summaries)} step summaries for next_step {next_step}"
+            )
+        if not isinstance(data["executor_backend"], dict) or not isinstance(
+            data["prompt_mode"], str
+        ):
+            raise ResumeStateError(f"{path}: executor_backend or prompt_mode malformed")
+        try:
+            identity = RunIdentity.from_dict(data["identity"], f"{path} identity")
+        except ValueError as exc:
+            raise ResumeStateError(f"{path}: {exc}") from exc
+        return cls(
+            identity, data["executor_backend"], data["prompt_mode"], next_step, tuple(summaries)
+        )
+
+
+def _pos(value: Any, zero: bool = False) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= (0 if zero else 1)
+
+
+def _exact_keys(data: Any, expected: set[str] | frozenset[str], where: str) -> None:
+    if not isinstance(data, dict):
+        raise ResumeStateError(f"{where} is {type(data).__name__}, not a JSON object")
+    unknown, missing = sorted(set(data) - expected), sorted(expected - set(data))
+    if unknown or missing:
+        raise ResumeStateError(f"{where}: unknown keys {unknown}, missing keys {missing}")
+
+
+@dataclass(frozen=True)
+class ControllerSettings:
+    """The controller's knobs. `steps` is the run's final total (STEPS), not an increment."""
+
+    state_dir: Path
+    scenario: str
+    steps: int
+    poll_interval_s: float = POLL_INTERVAL_S
+    deadline_s: float = TRAINING_DEADLINE_S
+    log_every_s: float = 60.0
+    prompt_mode: str = "summary_only"
+
+
+@dataclass(frozen=True)
+class RunStart:
+    """Where this process starts. `recovered_step` is set when Reef had already trained
+    `start_step` before this process began (a crash after its last report and before its commit
+    finished): the loop must rebuild that step from the journal without running or reporting any
+    slot, then call `complete_step` as usual. `archive_holds_start_step` says the crash came after
+    the archive commit of that step, so the committed archive already contains it."""
+
+    start_step: int
+    steps: int
+    recovered_step: int | None
+    archive_holds_start_step: bool
+    step_summaries: tuple[Mapping[str, Any], ...]
+
+
+class RunController:
+    """Gatekeeper between steps: durability barrier, qualification gate, ordered commit, resume.
+
+    `commit_archive(step)` must write the working archive as committed for `step` atomically and
+    be idempotent (it is called again for a step whose commit was interrupted). `archive_step`,
+    when given, returns the step the committed archive carries (None before the first commit);
+    `begin()` then checks that it pairs with resume-state.json.
+    """
+
+    def __init__(
+        self,
+        settings: ControllerSettings,
+        identity: RunIdentity,
+        executor_backend: Mapping[str, Any],
+        bridge: TrainingBridge,
+        status: StatusSource,
+        commit_archive: Callable[[int], None],
+        archive_step: Callable[[], int | None] | None = None,
+    ) -> None:
+        self.settings = settings
+        self.identity = identity
+        self._executor_backend = dict(executor_backend)
+        self._bridge = bridge
+        self._status = status
+        self._commit_archive = commit_archive
+        self._archive_step = archive_step
+        self._start: RunStart | None = None
+        self._next_step = 0
+        self._summaries: list[dict[str, Any]] = []
+        self._baseline_completed = 0  # the bridge's completed_train_steps when this process began
+        self._trained_here = 0  # steps whose training Reef finished after begin()
+
+    @property
+    def resume_state_path(self) -> Path:
+        return self.settings.state_dir / RESUME_STATE
+
+    @property
+    def next_step(self) -> int:
+        """The step the run is at: the next one to run (or recover)."""
+        return self._next_step
+
+    def begin(self) -> RunStart:
+        """Check the state directory against these settings and Reef, and say where to start.
+        Raises `ResumeRefused` naming the differing value and the fix; it touches no file."""
+        stored = ResumeState.load(self.resume_state_path)
+        next_step = 0 if stored is None else stored.next_step
+        if stored is not None:
+            self._check_stored(stored)
+        if next_step >= self.settings.steps:
+            raise ResumeRefused(
+                f"run already finished: {self.resume_state_path} records next_step {next_step} and"
+                f" STEPS is {self.settings.steps} (STEPS is the final total, not an increment);"
+                " raise STEPS in serve.yaml to train further, or use a new state directory"
+            )
+        # One health snapshot gives both the checkpoint start and the completed-step baseline,
+        # so a publication landing between two calls cannot make them disagree.
+        health = self._bridge.health()
+        if health.get("ok") is not True:
+            raise ResumeRefused(
+                f"Reef's training bridge is not healthy at start: ok={health.get('ok')!r}, phase "
+                f"{health.get('phase')!r}; see <state>/stack/slime-driver/slime-driver.log"
+            )
+        reef_start = _int_field(health, "start_rollout_id")
+        recovered = self._pair_with_reef(next_step, reef_start)
+        archive_ahead = self._pair_with_archive(next_step, recovered is not None)
+        self._baseline_completed = _int_field(health, "completed_train_steps")
+        self._summaries = [] if stored is None else [dict(s) for s in stored.step_summaries]
+        self._next_step = next_step
+        self._start = RunStart(
+            next_step, self.settings.steps, recovered, archive_ahead, tuple(self._summaries)
+        )
+        log.info(
+            "run %s: steps %d..%d of %d (Reef checkpoint starts at %d)",
+            "resumes" if stored else "starts",
+            next_step,
+            self.settings.steps - 1,
+            self.settings.steps,
+            reef_start,
+        )
+        return self._start
+
+    def _check_stored(self, stored: ResumeState) -> None:
+        mismatch = stored.identity.first_difference(self.identity)
+        if mismatch is not None:
+            key, was, now = mismatch
+            raise ResumeRefused(
+                f"resume settings mismatch: {key} stored {was!r}, requested {now!r} — use a new "
+                f"state directory (or restore the settings of {self.resume_state_path})"
+            )
+        if stored.prompt_mode != self.settings.prompt_mode:
+            raise ResumeRefused(
+                f"resume settings mismatch: prompt_mode stored {stored.prompt_mode!r}, requested "
+                f"{self.settings.prompt_mode!r} — use a new state directory"
+            )
+        if stored.executor_backend != self._executor_backend:
+            log.warning(
+                "executor backend settings changed since the last commit (same executor model): "
+                "stored %s, now %s",
+                stored.executor_backend,
+                self._executor_backend,
+            )
+
+    def _pair_with_reef(self, next_step: int, reef_start: int) -> int | None:
+        if reef_start == next_step:
+            return None
+        if reef_start == next_step + 1:
+            log.warning(
+                "Reef already trained step %d but its commit did not finish before the last stop;"
+                " the step is rebuilt from the journal and committed again",
+                next_step,
+            )
+            return next_step
+        raise ResumeRefused(
+            f"Reef's checkpoint starts at step {reef_start} but the committed run state "
+            f"({self.resume_state_path}) continues at step {next_step}; the archive and Reef's "
+            "weights would not pair — restore the matching Reef checkpoint under "
+            "<state>/checkpoints, or use a new state directory"
+        )
+
+    def _pair_with_archive(self, next_step: int, reef_trained_it: bool) -> bool:
+        if self._archive_step is None:
+            return False
+        archived = self._archive_step()
+        archived = -1 if archived is None else archived
+        if archived == next_step - 1:
+            return False
+        if archived == next_step and reef_trained_it:
+            return True
+        raise ResumeRefused(
+            f"the committed archive carries step {archived if archived >= 0 else 'none'} but "
+            f"{self.resume_state_path} continues at step {next_step} (Reef trained it: "
+            f"{reef_trained_it}); the pair is inconsistent — use a new state directory"
+        )
+
+    def complete_step(self, outcome: StepOutcome) -> dict[str, Any]:
+        """Wait until Reef's training of `outcome.step` is durable, qualify it, then commit the
+        archive and resume-state.json, in that order. Returns the step summary that was written;
+        any failure raises and leaves the previous commit in place."""
+        if self._start is None:
+            raise RuntimeError("complete_step() called before begin()")
+        if outcome.step != self._next_step:
+            raise RuntimeError(
+                f"complete_step got step {outcome.step} but the run is at step {self._next_step}"
+            )
+        recovered = outcome.step == self._start.recovered_step
+        expected = self._baseline_completed + self._trained_here + (0 if recovered else 1)
+        health = self._await_training(outcome.step, expected, recovered)
+        checkpoint = self.settings.state_dir / CHECKPOINT_MARKER
+        metrics = qualify_step(outcome, health, self.identity, expected, checkpoint, recovered)
+        summary = outcome.summary(self.identity.rollouts_per_group, metrics, recovered)
+        if summary["degenerate_step"]:
+            log.warning(
+                "step %d is degenerate: every group has constant reward, so it carries no "
+                "gradient; committed without the gradient checks",
+                outcome.step,
+            )
+        self._commit(outcome.step, summary)
+        self._trained_here += 0 if recovered else 1
+        return summary
+
+    def _commit(self, step: int, summary: dict[str, Any]) -> None:
+        self._commit_archive(step)
+        state = ResumeState(
+            identity=self.identity,
+            executor_backend=self._executor_backend,
+            prompt_mode=self.settings.prompt_mode,
+            next_step=step + 1,
+            step_summaries=(*self._summaries, summary),
+        )
+        state.save(self.resume_state_path)
+        self._summaries.append(summary)
+        self._next_step = step + 1
+        log.info("step %d committed; next step %d", step, step + 1)
+
+    def _await_training(self, step: int, expected: int, recovered: bool) -> Mapping[str, Any]:
+        started = time.monotonic()
+        deadline = started + self.settings.deadline_s
+        last_note, last_log = "", -math.inf
+        while True:
+            health = self._bridge.health()
+            _fail_on_broken_training(step, health, expected)
+            page = self._read_status(step)
+            if page is not None and _is_durable(health, step, expected, recovered):
+                return health
+            now = time.monotonic()
+            note = _progress(health, expected, page)
+            if note != last_note or now - last_log >= self.settings.log_every_s:
+                log.info(
+                    "step %d: waiting for Reef training (%.0fs) — %s", step, now - started, note
+                )
+                last_note, last_log = note, now
+            if now >= deadline:
+                raise TrainingTimeoutError(
+                    f"Reef did not finish training step {step} within "
+                    f"{self.settings.deadline_s:.0f}s — {note}. If slots are missing the harness "
+                    "under-reported (resume runs them); otherwise see "
+                    "<state>/stack/slime-driver/slime-driver.log and reef.log"
+                )
+            time.sleep(min(self.settings.poll_interval_s, max(0.0, deadline - now)))
+
+    def _read_status(self, step: int) -> StepStatus | None:
+        try:
+            page = self._status.fetch()
+        except ReefStatusUnavailable as exc:
+            log.warning("step %d: Reef status unavailable, asking again: %s", step, exc)
+            return None
+        status = read_step_status(page, self.settings.scenario, step)
+        if status.error:
+            raise RuntimeError(
+                f"Reef reports a training error while step {step} trains: {status.error}"
+            )
+        if status.failed is not None:
+            raise RuntimeError(
+                f"Reef discarded step {step} ({status.failed.reason}): its reports span releases "
+                f"{', '.join(status.failed.release_ids) or '(none listed)'}, so it will never "
+                "train; a step must only start after the previous one is committed"
+            )
+        return status
+
+
+def _is_failed_phase(phase: Any) -> bool:
+    return isinstance(phase, str) and (phase.endswith("_failed") or phase == "stopped")
+
+
+def _fail_on_broken_training(step: int, health: Mapping[str, Any], expected: int) -> None:
+    phase = health.get("phase")
+    if _is_failed_phase(phase) or health.get("ok") is not True:
+        raise RuntimeError(
+            f"Reef training of step {step} failed: bridge phase {phase!r}, ok={health.get('ok')!r},"
+            f" recoverable={health.get('recoverable')!r}; see "
+            "<state>/stack/slime-driver/slime-driver.log"
+        )
+    completed = health.get("completed_train_steps")
+    last = health.get("last_train_rollout_id")
+    if (isinstance(completed, int) and completed > expected) or (
+        isinstance(last, int) and last > step
+    ):
+        raise RuntimeError(
+            f"Reef is ahead of this run: completed_train_steps {completed} (expected {expected}),"
+            f" last_train_rollout_id {last} (step {step}); another harness reports to this scenario"
+        )
+
+
+def _is_durable(health: Mapping[str, Any], step: int, expected: int, recovered: bool) -> bool:
+    if health.get("phase") != "serving" or health.get("completed_train_steps") != expected:
+        return False
+    if recovered:
+        # A restarted bridge remembers no last step; its checkpoint start proves the training.
+        last = health.get("last_train_rollout_id")
+        return health.get("start_rollout_id") == step + 1 and last in (None, step)
+    return health.get("last_train_rollout_id") == step
+
+
+def _progress(health: Mapping[str, Any], expected: int, page: StepStatus | None) -> str:
+    if page is None:
+        slots = "Reef status unavailable"
+    elif page.missing_slots is None:
+        slots = "Reef lists no open slots for this step"
+    else:
+        slots = f"missing slots: {format_slots(page.missing_slots)}"
+    return (
+        f"phase {health.get('phase')}, completed {health.get('completed_train_steps')}/{expected},"
+        f" last rollout {health.get('last_train_rollout_id')}; {slots}"
+    )
+
+
+def _int_field(health: Mapping[str, Any], key: str) -> int:
+    value = health.get(key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise RuntimeError(f"training bridge health field {key} is {value!r}, not an integer ≥ 0")
+    return value
+
+
+def qualify_step(
+    outcome: StepOutcome,
+    health: Mapping[str, Any],
+    identity: RunIdentity,
+    expected_completed: int,
+    checkpoint_marker: Path,
+    recovered: bool = False,
+) -> dict[str, Any]:
+    """The qualification gate (fail closed): every check raises `QualificationError` naming the
+    value. Returns the step's train metrics. A degenerate step (every group constant) skips the
+    gradient checks; a recovered step whose metrics the restarted bridge no longer holds skips
+    the metric checks, with a warning."""
+    g, r = identity.groups_per_step, identity.rollouts_per_group
+    shape = [len(group) for group in outcome.group_rewards]
+    if outcome.sampled_rollouts != g * r or shape != [r] * g:
+        _fail(f"rollouts {outcome.sampled_rollouts} (groups {shape}) != G·R = {g}·{r}")
+    if health.get("ok") is not True or health.get("phase") != "serving":
+        _fail(f"bridge ok={health.get('ok')!r} phase={health.get('phase')!r}, need ok and serving")
+    if health.get("completed_train_steps") != expected_completed:
+        _fail(
+            f"completed_train_steps {health.get('completed_train_steps')} != {expected_completed}"
+        )
+    last = health.get("last_train_rollout_id")
+    if last != outcome.step and not (recovered and last is None):
+        _fail(f"last_train_rollout_id {last!r} != step {outcome.step}")
+    if not checkpoint_marker.is_file():
+        _fail(f"checkpoint marker {checkpoint_marker} does not exist")
+    metrics = health.get("last_train_metrics")
+    if not isinstance(metrics, Mapping):
+        _fail(f"last_train_metrics is {metrics!r}, not a mapping")
+    if recovered and (last is None or not metrics):
+        log.warning(
+            "step %d was trained before this process started and the restarted bridge no longer "
+            "holds its train metrics; committed on Reef's checkpoint without the metric checks",
+            outcome.step,
+        )
+        return {}
+    degenerate = outcome.nonconstant_groups == 0
+    retained = outcome.nonconstant_groups or 1
+    batch = _metric(metrics, "train/global_batch_size")
+    if batch != retained * r:
+        _fail(f"train/global_batch_size {batch} != retained groups {retained} × R {r}")
+    if not (value := _metric(metrics, "train/lora_trainable_parameters")) > 0:
+        _fail(f"train/lora_trainable_parameters {value} is not > 0")
+    if (value := _metric(metrics, "train/lora_base_trainable_parameters")) != 0:
+        _fail(f"train/lora_base_trainable_parameters {value} != 0 (the base must stay frozen)")
+    for key in ("train/grad_norm", "train/lora_b_l1"):
+        value = _metric(metrics, key, required=not degenerate)
+        if value is not None and not math.isfinite(value):
+            _fail(f"{key} {value} is not finite")
+        if not degenerate and not value > 0:
+            _fail(f"{key} {value} is not > 0")
+    if not degenerate and not (value := _metric(metrics, "train/lora_b_nonzero")) > 0:
+        _fail(f"train/lora_b_nonzero {value} is not > 0")
+    return dict(metrics)
+
+
+def _metric(metrics: Mapping[str, Any], key: str, required: bool = True) -> Any:
+    value = metrics.get(key)
+    if value is None and not required:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        _fail(f"train metric {key} is {value!r}, not a number")
+    return value
+
+
+def _fail(message: str) -> NoReturn:
+    raise QualificationError(f"qualification failed: {message}")
