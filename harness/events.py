@@ -1,0 +1,95 @@
+"""Run events: one small vocabulary shared by the rollout loop, the run controller, the event
+log (`events.jsonl`) and the live progress display.
+
+Producers call `sink.emit(kind, **fields)`; fields are plain JSON values. Sinks must be
+thread-safe (rollouts finish on worker threads) and must never raise into the run: an
+observer failing cannot be allowed to lose a rollout.
+
+Kinds and their fields (every event also gets `ts`, seconds since the epoch):
+- `run_started`: state_dir, start_step, steps, groups, rollouts
+- `step_started`: step, groups, rollouts, parents (list of node ids), resumed_slots
+- `rollout_stage`: step, group, rollout, stage (`guidance`, `executor`, `judge`, `reported`,
+  `failed`)
+- `rollout_finished`: step, group, rollout, status, reward, raw_score, guidance_ok,
+  timings {guidance_s, executor_s, judge_s, total_s}, usage {prompt_tokens, completion_tokens}
+- `step_summary`: the step summary of the run controller (SPEC §7) plus usage and cost
+- `training_wait`: step, phase, elapsed_s, missing_slots
+- `step_committed`: step, next_step
+- `run_finished`: next_step, best_raw_score
+- `error`: message, where
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+log = logging.getLogger(__name__)
+
+EVENTS_FILE = "events.jsonl"
+
+
+class EventSink(Protocol):
+    def emit(self, kind: str, **fields: Any) -> None: ...
+
+
+class NullSink:
+    """Drops every event (the default when nobody is watching)."""
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        return None
+
+
+class Fanout:
+    """Sends each event to several sinks; a failing sink is logged and skipped."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = sinks
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(kind, **fields)
+            except Exception:
+                log.exception("event sink %r failed on %s", sink, kind)
+
+
+class EventLog:
+    """Appends events to `events.jsonl`, one JSON object per line, flushed per event.
+
+    The log is for people and tools watching a run, not for recovery (the rollout journal is
+    that), so lines are flushed but not fsynced.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._file = self.path.open("a", encoding="utf-8")
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"ts": time.time(), "event": kind, **fields}, default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """All complete events of an `events.jsonl` (a torn last line is ignored)."""
+    events = []
+    if not Path(path).exists():
+        return events
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return events
