@@ -301,7 +301,9 @@ class ArchiveStore:
         return store
 
     def load(self) -> Restored:
-        """Read the committed archive and replay the in-flight step's journal into it. Also makes
+        """Read the committed archive and replay the in-flight step's journal into it (parents
+        re-selected, journaled rollouts re-submitted in order). Selection is deterministic, so
+        `select_parents(next_step)` then returns the parents the crashed process had. Also makes
         the journal ready for appending (a torn or uncommitted tail is truncated)."""
         archive, step, segments = _read_committed(self.root)
         path = self.root / journal_name(step + 1)
