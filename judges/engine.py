@@ -1,0 +1,196 @@
+"""The judge engine: a bounded submission queue, dispatchers, and cases judged in parallel.
+
+A submission is persisted (source and meta) before its sid is returned, then waits in a FIFO
+queue of at most `max_queue` submissions; a full queue refuses new ones (the service answers 503
+with Retry-After). Two dispatchers take submissions in order, so one compiles while the other
+runs cases. Every sandboxed program — a compile or a case — holds one of `workers` slots, so no
+more than `workers` programs run at once and a case's CPU time is not stretched by
+oversubscription; the cases of one submission run in parallel within that bound.
+
+The final record (see `judges.judging`) is persisted before it becomes visible, and is read
+back from disk on every request: results can be read any number of times and survive restarts.
+Submissions that were accepted but not finished when the service stopped are queued again when
+it starts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import shutil
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judges.judging import (
+    CompileLimits,
+    JudgeFailure,
+    aggregate,
+    compile_cpp,
+    error_record,
+    judge_case,
+)
+from judges.problems import Problem
+from judges.sandbox import Sandbox
+from judges.store import SubmissionStore
+
+log = logging.getLogger("judges.engine")
+
+DISPATCHERS = 2
+CPP_LANGS = frozenset({"cpp", "c++", "cxx", "cpp17", "gnu++17", "g++"})
+
+
+class SubmissionRefused(Exception):
+    """A submission cannot be accepted; `status` is the HTTP status, the message says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """Engine knobs: sandbox slots, queue bound and compiler limits."""
+
+    workers: int
+    max_queue: int
+    compile_limits: CompileLimits
+
+
+class JudgeEngine:
+    """Accepts submissions, judges them in the sandbox and keeps their results on disk."""
+
+    def __init__(
+        self,
+        problems: dict[str, Problem],
+        store: SubmissionStore,
+        sandbox: Sandbox,
+        settings: EngineSettings,
+    ) -> None:
+        self.problems = problems
+        self.store = store
+        self.sandbox = sandbox
+        self.settings = settings
+        self._queue: deque[int] = deque()
+        self._pending: set[int] = set()  # queued or being judged
+        self._ready = asyncio.Event()
+        self._slots = asyncio.Semaphore(settings.workers)
+        self._threads = ThreadPoolExecutor(settings.workers + 1, thread_name_prefix="sandbox")
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def start(self) -> None:
+        """Queue submissions left unfinished by an earlier run, then start the dispatchers."""
+        for sid in self.store.unfinished():
+            self._enqueue(sid)
+            log.info("submission %d was not finished before the last stop; judging it again", sid)
+        self._tasks = [asyncio.create_task(self._dispatch()) for _ in range(DISPATCHERS)]
+
+    async def stop(self) -> None:
+        """Stop dispatching and kill running sandboxes; unfinished work is redone at next start."""
+        self.sandbox.close()
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._threads.shutdown(wait=True, cancel_futures=True)
+
+    def submit(self, pid: str, lang: str, code: str) -> int:
+        """Validate, persist and queue a submission; return its sid.
+
+        Raises SubmissionRefused(400) for an unknown problem or language and
+        SubmissionRefused(503) when the queue is full.
+        """
+        if pid not in self.problems:
+            known = ", ".join(sorted(self.problems)) or "none"
+            raise SubmissionRefused(400, f"unknown problem id {pid!r}; this judge serves: {known}")
+        if lang.lower() not in CPP_LANGS:
+            raise SubmissionRefused(
+                400,
+                f"unsupported lang {lang!r}: this judge compiles C++17 only "
+                f"(lang one of {', '.join(sorted(CPP_LANGS))})",
+            )
+        if len(self._queue) >= self.settings.max_queue:
+            raise SubmissionRefused(
+                503,
+                f"queue full: {len(self._queue)} submissions are waiting "
+                f"(limit {self.settings.max_queue}); retry later",
+            )
+        sid = self.store.create(pid, "cpp", code)
+        self._enqueue(sid)
+        log.info("submission %d queued for problem %s (%d waiting)", sid, pid, len(self._queue))
+        return sid
+
+    def result(self, sid: int) -> dict[str, Any] | None:
+        """The final record of `sid`, `{"status": "queued"}` before it, None for unknown sids."""
+        if sid in self._pending:
+            return {"status": "queued"}
+        final = self.store.load_result(sid)
+        if final is not None:
+            return final
+        return {"status": "queued"} if self.store.exists(sid) else None
+
+    def _enqueue(self, sid: int) -> None:
+        self._queue.append(sid)
+        self._pending.add(sid)
+        self._ready.set()
+
+    async def _dispatch(self) -> None:
+        while True:
+            while not self._queue:
+                self._ready.clear()
+                await self._ready.wait()
+            sid = self._queue.popleft()
+            try:
+                await self._judge(sid)
+            finally:
+                self._pending.discard(sid)
+
+    async def _judge(self, sid: int) -> None:
+        started = time.monotonic()
+        meta, code = self.store.load(sid)
+        problem = self.problems.get(meta["pid"])
+        workdir = self.sandbox.scratch / f"submission-{sid}"
+        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            if problem is None:
+                record = error_record(f"problem {meta['pid']!r} is no longer served", "judge")
+            else:
+                record = await self._judge_problem(problem, code, workdir)
+        except JudgeFailure as failure:
+            log.error("submission %d: judge failure: %s", sid, failure)
+            record = error_record(f"judge failure: {failure}", "judge")
+        except OSError as failure:
+            log.exception("submission %d: judge I/O failure", sid)
+            record = error_record(f"judge failure: {failure}", "judge")
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        self.store.save_result(sid, record)
+        log.info(
+            "submission %d: %s in %.1f s",
+            sid,
+            f"score {record['score']:.4f}" if record["status"] == "done" else record["error"][:200],
+            time.monotonic() - started,
+        )
+
+    async def _judge_problem(self, problem: Problem, code: str, workdir: Path) -> dict[str, Any]:
+        compiled = await self._in_slot(
+            compile_cpp, self.sandbox, code, workdir, self.settings.compile_limits
+        )
+        if compiled.binary is None:
+            return error_record(compiled.error, "compile")
+        cases = await asyncio.gather(
+            *(
+                self._in_slot(
+                    judge_case, self.sandbox, compiled.binary, case, problem.checker, workdir
+                )
+                for case in problem.cases
+            )
+        )
+        return aggregate(list(cases), problem.suite.to_json())
+
+    async def _in_slot(self, function: Any, *args: Any) -> Any:
+        async with self._slots:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._threads, function, *args)

@@ -1,0 +1,224 @@
+"""Judging steps for one submission: compile, run one case and check it, aggregate the cases.
+
+`compile_cpp` and `judge_case` are blocking adapters over the sandbox (the engine runs them in
+worker threads); `case_record` and `aggregate` are pure and build the FrontierCS result record:
+
+    {"status": "done", "passed", "result", "score", "scoreUnbounded", "cases": [...]}
+
+with score = 100 x mean(scoreRatio), summed in case order as the FrontierCS orchestrator does.
+Each case carries FrontierCS's fields — `ok`, `status` ("Correct" when the ratio is exactly 1,
+else "Wrong Answer"), `time` (wall ns), `memory` (bytes), `msg`, `output` (checked runs only),
+`scoreRatio`, `scoreRatioUnbounded` — plus ours: `runStatus` (go-judge style: Accepted, Time
+Limit Exceeded, …), `cpuTime` (ns), `checkerExitCode`, `stderr` and `outputTruncated`.
+
+Where this judge deliberately differs from FrontierCS (JUDGE.md §1):
+- `msg` of a run that was not accepted is our own text, `"<runStatus>: <detail>"`; the
+  candidate's stderr goes to the separate `stderr` field. A program can therefore never put
+  `Ratio: …` where a checker verdict is read, and its ratio is 0 (defect 1 closed).
+- `ok` and `status` keep FrontierCS's meaning: on problem 0 a valid case is a testlib
+  partial-points verdict (exit code 7), so `ok` is false and `status` "Wrong Answer" unless the
+  ratio is exactly 1 (defect 4 reproduced, so clients written for FrontierCS read us alike).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from judges.checkers import get_checker
+from judges.problems import Case
+from judges.sandbox import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome, Sandbox
+
+COMPILE_COMMAND = ["g++", "main.cpp", "-O2", "-pipe", "-std=gnu++17", "-o", "a"]
+STDOUT_CAP = 128 * 1024 * 1024  # FrontierCS collects at most 128 MiB of stdout
+OUTPUT_FIELD_CAP = 1024 * 1024  # bytes of stdout kept in the stored `output` field
+STDERR_FIELD_CAP = 4096
+COMPILE_LOG_CAP = 64 * 1024
+RUN_PROCESSES = 128
+RUN_TMPFS = 64 * 1024 * 1024
+_RATIO = re.compile(r"Ratio: ([\d.]+)")
+_RATIO_UNBOUNDED = re.compile(r"RatioUnbounded: ([\d.]+)")
+
+
+class JudgeFailure(RuntimeError):
+    """The judge itself failed (sandbox could not start, I/O error): not the candidate's fault."""
+
+
+@dataclass(frozen=True)
+class CompileLimits:
+    """Limits of the compiler run: CPU seconds, address-space bytes, processes, file bytes."""
+
+    cpu_seconds: float = 10.0
+    memory_bytes: int = 1 << 30
+    processes: int = 50
+    file_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """A compile result: the binary on success, else the FrontierCS-style error text."""
+
+    binary: Path | None
+    error: str
+
+
+def compile_cpp(sandbox: Sandbox, source: str, workdir: Path, limits: CompileLimits) -> Compiled:
+    """Compile `source` with `g++ main.cpp -O2 -pipe -std=gnu++17` inside the sandbox.
+
+    `workdir` must not exist yet. Returns the binary, or `error` = "compile failed: …" with
+    the compiler's messages (or the limit that was hit). Raises JudgeFailure if the sandbox
+    itself failed.
+    """
+    build = workdir / "build"
+    build.mkdir(parents=True)
+    build.chmod(0o700)
+    (build / "main.cpp").write_text(source)
+    sandbox.own(build)
+    log_path = workdir / "compile.log"
+    outcome = sandbox.execute(
+        COMPILE_COMMAND,
+        limits=Limits(
+            cpu_seconds=limits.cpu_seconds,
+            wall_seconds=2 * limits.cpu_seconds,
+            memory_bytes=limits.memory_bytes,
+            processes=limits.processes,
+            file_bytes=limits.file_bytes,
+            tmpfs_bytes=256 * 1024 * 1024,
+        ),
+        stdin=None,
+        stdout=workdir / "compile.out",
+        stderr=log_path,
+        binds=[("rw", build, "/box")],
+        workdir="/box",
+    )
+    if outcome.status == INTERNAL_ERROR:
+        raise JudgeFailure(f"compile sandbox failed: {outcome.detail}")
+    binary = build / "a"
+    messages = _excerpt(log_path, COMPILE_LOG_CAP)
+    if outcome.accepted and binary.is_file():
+        return Compiled(binary, "")
+    if outcome.status in (ACCEPTED, NONZERO_EXIT) and messages:
+        return Compiled(None, f"compile failed: {messages}")
+    reason = f"{outcome.status} ({outcome.detail})"
+    return Compiled(None, f"compile failed: {reason}" + (f"\n{messages}" if messages else ""))
+
+
+def judge_case(
+    sandbox: Sandbox, binary: Path, case: Case, checker_name: str, workdir: Path
+) -> dict[str, Any]:
+    """Run the binary on one case and check its output; return the case record.
+
+    Raises JudgeFailure when the sandbox could not run the program at all.
+    """
+    stdout = workdir / f"case-{case.number}.out"
+    stderr = workdir / f"case-{case.number}.err"
+    try:
+        outcome = sandbox.execute(
+            ["/box/a"],
+            limits=Limits(
+                cpu_seconds=case.time_limit,
+                wall_seconds=2 * case.time_limit,
+                memory_bytes=case.memory_limit,
+                processes=RUN_PROCESSES,
+                file_bytes=STDOUT_CAP + 1,
+                tmpfs_bytes=RUN_TMPFS,
+                stack_bytes=case.memory_limit,
+            ),
+            stdin=case.input_path,
+            stdout=stdout,
+            stderr=stderr,
+            binds=[("ro", binary, "/box/a")],
+            output_cap=STDOUT_CAP,
+        )
+        if outcome.status == INTERNAL_ERROR:
+            raise JudgeFailure(f"case {case.number}: {outcome.detail}")
+        if not outcome.accepted:
+            return case_record(outcome, stderr=_excerpt(stderr, STDERR_FIELD_CAP))
+        output = stdout.read_bytes()
+        verdict = get_checker(checker_name).check(case.instance, output)
+        return case_record(
+            outcome,
+            checker_msg=verdict.render(),
+            checker_exit=verdict.outcome.exit_code,
+            output=output,
+        )
+    finally:
+        stdout.unlink(missing_ok=True)
+        stderr.unlink(missing_ok=True)
+
+
+def case_record(
+    outcome: RunOutcome,
+    *,
+    checker_msg: str | None = None,
+    checker_exit: int | None = None,
+    output: bytes | None = None,
+    stderr: str = "",
+) -> dict[str, Any]:
+    """The stored case record for a run outcome and, when the run was accepted, its verdict."""
+    record: dict[str, Any] = {
+        "ok": checker_exit == 0,
+        "status": "",
+        "time": outcome.wall_ns,
+        "memory": outcome.memory_bytes,
+    }
+    if checker_msg is None:
+        record["msg"] = f"{outcome.status}: {outcome.detail}"
+        ratio = 0.0
+        unbounded = 0.0
+    else:
+        record["msg"] = checker_msg
+        kept = output[:OUTPUT_FIELD_CAP] if output is not None else b""
+        record["output"] = kept.decode("utf-8", "replace")
+        bounded = _RATIO.search(checker_msg)
+        ratio = float(bounded.group(1)) if bounded else (1.0 if record["ok"] else 0.0)
+        free = _RATIO_UNBOUNDED.search(checker_msg)
+        unbounded = float(free.group(1)) if free else ratio
+    record["scoreRatio"] = ratio
+    record["scoreRatioUnbounded"] = unbounded
+    record["status"] = "Correct" if ratio == 1.0 else "Wrong Answer"
+    record["runStatus"] = outcome.status
+    record["cpuTime"] = outcome.cpu_ns
+    if checker_exit is not None:
+        record["checkerExitCode"] = checker_exit
+        record["outputTruncated"] = output is not None and len(output) > OUTPUT_FIELD_CAP
+    else:
+        record["stderr"] = stderr
+    return record
+
+
+def aggregate(cases: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, Any]:
+    """The final `done` record: FrontierCS's score arithmetic plus our `suite` label."""
+    total = 0.0
+    total_unbounded = 0.0
+    for case in cases:  # summed in case order, like the orchestrator
+        total += case["scoreRatio"]
+        total_unbounded += case["scoreRatioUnbounded"]
+    count = len(cases)
+    passed = all(case["scoreRatio"] == 1.0 for case in cases)
+    return {
+        "status": "done",
+        "passed": passed,
+        "result": "Correct Answer" if passed else "Wrong Answer",
+        "score": (total / count) * 100 if count else 0,
+        "scoreUnbounded": (total_unbounded / count) * 100 if count else 0,
+        "cases": cases,
+        "suite": suite,
+    }
+
+
+def error_record(message: str, kind: str) -> dict[str, Any]:
+    """A final `error` record; `kind` is "compile" (the candidate's) or "judge" (ours)."""
+    return {"status": "error", "error": f"Error: {message}", "errorKind": kind}
+
+
+def _excerpt(path: Path, limit: int) -> str:
+    try:
+        with open(path, "rb") as file:
+            data = file.read(limit + 1)
+    except FileNotFoundError:
+        return ""
+    text = data[:limit].decode("utf-8", "replace").strip()
+    return text + "\n[... truncated]" if len(data) > limit else text

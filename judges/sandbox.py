@@ -1,0 +1,394 @@
+"""Run untrusted programs (the compiler, then the candidate) under bubblewrap with rlimits.
+
+Every sandboxed program runs inside `bwrap` with new user, PID, IPC, UTS, network and cgroup
+namespaces (`--unshare-all`: no network, only a loopback of its own); no host file system except
+read-only `/usr` (with the `/bin`, `/lib*` links and the loader cache); a fresh `/proc`, a minimal
+`/dev`; a private, size-limited tmpfs at `/tmp` as the only writable place at run time;
+`--die-with-parent` and `--new-session`.
+
+Inside, `judge-runner` (judges/runner.cpp, built at startup) is PID 1 of the sandbox, so the
+program can neither kill nor stop it, and it is not dumpable, so its report descriptor is out of
+reach. It sets the rlimits on the program only — CPU seconds, address space (= the memory
+limit), stack, processes, file size (this also caps stdout and stderr, which are files opened by
+the judge) and no core dumps — kills it at the wall-clock limit, kills its leftovers and reports
+exit status, signal, CPU time and peak memory, which bubblewrap alone would lose. A timer in the
+judge kills the whole sandbox a few seconds later still, should anything hang.
+
+The judge's own files (sources, state directory, test data) are never mounted: input arrives on
+stdin from an open file descriptor and output leaves through descriptors to files.
+
+Process limit when the judge runs as root: RLIMIT_NPROC is not enforced for real root, so the
+sandbox is entered as an unprivileged uid (default 65534) that bwrap maps into its own user
+namespace; the kernel then counts processes per sandbox and a fork bomb stops at the limit.
+
+`Sandbox.execute` blocks; callers run it in worker threads. bwrap's `--die-with-parent` is tied to
+the thread that started it, which is why those threads live as long as the service.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import math
+import os
+import shutil
+import signal
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+log = logging.getLogger("judges.sandbox")
+
+ACCEPTED = "Accepted"
+TIME_LIMIT = "Time Limit Exceeded"
+MEMORY_LIMIT = "Memory Limit Exceeded"
+OUTPUT_LIMIT = "Output Limit Exceeded"
+NONZERO_EXIT = "Nonzero Exit Status"
+SIGNALLED = "Signalled"
+INTERNAL_ERROR = "Internal Error"
+
+DEFAULT_SANDBOX_UID = 65534
+SANDBOX_PATH = "/usr/bin:/bin"
+RUNNER_SOURCE = Path(__file__).with_name("runner.cpp")
+_RUNNER_INSIDE = "/judge/runner"
+_REPORT_FD_GRACE = 5.0  # seconds the judge waits past the wall limit before killing bwrap
+# A run that fails after using this much of its address-space limit is reported as a memory
+# failure: under RLIMIT_AS the program sees allocation failures, not a kill by the judge.
+_MEMORY_FAILURE_FRACTION = 0.9
+
+
+class SandboxUnavailable(RuntimeError):
+    """The sandbox cannot be set up on this machine; the message names the missing piece."""
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one sandboxed program and its children."""
+
+    cpu_seconds: float
+    wall_seconds: float
+    memory_bytes: int  # RLIMIT_AS
+    processes: int  # RLIMIT_NPROC, counted inside the sandbox's user namespace
+    file_bytes: int  # RLIMIT_FSIZE: caps every file written, stdout and stderr included
+    tmpfs_bytes: int  # size of the private /tmp
+    stack_bytes: int = 0  # RLIMIT_STACK; 0 keeps the default
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """What happened to one sandboxed program, with a go-judge style status."""
+
+    status: str
+    detail: str
+    exit_code: int | None
+    signal: int | None
+    cpu_ns: int
+    wall_ns: int
+    memory_bytes: int
+    stdout_bytes: int
+
+    @property
+    def accepted(self) -> bool:
+        return self.status == ACCEPTED
+
+
+@dataclass(frozen=True)
+class Report:
+    """The runner's account of the program: exit status or signal, usage, wall-clock kill."""
+
+    exit_code: int | None
+    signal: int | None
+    cpu_ns: int
+    wall_ns: int
+    memory_bytes: int
+    timed_out: bool
+
+    @classmethod
+    def parse(cls, text: str) -> Report | None:
+        """Parse the runner's `started` line and report line; None if missing or malformed."""
+        lines = text.split("\n")
+        if len(lines) != 3 or lines[0] != "started" or lines[2] != "":
+            return None
+        try:
+            fields = dict(item.split("=", 1) for item in lines[1].split())
+            exit_code, sig = int(fields["exit"]), int(fields["signal"])
+            return cls(
+                exit_code=exit_code if exit_code >= 0 else None,
+                signal=sig or None,
+                cpu_ns=int(fields["cpu_ns"]),
+                wall_ns=int(fields["wall_ns"]),
+                memory_bytes=int(fields["maxrss_kb"]) * 1024,
+                timed_out=fields["timed_out"] == "1",
+            )
+        except (KeyError, ValueError):
+            return None
+
+
+def classify(report: Report, limits: Limits, stdout_bytes: int, output_cap: int) -> tuple[str, str]:
+    """Status and human-readable detail of a finished program (pure function).
+
+    Order: time (wall-clock kill, CPU over the limit, SIGXCPU), output (over the cap, SIGXFSZ),
+    memory (failed near the address-space limit), signal, exit status, accepted.
+    """
+    cpu = report.cpu_ns / 1e9
+    sig = report.signal
+    if report.timed_out:
+        return TIME_LIMIT, f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
+    if cpu > limits.cpu_seconds or sig == signal.SIGXCPU:
+        return TIME_LIMIT, f"CPU time {cpu:.3f} s exceeds the limit of {limits.cpu_seconds:g} s"
+    if stdout_bytes > output_cap or sig == signal.SIGXFSZ:
+        return OUTPUT_LIMIT, f"output exceeds the limit of {output_cap} bytes"
+    failed = sig is not None or report.exit_code != 0
+    if failed and report.memory_bytes >= _MEMORY_FAILURE_FRACTION * limits.memory_bytes:
+        return MEMORY_LIMIT, (
+            f"failed after using {report.memory_bytes} bytes of the "
+            f"{limits.memory_bytes}-byte memory limit"
+        )
+    if sig is not None:
+        try:
+            name = signal.Signals(sig).name
+        except ValueError:
+            name = f"signal {sig}"
+        return SIGNALLED, f"killed by {name} ({sig})"
+    if report.exit_code != 0:
+        return NONZERO_EXIT, f"exit status {report.exit_code}"
+    return ACCEPTED, "exit status 0"
+
+
+class Sandbox:
+    """Runs commands under bubblewrap and judge-runner, as an unprivileged uid.
+
+    `scratch` is a directory for the runner binary and the programs' build and output files; it
+    must be traversable by the sandbox uid (the constructor sets mode 0711). `uid`/`gid` are
+    used only when the judge runs as root; otherwise programs keep the judge's own uid.
+    """
+
+    def __init__(
+        self, scratch: Path, uid: int = DEFAULT_SANDBOX_UID, gid: int | None = None
+    ) -> None:
+        missing = [tool for tool in ("bwrap", "g++") if shutil.which(tool) is None]
+        if missing:
+            raise SandboxUnavailable(
+                f"not found on PATH: {missing}; install the Debian packages bubblewrap and g++"
+            )
+        self._bwrap = shutil.which("bwrap") or "bwrap"
+        self._as_root = os.geteuid() == 0
+        self.uid = uid if self._as_root else os.geteuid()
+        self.gid = (uid if gid is None else gid) if self._as_root else os.getegid()
+        self.scratch = scratch
+        scratch.mkdir(parents=True, exist_ok=True)
+        scratch.chmod(0o711)
+        self.runner = self._build_runner()
+        self._live: set[int] = set()
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _build_runner(self) -> Path:
+        binary = self.scratch / "judge-runner"
+        command = ["g++", "-O2", "-o", str(binary), str(RUNNER_SOURCE)]
+        result = subprocess.run(command, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise SandboxUnavailable(f"cannot build {RUNNER_SOURCE}: {result.stderr.strip()}")
+        binary.chmod(0o755)
+        return binary
+
+    def own(self, path: Path) -> None:
+        """Give `path` and its direct children to the sandbox uid (a compile's writable dir)."""
+        if self._as_root:
+            for item in (path, *path.iterdir()):
+                os.chown(item, self.uid, self.gid)
+
+    def check(self) -> None:
+        """Run `true` in a sandbox; raise SandboxUnavailable with bwrap's message if that fails."""
+        out = self.scratch / "check.out"
+        limits = Limits(5, 10, 1 << 30, 16, 1 << 20, 1 << 20)
+        outcome = self.execute(
+            ["true"], limits=limits, stdin=None, stdout=out, stderr=out, binds=[]
+        )
+        if not outcome.accepted:
+            raise SandboxUnavailable(
+                f"bubblewrap cannot start a sandbox here ({outcome.detail}); unprivileged user "
+                "namespaces must be enabled (sysctl kernel.unprivileged_userns_clone=1 or "
+                "user.max_user_namespaces > 0)"
+            )
+
+    def execute(
+        self,
+        command: list[str],
+        *,
+        limits: Limits,
+        stdin: Path | None,
+        stdout: Path,
+        stderr: Path,
+        binds: list[tuple[str, Path, str]],
+        workdir: str = "/tmp",
+        output_cap: int | None = None,
+    ) -> RunOutcome:
+        """Run `command` in a fresh sandbox and wait; candidate faults are outcomes, not errors.
+
+        `binds` are (kind, host path, sandbox path) with kind `ro` or `rw`. stdin is a file (or
+        /dev/null); stdout and stderr are files, each capped at `limits.file_bytes`; stdout
+        beyond `output_cap` (default: that limit minus one byte) is an output failure.
+        Status INTERNAL_ERROR means the sandbox itself failed, not the program.
+        """
+        cap = limits.file_bytes - 1 if output_cap is None else output_cap
+        if self._closed:
+            return RunOutcome(INTERNAL_ERROR, "the sandbox is shut down", None, None, 0, 0, 0, 0)
+        report_read, report_write = os.pipe()
+        argv = self._argv(command, limits, binds, workdir, report_write)
+        try:
+            with (
+                open(stdin or os.devnull, "rb") as stdin_file,
+                open(stdout, "wb") as stdout_file,
+                open(stderr, "wb") as stderr_file,
+            ):
+                process = subprocess.Popen(
+                    argv,
+                    stdin=stdin_file,
+                    stdout=stdout_file,
+                    stderr=stderr_file,
+                    pass_fds=(report_write,),
+                    start_new_session=True,
+                    env={"PATH": SANDBOX_PATH, "LANG": "C"},
+                    **self._identity(),
+                )
+        except OSError as error:
+            os.close(report_read)
+            os.close(report_write)
+            return RunOutcome(
+                INTERNAL_ERROR, f"cannot start bwrap: {error}", None, None, 0, 0, 0, 0
+            )
+        os.close(report_write)
+        with self._lock:
+            self._live.add(process.pid)
+            if self._closed:
+                _kill_group(process.pid)
+        backstop = threading.Timer(
+            limits.wall_seconds + _REPORT_FD_GRACE, _kill_group, (process.pid,)
+        )
+        backstop.start()
+        started = time.monotonic()
+        try:
+            _, wait_status, _ = os.wait4(process.pid, 0)
+            process.returncode = os.waitstatus_to_exitcode(wait_status)
+        finally:
+            backstop.cancel()
+            with self._lock:
+                self._live.discard(process.pid)
+            report_text = _drain(report_read)
+        wall = time.monotonic() - started
+        report = Report.parse(report_text)
+        stdout_bytes = stdout.stat().st_size
+        if report is None:
+            return self._unreported(
+                process.returncode, report_text, stderr, limits, wall, stdout_bytes
+            )
+        status, detail = classify(report, limits, stdout_bytes, cap)
+        return RunOutcome(
+            status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
+            report.memory_bytes, stdout_bytes,
+        )  # fmt: skip
+
+    def _unreported(
+        self,
+        returncode: int,
+        report_text: str,
+        stderr: Path,
+        limits: Limits,
+        wall: float,
+        size: int,
+    ) -> RunOutcome:
+        """No runner report: a sandbox that never started is the judge's fault; a started one
+        whose runner vanished was stopped or killed from inside, which is the program's fault."""
+        wall_ns = round(wall * 1e9)
+        if not report_text.startswith("started\n"):
+            with open(stderr, "rb") as file:
+                message = file.read(2000).decode("utf-8", "replace").strip()
+            return RunOutcome(
+                INTERNAL_ERROR, f"bwrap failed (status {returncode}): {message}", None, None, 0,
+                wall_ns, 0, size,
+            )  # fmt: skip
+        if wall >= limits.wall_seconds:
+            detail = f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
+            return RunOutcome(TIME_LIMIT, detail, None, None, 0, wall_ns, 0, size)
+        detail = "the sandbox supervisor was killed from inside the sandbox"
+        return RunOutcome(SIGNALLED, detail, None, signal.SIGKILL, 0, wall_ns, 0, size)
+
+    def close(self) -> None:
+        """Refuse new programs and kill every sandbox still running (service shutdown)."""
+        with self._lock:
+            self._closed = True
+            live = list(self._live)
+        for pid in live:
+            _kill_group(pid)
+
+    def _identity(self) -> dict[str, object]:
+        if not self._as_root:
+            return {}
+        return {"user": self.uid, "group": self.gid, "extra_groups": []}
+
+    def _argv(
+        self,
+        command: list[str],
+        limits: Limits,
+        binds: list[tuple[str, Path, str]],
+        workdir: str,
+        report_fd: int,
+    ) -> list[str]:
+        argv = [
+            self._bwrap,
+            "--unshare-all",
+            "--die-with-parent",
+            "--as-pid-1",
+            "--new-session",
+            "--hostname", "sandbox",
+            "--clearenv",
+            "--setenv", "PATH", SANDBOX_PATH,
+            "--setenv", "HOME", "/tmp",
+            "--setenv", "TMPDIR", "/tmp",
+            "--setenv", "LANG", "C",
+            "--ro-bind", "/usr", "/usr",
+        ]  # fmt: skip
+        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+            host = Path("/") / name
+            if host.is_symlink():
+                argv += ["--symlink", os.readlink(host), f"/{name}"]
+            elif host.is_dir():
+                argv += ["--ro-bind", str(host), f"/{name}"]
+        argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        argv += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+        argv += ["--proc", "/proc", "--dev", "/dev"]
+        argv += ["--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp"]
+        argv += ["--ro-bind", str(self.runner), _RUNNER_INSIDE]
+        for kind, host_path, inside in binds:
+            argv += ["--bind" if kind == "rw" else "--ro-bind", str(host_path), inside]
+        cpu_soft = math.ceil(limits.cpu_seconds) + 1
+        argv += ["--chdir", workdir, "--", _RUNNER_INSIDE, str(report_fd)]
+        argv += [
+            str(math.ceil(limits.wall_seconds * 1000)),
+            str(cpu_soft),
+            str(cpu_soft + 1),
+            str(limits.memory_bytes),
+            str(limits.processes),
+            str(limits.file_bytes),
+            str(limits.stack_bytes),
+        ]
+        return [*argv, "--", *command]
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+
+
+def _drain(fd: int) -> str:
+    """Read a pipe to its end (all writers are gone once bwrap has exited) and close it."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks).decode("utf-8", "replace")

@@ -1,0 +1,263 @@
+"""The local judge service: the FrontierCS judge HTTP API on 127.0.0.1, and `main()`.
+
+    python -m judges --port 8081 [--host 127.0.0.1] [--problems DIR] [--state-dir DIR]
+                     [--workers K] [--generated-cases N --seed S]
+
+| call                  | answer                                                          |
+|-----------------------|-----------------------------------------------------------------|
+| GET /health           | {"ok": true}                                                    |
+| GET /problems         | {"problems": [{"id": "0", "cases": N, "suite": {...}}]}         |
+| POST /submit          | {"sid": <int>}; 400 missing field / unknown pid or lang; 503 full |
+| GET /result/{sid}     | {"status": "queued"} until final; the final record; 404 unknown |
+
+`/submit` takes `pid`, `lang`, `code` as multipart (a file part named `code`, or text fields),
+JSON or urlencoded, like FrontierCS. It prints `judge listening on http://HOST:PORT` once ready
+(`--port 0` picks a free port) and stops cleanly on SIGTERM or SIGINT (exit status 0).
+
+Server stack: aiohttp. The judge's work is waiting on sandboxed subprocesses, which an asyncio
+server handles with one event loop and a small thread pool; aiohttp parses multipart bodies
+(file parts included) itself, so no hand-built parsing, and it is a long-maintained library.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import base64
+import binascii
+import ipaddress
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from aiohttp import web
+
+from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
+from judges.judging import CompileLimits
+from judges.polyomino.generator import write_suite
+from judges.problems import Problem, ProblemError, load_problem, load_problems, parse_memory_limit
+from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
+from judges.store import SubmissionStore
+
+log = logging.getLogger("judges.service")
+
+MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
+ENGINE_KEY = web.AppKey("engine", JudgeEngine)
+
+
+def create_app(engine: JudgeEngine) -> web.Application:
+    """The aiohttp application serving `engine` (routes only; no background work)."""
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app[ENGINE_KEY] = engine
+    app.router.add_get("/health", _health)
+    app.router.add_get("/problems", _problems)
+    app.router.add_get("/problem/{pid}/statement", _statement)
+    app.router.add_post("/submit", _submit)
+    app.router.add_get("/result/{sid}", _result)
+    return app
+
+
+async def _health(_: web.Request) -> web.Response:
+    return web.json_response({"ok": True})
+
+
+async def _problems(request: web.Request) -> web.Response:
+    problems = request.app[ENGINE_KEY].problems
+    return web.json_response({"problems": [problems[pid].listing() for pid in sorted(problems)]})
+
+
+async def _statement(request: web.Request) -> web.Response:
+    problem = request.app[ENGINE_KEY].problems.get(request.match_info["pid"])
+    path = problem.directory / "statement.txt" if problem else None
+    if path is None or not path.is_file():
+        return web.Response(status=404, text="statement not found")
+    return web.Response(text=path.read_text(), content_type="text/plain")
+
+
+async def _submit(request: web.Request) -> web.Response:
+    try:
+        fields = await _submission_fields(request)
+    except ValueError as error:
+        return web.json_response({"error": str(error)}, status=400)
+    missing = [name for name in ("pid", "lang", "code") if not fields.get(name)]
+    if missing:
+        return web.json_response(
+            {
+                "error": "pid/lang/code required",
+                "missing": missing,
+                "hint": "send multipart with a file part `code`, JSON or urlencoded fields",
+            },
+            status=400,
+        )
+    try:
+        sid = request.app[ENGINE_KEY].submit(fields["pid"], fields["lang"], fields["code"])
+    except SubmissionRefused as refusal:
+        headers = {"Retry-After": "5"} if refusal.status == 503 else None
+        return web.json_response({"error": str(refusal)}, status=refusal.status, headers=headers)
+    return web.json_response({"sid": sid})
+
+
+async def _submission_fields(request: web.Request) -> dict[str, str]:
+    """pid, lang and code from the query string and the body (multipart, urlencoded, JSON)."""
+    raw: dict[str, Any] = dict(request.query)
+    if request.content_type == "application/json":
+        try:
+            body = await request.json()
+        except ValueError:
+            raise ValueError("body is not valid JSON") from None
+        if not isinstance(body, dict):
+            raise ValueError("JSON body must be an object with pid, lang and code")
+        raw.update(body)
+    elif request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        form = await request.post()
+        for key, value in form.items():
+            raw[key] = value.file.read() if isinstance(value, web.FileField) else value
+    elif request.content_type.startswith("text/") and request.can_read_body:
+        raw["code"] = await request.read()
+    if not raw.get("code") and isinstance(raw.get("codeBase64"), str):
+        try:
+            raw["code"] = base64.b64decode(raw["codeBase64"], validate=True)
+        except binascii.Error:
+            raise ValueError("codeBase64 is not valid base64") from None
+    fields = {}
+    for name in ("pid", "lang", "code"):
+        value = raw.get(name)
+        if isinstance(value, bytes | bytearray):
+            value = bytes(value).decode("utf-8", "replace")
+        elif isinstance(value, int) and not isinstance(value, bool):
+            value = str(value)
+        if value is not None and not isinstance(value, str):
+            raise ValueError(f"field {name} must be a string, got {type(value).__name__}")
+        fields[name] = value.strip() if value is not None and name != "code" else value
+    return fields
+
+
+async def _result(request: web.Request) -> web.Response:
+    try:
+        sid = int(request.match_info["sid"])
+    except ValueError:
+        return web.json_response({"error": "sid must be number"}, status=400)
+    record = request.app[ENGINE_KEY].result(sid)
+    if record is None:
+        return web.json_response({"error": "not found"}, status=404)
+    return web.json_response(record)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="guidance-ttt-judge",
+        description="Local judge speaking the FrontierCS protocol, with a bubblewrap sandbox.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8081, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--problems",
+        type=Path,
+        help="FrontierCS problems directory (e.g. a checkout's algorithmic/problems); "
+        "default: a generated Polyomino suite served as problem 0",
+    )
+    parser.add_argument("--state-dir", type=Path, default=Path("work/judge-state"))
+    parser.add_argument("--workers", type=int, default=_cores(), help="parallel sandboxes")
+    parser.add_argument("--generated-cases", type=int, default=70, metavar="N")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the generated suite")
+    parser.add_argument("--max-queue", type=int, default=64, help="waiting submissions")
+    parser.add_argument("--compile-time", type=float, default=10.0, help="compiler CPU seconds")
+    parser.add_argument("--compile-memory", default="1g", help="compiler address space")
+    parser.add_argument("--sandbox-uid", type=int, default=DEFAULT_SANDBOX_UID)
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def _cores() -> int:
+    return len(os.sched_getaffinity(0)) or 1
+
+
+def _is_loopback(host: str) -> bool:
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return host == "localhost"
+
+
+def load_served_problems(args: argparse.Namespace) -> dict[str, Problem]:
+    """The problems to serve: the `--problems` packages, or the generated suite as problem 0."""
+    if args.problems is not None:
+        return load_problems(args.problems)
+    directory = args.state_dir / "generated" / f"seed-{args.seed}-cases-{args.generated_cases}"
+    log.info("using the generated suite in %s", directory)
+    write_suite(directory / "0", args.seed, args.generated_cases)
+    return {"0": load_problem(directory / "0")}
+
+
+async def serve(args: argparse.Namespace) -> None:
+    """Start everything, announce the address, serve until SIGTERM/SIGINT, then stop cleanly."""
+    if args.workers < 1 or args.max_queue < 1 or args.generated_cases < 1:
+        raise ValueError("--workers, --max-queue and --generated-cases must be at least 1")
+    if not _is_loopback(args.host):
+        log.warning(
+            "binding %s: the judge has no authentication; keep it on a trusted network", args.host
+        )
+    problems = await asyncio.to_thread(load_served_problems, args)
+    store = SubmissionStore(args.state_dir)
+    scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
+    try:
+        sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid)
+        await asyncio.to_thread(sandbox.check)
+        settings = EngineSettings(
+            workers=args.workers,
+            max_queue=args.max_queue,
+            compile_limits=CompileLimits(
+                cpu_seconds=args.compile_time,
+                memory_bytes=parse_memory_limit(args.compile_memory, "--compile-memory"),
+            ),
+        )
+        engine = JudgeEngine(problems, store, sandbox, settings)
+        await engine.start()
+        runner = web.AppRunner(create_app(engine), access_log=logging.getLogger("judges.access"))
+        await runner.setup()
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        try:
+            site = web.TCPSite(runner, args.host, args.port)
+            await site.start()
+            host, port = runner.addresses[0][:2]
+            log.info(
+                "serving %s with %d workers, state in %s",
+                sorted(problems),
+                args.workers,
+                args.state_dir,
+            )
+            print(f"judge listening on http://{host}:{port}", flush=True)
+            await stop.wait()
+            log.info("stopping")
+        finally:
+            await runner.cleanup()
+            await engine.stop()
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console entry (`guidance-ttt-judge`, `python -m judges`): parse flags and serve.
+
+    Exits 0 after SIGTERM/SIGINT, 2 with a one-line reason when the problems or the sandbox
+    cannot be set up.
+    """
+    args = _parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    try:
+        asyncio.run(serve(args))
+    except (ProblemError, SandboxUnavailable, ValueError) as error:
+        print(f"guidance-ttt-judge: error: {error}", file=sys.stderr, flush=True)
+        sys.exit(2)

@@ -1,0 +1,97 @@
+"""Submissions and their final results, persisted under the state directory.
+
+Layout (like the FrontierCS judge's `submissions/` tree, bucketed by hundreds):
+
+    <state>/submissions/<bucket>/<sid>/meta.json     {"sid", "pid", "lang", "ts"}
+    <state>/submissions/<bucket>/<sid>/source.code
+    <state>/submissions/<bucket>/<sid>/result.json   the final record, once judged
+
+Files are written atomically (temporary file, fsync, rename), so a crash leaves either the old
+or the new content. A result can be read any number of times and survives restarts; sids keep
+increasing across restarts. Submissions without a result are reported by `unfinished()` so the
+engine can judge them again after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+BUCKET = 100
+
+
+class SubmissionStore:
+    """The on-disk record of submissions; thread-safe sid allocation."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.root = state_dir / "submissions"
+        self.root.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._last_sid = max(self._all_sids(), default=0)
+
+    def _all_sids(self) -> list[int]:
+        return [
+            int(sub.name)
+            for bucket in self.root.iterdir()
+            if bucket.is_dir() and bucket.name.isdigit()
+            for sub in bucket.iterdir()
+            if sub.is_dir() and sub.name.isdigit()
+        ]
+
+    def path(self, sid: int) -> Path:
+        """The directory of submission `sid` (it may not exist)."""
+        return self.root / str(sid // BUCKET * BUCKET) / str(sid)
+
+    def create(self, pid: str, lang: str, code: str) -> int:
+        """Persist a new submission and return its sid (1, 2, …; never reused)."""
+        with self._lock:
+            self._last_sid += 1
+            sid = self._last_sid
+            directory = self.path(sid)
+            directory.mkdir(parents=True)
+        _write_atomic(directory / "source.code", code.encode())
+        meta = {"sid": sid, "pid": pid, "lang": lang, "ts": int(time.time() * 1000)}
+        _write_atomic(directory / "meta.json", json.dumps(meta).encode())
+        return sid
+
+    def exists(self, sid: int) -> bool:
+        """True when submission `sid` was accepted (with or without a result yet)."""
+        return (self.path(sid) / "meta.json").is_file()
+
+    def load(self, sid: int) -> tuple[dict[str, Any], str]:
+        """The meta record and the source code of submission `sid`."""
+        directory = self.path(sid)
+        meta = json.loads((directory / "meta.json").read_text())
+        return meta, (directory / "source.code").read_text()
+
+    def save_result(self, sid: int, result: dict[str, Any]) -> None:
+        """Persist the final record of `sid` (atomically)."""
+        _write_atomic(self.path(sid) / "result.json", json.dumps(result).encode())
+
+    def load_result(self, sid: int) -> dict[str, Any] | None:
+        """The final record of `sid`, or None while there is none."""
+        try:
+            return json.loads((self.path(sid) / "result.json").read_text())
+        except FileNotFoundError:
+            return None
+
+    def unfinished(self) -> list[int]:
+        """Sids accepted but never judged (e.g. the service stopped), oldest first."""
+        return sorted(
+            sid
+            for sid in self._all_sids()
+            if self.exists(sid) and not (self.path(sid) / "result.json").exists()
+        )
+
+
+def _write_atomic(path: Path, data: bytes) -> None:
+    temporary = path.with_name(f".{path.name}.tmp")
+    with open(temporary, "wb") as file:
+        file.write(data)
+        file.flush()
+        os.fsync(file.fileno())
+    os.replace(temporary, path)
