@@ -104,7 +104,7 @@ class RunIdentity:
                 raise ValueError(f"run identity {f.name} is {value!r}, which is not valid")
 
     @classmethod
-    def from_dict(cls, data: Any, where: str) -> RunIdentity:
+    def from_dict(cls, data: Any, where: str = "run identity") -> RunIdentity:
         """Build from stored JSON; unknown or missing keys are an error naming them."""
         _exact_keys(data, {f.name for f in fields(cls)}, where)
         return cls(**data)
@@ -259,6 +259,26 @@ class ControllerSettings:
     deadline_s: float = TRAINING_DEADLINE_S
     log_every_s: float = 60.0
     prompt_mode: str = "summary_only"
+    megatron_dir: Path | None = None  # Slime's `save` dir; default <state>/checkpoints/megatron
+
+    @property
+    def checkpoint_marker(self) -> Path:
+        """Slime's `latest_checkpointed_iteration.txt`, which the gate requires to exist."""
+        if self.megatron_dir is None:
+            return self.state_dir / CHECKPOINT_MARKER
+        return self.megatron_dir / CHECKPOINT_MARKER.name
+
+    @classmethod
+    def for_run(cls, run: Any, **overrides: Any) -> ControllerSettings:
+        """Settings from a `harness.run_settings.RunSettings` (its `state_dir`, `scenario`,
+        `steps` and `megatron_checkpoint_dir`), with keyword overrides for the timing knobs."""
+        return cls(
+            state_dir=run.state_dir,
+            scenario=run.scenario,
+            steps=run.steps,
+            megatron_dir=run.megatron_checkpoint_dir,
+            **overrides,
+        )
 
 
 @dataclass(frozen=True)
@@ -423,17 +443,18 @@ class RunController:
         recovered = outcome.step == self._start.recovered_step
         expected = self._baseline_completed + self._trained_here + (0 if recovered else 1)
         health = self._await_training(outcome.step, expected, recovered)
-        checkpoint = self.settings.state_dir / CHECKPOINT_MARKER
-        metrics = qualify_step(outcome, health, self.identity, expected, checkpoint, recovered)
+        marker = self.settings.checkpoint_marker
+        metrics = qualify_step(outcome, health, self.identity, expected, marker, recovered)
         summary = outcome.summary(self.identity.rollouts_per_group, metrics, recovered)
         if summary["degenerate_step"]:
             log.warning(
                 "step %d is degenerate: every group has constant reward, so it carries no "
-                "gradient; committed without the gradient checks",
+                "gradient; it is committed without the gradient checks",
                 outcome.step,
             )
         self._commit(outcome.step, summary)
-        self._trained_here += 0 if recovered else 1
+        if not recovered:
+            self._trained_here += 1
         return summary
 
     def _commit(self, step: int, summary: dict[str, Any]) -> None:

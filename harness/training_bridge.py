@@ -61,11 +61,16 @@ class BridgeAddress:
     def from_state_dir(
         cls, state_dir: Path, environ: Mapping[str, str] | None = None
     ) -> BridgeAddress:
-        """Read `<state>/stack/slime-driver/runtime.yaml` (key `reef`). `RAY_ADDRESS` in the
-        environment wins over the file's `ray_address`, as it does for Reef itself (SPEC §8). A
-        missing file or `reef` block is an error naming the path and what to start first."""
+        """The address in `<state>/stack/slime-driver/runtime.yaml` (see `read`)."""
+        return cls.read(Path(state_dir) / RUNTIME_YAML, environ)
+
+    @classmethod
+    def read(cls, path: Path, environ: Mapping[str, str] | None = None) -> BridgeAddress:
+        """Read a Reef service's runtime.yaml (key `reef`). `RAY_ADDRESS` in the environment
+        wins over the file's `ray_address`, as it does for Reef itself (SPEC §8). A missing file
+        or `reef` block is an error naming the path and what to start first."""
         environ = os.environ if environ is None else environ
-        path = Path(state_dir) / RUNTIME_YAML
+        path = Path(path)
         if not path.is_file():
             raise RuntimeError(
                 f"training bridge address file {path} does not exist; start the Reef stack "
@@ -177,5 +182,5 @@ class RayTrainingBridge:
                         f"{self.address.ray_address or 'auto'} after {self._lookup_timeout_s:.0f}s;"
                         " is the slime-driver service running?"
                     ) from exc
-                time.sleep(0.5)
+                time.sleep(0.1)
         return ray.get(getattr(actor, method).remote(), timeout=self._rpc_timeout_s)
