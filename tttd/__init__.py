@@ -1,0 +1,29 @@
+"""The tttd training method as a Reef 0.1.3 recipe plugin.
+
+Select it in ``serve.yaml`` with ``recipe.implementation: tttd.recipe:TTTDRecipe``. The
+modules follow the pipeline a report travels through:
+
+- ``report``: the report contract (REEF.md §4): one rollout's score and grid coordinates;
+- ``grouping``: records → step sets (``StepGrouping``, a Reef ``ReportGrouping``): key ``step``,
+  slot ``(group, rollout)``, ready at G·R slots, mixed releases discarded;
+- ``samples``: report → policy sample with its coordinates;
+- ``batches``: step → batch, constant-reward groups dropped, reward statistics logged;
+- ``objective``: the registered ``TrainingObjective`` ``tttd`` (adaptive β, leave-one-out
+  entropic advantages), pure math;
+- ``slime``: the Slime loss family ``tttd`` (centred base KL, un-clipped importance sampling),
+  torch, imported only by the training driver and its workers;
+- ``recipe``: the wiring and the ``groups-per-step`` / ``rollouts-per-group`` /
+  ``checkpoint-every-n-versions`` settings.
+
+Importing this package registers the loss family by *reference* only, so the Reef service,
+which imports the recipe, never imports torch.
+"""
+
+from __future__ import annotations
+
+from reef.train.algos.registry import register_loss_family_ref
+
+#: The Slime spec of the loss family, imported lazily by the training driver and its workers.
+LOSS_FAMILY_REFERENCE = "tttd.slime:TTTDAlgorithm"
+
+register_loss_family_ref("tttd", LOSS_FAMILY_REFERENCE)

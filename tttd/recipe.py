@@ -1,0 +1,117 @@
+"""The tttd recipe: wiring and settings.
+
+``TTTDRecipe`` is the weight-training recipe ``serve.yaml`` selects. Its settings are the step
+grid (``groups-per-step`` G, ``rollouts-per-group`` R) and Reef's own
+``checkpoint-every-n-versions``. The grid is bound into the report contract, so Reef's ingress
+refuses a report for another grid, and the pipeline stages read their grid from that contract.
+
+``TTTDReportsRecipe`` is the same contract without training: Reef records and validates tttd
+reports against an OpenAI-compatible upstream. It is what runs on a machine without GPUs (the
+loopback tests and the CPU rehearsal).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from reef.core.config import interpolate_config
+from reef.core.reports import ReportBase
+from reef.recipe.base import Recipe, WeightTrainingRecipe, WeightTrainingSpec
+from reef.recipe.config_fields import config_field
+from reef.recipe.errors import RecipeConfigError
+from reef.train.algos import StepScheduling
+from reef.train.pipeline import PipelineSpec
+
+from harness.run_settings import grid_layout_errors
+from tttd.batches import StepBatches
+from tttd.grouping import StepRecords
+from tttd.objective import TTTDObjective
+from tttd.report import grid_report_type
+from tttd.samples import RolloutSamples
+
+#: The objective by dotted reference, so any process (the service, the driver, the training
+#: bridge) resolves it by importing ``tttd.objective``, which registers it as ``tttd``.
+OBJECTIVE_REFERENCE = f"{TTTDObjective.__module__}:{TTTDObjective.__name__}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepGrid:
+    """The G×R grid of one training step, as recipe settings, and the contract bound to it."""
+
+    groups_per_step: int = config_field(
+        help="G: comparison groups (parents) per step; each is one relative-reward set."
+    )
+    rollouts_per_group: int = config_field(
+        help="R: rollouts per group (at least 2); one optimizer step trains the G·R grid."
+    )
+
+    def __post_init__(self) -> None:
+        # Refuses a grid no report could fill before any stage is built.
+        grid_report_type(self.groups_per_step, self.rollouts_per_group)
+        super().__post_init__()  # type: ignore[misc]
+
+    @property
+    def report_type(self) -> type[ReportBase]:
+        """The tttd report contract bound to this grid."""
+        return grid_report_type(self.groups_per_step, self.rollouts_per_group)
+
+
+def _setting(config: Mapping[str, Any], value: Any) -> Any:
+    """A flat-section value with its ``${reef.*}`` references expanded against that section."""
+    return interpolate_config({"reef": config}, value) if isinstance(value, str) else value
+
+
+@dataclass(frozen=True, kw_only=True)
+class TTTDRecipe(StepGrid, WeightTrainingRecipe):
+    """Adaptive-β leave-one-out entropic advantages, one optimizer step per G×R step."""
+
+    name: str = "tttd"
+
+    @classmethod
+    def training_spec(cls) -> WeightTrainingSpec:
+        """The tttd objective, one optimizer step over every sample of the batch."""
+        return WeightTrainingSpec(
+            objective=OBJECTIVE_REFERENCE,
+            scheduling=StepScheduling(unit="sample", batch_size="actual"),
+        )
+
+    @classmethod
+    def pipeline_spec(cls) -> PipelineSpec:
+        """Records → step sets → samples → one batch per step."""
+        return PipelineSpec(
+            record2record=StepRecords, record2task=RolloutSamples, task2batch=StepBatches
+        )
+
+    @classmethod
+    def select_weight_training(
+        cls, config: Mapping[str, Any]
+    ) -> tuple[type[WeightTrainingRecipe], Mapping[str, Any]] | None:
+        """Refuse a Slime batch layout that disagrees with the grid, then train with this class.
+
+        Reef calls this hook with the flat ``reef`` settings (the recipe's fields and the
+        backend's native ``training_backend_options``) before it starts anything, including
+        under ``reef serve --print-config``, so an edited G or R without the matching
+        ``global-batch-size`` stops the deployment here with the values and the fix.
+        """
+        options = config.get("training_backend_options")
+        groups, rollouts = config.get("groups_per_step"), config.get("rollouts_per_group")
+        if isinstance(options, Mapping) and groups is not None and rollouts is not None:
+            expanded = {name: _setting(config, value) for name, value in options.items()}
+            try:
+                errors = grid_layout_errors(
+                    int(_setting(config, groups)), int(_setting(config, rollouts)), expanded
+                )
+            except (TypeError, ValueError) as exc:
+                raise RecipeConfigError(f"{cls.__name__}: {exc}") from exc
+            if errors:
+                raise RecipeConfigError(f"{cls.__name__}: " + "; ".join(errors))
+        return super().select_weight_training(config)
+
+
+@dataclass(frozen=True, kw_only=True)
+class TTTDReportsRecipe(StepGrid, Recipe):
+    """The tttd report contract on a record-only service: validates and stores, trains nothing."""
+
+    name: str = "tttd-reports"
