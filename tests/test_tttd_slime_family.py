@@ -10,12 +10,16 @@ import re
 import subprocess
 import sys
 from argparse import Namespace
+from pathlib import Path
 
 import pytest
+import yaml
 from reef.train.algos.registry import loss_family_refs
 
 import tttd
 from tttd.slime import TTTDAlgorithm
+
+SERVE_YAML = Path(__file__).resolve().parents[1] / "serve.yaml"
 
 
 def slime_args(**overrides: object) -> Namespace:
@@ -82,6 +86,10 @@ def test_worker_hooks_are_the_registered_objective_paths():
     resolve_objective_paths(args)
     assert args.custom_loss_function_path == "tttd.slime.objective.tttd_loss"
     assert args.custom_advantage_function_path == "tttd.slime.objective.tttd_advantages"
+    # serve.yaml names the same hooks, so Slime's argument checks and the workers agree.
+    options = yaml.safe_load(SERVE_YAML.read_text())["training"]["options"]
+    assert options["custom-loss-function-path"] == args.custom_loss_function_path
+    assert options["custom-advantage-function-path"] == args.custom_advantage_function_path
 
 
 def test_driver_side_spec_never_imports_torch():
