@@ -38,6 +38,8 @@ HARNESS_SECTION = ("training", "config", "harness")
 EXECUTOR_BACKENDS = ("gpt_oss_120b", "openrouter_glm_5_2")
 REASONING_EFFORTS = ("low", "medium", "high")
 DEFAULT_RAY_NAMESPACE = "reef"
+#: The Slime options that must agree with the grid and STEPS.
+GRID_OPTIONS = ("global-batch-size", "rollout-batch-size", "n-samples-per-prompt", "num-rollout")
 DEFAULT_RAY_ACTOR_NAME = "reef-train-bridge"
 
 
@@ -350,8 +352,12 @@ def _settings_from(document: ServeDocument, config_path: Path, base: Path) -> Ru
     options = document.get("training", "options", default={})
     if not isinstance(options, Mapping):
         raise RunSettingsError("serve.yaml training.options must be a mapping")
+    # Only the options the checks read are resolved: Reef leaves references it cannot resolve
+    # as text, and an option the harness never reads must not stop the run.
     resolved = {
-        name: document.resolve(value, f"training.options.{name}") for name, value in options.items()
+        name: document.resolve(value, f"training.options.{name}")
+        for name, value in options.items()
+        if name.replace("_", "-") in GRID_OPTIONS
     }
     errors = grid_layout_errors(groups, rollouts, resolved, steps)
     if errors:

@@ -200,3 +200,11 @@ def test_environment_interpolation_matches_reefs_own_loader(tmp_path, monkeypatc
         config_utils.load_config(path)
     with pytest.raises(RunSettingsError, match="TTTD_TEST_DIR"):
         ServeDocument.read(path, os.environ)
+
+
+def test_options_the_harness_does_not_read_may_hold_references_only_reef_resolves(tmp_path):
+    path = variant(
+        tmp_path,
+        lambda d: d["training"]["options"].update({"distill-teacher-url": "${endpoints.teacher}"}),
+    )
+    assert RunSettings.load(path, environ={}, base_dir=tmp_path).groups_per_step == 2

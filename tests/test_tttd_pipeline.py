@@ -147,9 +147,12 @@ def test_one_missing_slot_keeps_the_step_incomplete_and_status_names_it():
     assert harness.status()["open_steps"] == [
         {"step": 0, "filled": 7, "expected": 8, "missing": [{"group": 1, "rollout": 3}]}
     ]
+    grouping = harness.pipeline.record2record.step_grouping
+    assert grouping.missing_slots(0) == ((1, 3),)
     harness.rollout(0, 1, 3, 12.0)
     assert harness.pipeline.ready()
     assert harness.status()["open_steps"] == []
+    assert grouping.missing_slots(0) == ()
 
 
 def test_status_lists_every_missing_slot_of_each_open_step():

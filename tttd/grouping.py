@@ -107,9 +107,15 @@ class StepGrouping(ReportGrouping):
         return GroupDecision.READY
 
     def missing_slots(self, step: int) -> tuple[tuple[int, int], ...]:
-        """The ``(group, rollout)`` slots of an open step that no report has filled, in order."""
+        """The ``(group, rollout)`` slots of an open step that no report has filled, in order.
+
+        A step that is not open (never seen, ready or discarded) has none.
+        """
         with self._lock:
-            filled = self._open.get(step, frozenset())
+            filled = self._open.get(step)
+        return () if filled is None else self._unfilled(filled)
+
+    def _unfilled(self, filled: frozenset[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
         return tuple(
             (group, rollout)
             for group in range(self.groups_per_step)
@@ -135,7 +141,7 @@ class StepGrouping(ReportGrouping):
                     "expected": self.slots_per_step,
                     "missing": [
                         {"group": group, "rollout": rollout}
-                        for group, rollout in self.missing_slots(step)
+                        for group, rollout in self._unfilled(filled)
                     ],
                 }
                 for step, filled in open_steps
