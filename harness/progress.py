@@ -1,0 +1,354 @@
+"""Live progress of a run: an `EventSink` (see `harness.events`) that shows the step under way.
+
+On a terminal it draws, with rich, the G×R grid of the step with each rollout's stage —
+`·` waiting, `g` guidance, `e` executor, `j` judge, `●` reported valid, `○` reported with a
+candidate failure (reward 0), `✗` failed before reporting — above a line of counts, elapsed
+time and an estimate of the time left. When the step's summary arrives the grid is replaced
+by one line:
+
+    step 3 | valid 121/128 | well-formed 128/128 | best 88.1183 (+1.3537) | grad norm 0.412 |
+    tokens 1.23M (executor 1.10M, guidance 0.13M) | cost $3.21
+
+Not attached to a terminal (a log file, CI), it prints plain lines instead: one per finished
+rollout, one per training phase change, errors, and the same summary line. The estimate is
+throughput-based: elapsed × remaining / finished, which holds for a bounded worker pool.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from harness.cost import CostEstimate, PriceTable, StepUsage, Usage
+
+STAGES = ("guidance", "executor", "judge", "reported", "failed")
+_GLYPHS = {
+    None: ("·", "dim"),
+    "guidance": ("g", "cyan"),
+    "executor": ("e", "blue"),
+    "judge": ("j", "magenta"),
+    "failed": ("✗", "bold red"),
+}
+
+
+def format_duration(seconds: float | None) -> str:
+    """`1:02:03`, `4:05` or `--` (unknown)."""
+    if seconds is None:
+        return "--"
+    seconds = max(int(seconds), 0)
+    hours, rest = divmod(seconds, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
+
+
+def format_tokens(count: int) -> str:
+    """`950`, `12.3k`, `1.23M`."""
+    if count >= 1_000_000:
+        return f"{count / 1e6:.2f}M"
+    return f"{count / 1e3:.1f}k" if count >= 1000 else str(count)
+
+
+def summary_line(
+    summary: Mapping[str, Any],
+    *,
+    previous_best: float | None = None,
+    usage: StepUsage | None = None,
+    tokens: Usage | None = None,
+    cost: CostEstimate | None = None,
+) -> str:
+    """The one-line step summary from a `step_summary` event (SPEC §7 keys). Token counts are
+    shown split by role from `usage`, else as the rollouts' total `tokens`; `cost` when given;
+    the best score's change when `previous_best` is known."""
+    sampled = summary.get("sampled_rollouts", 0)
+    parts = [
+        f"step {summary.get('step')}",
+        f"valid {summary.get('valid_rollouts')}/{sampled}",
+        f"well-formed {summary.get('well_formed_guidance')}/{sampled}",
+    ]
+    best = summary.get("best_raw_score")
+    if best is None:
+        parts.append("best --")
+    elif previous_best is None:
+        parts.append(f"best {best:.4f}")
+    else:
+        parts.append(f"best {best:.4f} ({best - previous_best:+.4f})")
+    grad = summary.get("grad_norm")
+    degenerate = " (degenerate step)" if summary.get("degenerate_step") else ""
+    parts.append(f"grad norm {'--' if grad is None else f'{grad:.4g}'}{degenerate}")
+    if usage is not None:
+        executor, guidance = usage.executor.total_tokens, usage.guidance.total_tokens
+        guide = format_tokens(guidance) if usage.guidance.calls else "n/a"
+        parts.append(
+            f"tokens {format_tokens(executor + guidance)} "
+            f"(executor {format_tokens(executor)}, guidance {guide})"
+        )
+    elif tokens is not None and tokens.calls:
+        parts.append(f"tokens {format_tokens(tokens.total_tokens)}")
+    if cost is not None:
+        parts.append(f"cost {cost.describe()}")
+    return " | ".join(parts)
+
+
+def _usage_from(raw: Any) -> Usage:
+    return Usage.from_openai(raw) or Usage()
+
+
+@dataclass
+class _Step:
+    step: int
+    groups: int
+    rollouts: int
+    started: float
+    stages: dict[tuple[int, int], str] = field(default_factory=dict)
+    statuses: dict[tuple[int, int], str] = field(default_factory=dict)
+    resumed: int = 0
+    tokens: Usage = field(default_factory=Usage)  # guidance + executor, from the rollouts
+    training: str | None = None
+
+    @property
+    def total(self) -> int:
+        return self.groups * self.rollouts
+
+    def finished(self) -> int:
+        return sum(1 for s in self.stages.values() if s in ("reported", "failed"))
+
+
+class ProgressDisplay:
+    """An event sink that renders progress (rich `Live` on a terminal, plain lines otherwise).
+
+    `prices` and `models` ((guidance model, executor model)) let it estimate a step's cost when
+    the `step_summary` event does not carry one. Thread-safe; rendering errors never reach the
+    run (the `Fanout` sink also guards). Call `close()` at the end of the run.
+    """
+
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        plain: bool | None = None,
+        prices: PriceTable | None = None,
+        models: tuple[str, str] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        refresh_per_second: float = 4.0,
+    ) -> None:
+        self.console = console or Console(stderr=True)
+        self.plain = (not self.console.is_terminal) if plain is None else plain
+        self._prices, self._models, self._clock = prices, models, clock
+        self._refresh = refresh_per_second
+        self._lock = threading.RLock()
+        self._step: _Step | None = None
+        self._live: Live | None = None
+        self._best: float | None = None
+
+    # --- the sink -------------------------------------------------------------------------
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        """Update the display for one event (unknown kinds are ignored)."""
+        handler = getattr(self, f"_on_{kind}", None)
+        if handler is not None:
+            with self._lock:
+                handler(fields)
+
+    def close(self) -> None:
+        """Stop the live display, leaving the last frame on screen."""
+        with self._lock:
+            self._stop_live()
+
+    # --- handlers ---------------------------------------------------------------------------
+
+    def _on_run_started(self, f: dict[str, Any]) -> None:
+        self._line(
+            f"run: steps {f.get('start_step')}..{(f.get('steps') or 1) - 1}, "
+            f"{f.get('groups')}×{f.get('rollouts')} rollouts per step, state {f.get('state_dir')}"
+        )
+
+    def _on_step_started(self, f: dict[str, Any]) -> None:
+        self._stop_live()
+        step = _Step(int(f["step"]), int(f["groups"]), int(f["rollouts"]), self._clock())
+        for g, r in (tuple(s) for s in f.get("resumed_slots") or ()):
+            step.stages[(g, r)] = "reported"
+            step.statuses[(g, r)] = "resumed"
+            step.resumed += 1
+        self._step = step
+        resumed = f", {step.resumed} resumed from the journal" if step.resumed else ""
+        self._line(f"step {step.step}: {step.groups}×{step.rollouts} rollouts{resumed}")
+        if not self.plain:
+            self._live = Live(
+                console=self.console,
+                get_renderable=self._render,
+                refresh_per_second=self._refresh,
+                transient=True,
+            )
+            self._live.start()
+
+    def _on_rollout_stage(self, f: dict[str, Any]) -> None:
+        step = self._current(f)
+        if step is not None and f.get("stage") in STAGES:
+            step.stages[(int(f["group"]), int(f["rollout"]))] = f["stage"]
+            if f["stage"] == "failed":
+                self._line(f"step {step.step} g{f['group']}r{f['rollout']}: failed", "red")
+
+    def _on_rollout_finished(self, f: dict[str, Any]) -> None:
+        step = self._current(f)
+        if step is None:
+            return
+        slot = (int(f["group"]), int(f["rollout"]))
+        step.statuses[slot] = str(f.get("status"))
+        step.tokens = step.tokens + _usage_from(f.get("usage"))
+        if not self.plain:
+            return
+        timings = f.get("timings") or {}
+        score = f.get("raw_score")
+        shown = f"{score:.4f}" if isinstance(score, int | float) else "-"
+        spent = " ".join(
+            f"{k.removesuffix('_s')} {v:.1f}s"
+            for k, v in timings.items()
+            if k != "total_s" and isinstance(v, int | float)
+        )
+        done = len(step.statuses)
+        self._line(
+            f"step {step.step} g{slot[0]}r{slot[1]} {f.get('status')} {shown} ({spent}) "
+            f"[{done}/{step.total}, elapsed {format_duration(self._elapsed(step))}, "
+            f"eta {format_duration(self._eta(step, done))}]"
+        )
+
+    def _on_training_wait(self, f: dict[str, Any]) -> None:
+        step = self._step
+        waited = format_duration(f.get("elapsed_s"))
+        note = f"training step {f.get('step')}: {f.get('phase')} ({waited})"
+        missing = f.get("missing_slots") or []
+        if missing:
+            note += f", Reef misses {len(missing)} slots"
+        phase_changed = step is None or step.training != f.get("phase")
+        if step is not None:
+            step.training = str(f.get("phase"))
+        if self.plain and phase_changed:
+            self._line(note)
+
+    def _on_step_summary(self, f: dict[str, Any]) -> None:
+        self._stop_live()
+        step = self._step if self._step and self._step.step == f.get("step") else None
+        usage = _summary_usage(f)
+        cost = _summary_cost(f)
+        if cost is None and usage is not None and self._prices and self._models:
+            cost = self._prices.estimate(usage.by_model(*self._models))
+        tokens = step.tokens if step is not None else None
+        line = summary_line(f, previous_best=self._best, usage=usage, tokens=tokens, cost=cost)
+        self.console.print(Text(line, style="bold"))
+        if isinstance(f.get("best_raw_score"), int | float):
+            self._best = float(f["best_raw_score"])
+
+    def _on_step_committed(self, f: dict[str, Any]) -> None:
+        self._line(f"step {f.get('step')} committed; next step {f.get('next_step')}", "green")
+
+    def _on_run_finished(self, f: dict[str, Any]) -> None:
+        self._stop_live()
+        self._line(f"run finished at step {f.get('next_step')}; best {f.get('best_raw_score')}")
+
+    def _on_error(self, f: dict[str, Any]) -> None:
+        self._line(f"error in {f.get('where')}: {f.get('message')}", "bold red")
+
+    # --- rendering --------------------------------------------------------------------------
+
+    def _current(self, f: Mapping[str, Any]) -> _Step | None:
+        step = self._step
+        return step if step is not None and step.step == f.get("step") else None
+
+    def _elapsed(self, step: _Step) -> float:
+        return self._clock() - step.started
+
+    def _eta(self, step: _Step, done: int) -> float | None:
+        fresh = done - step.resumed
+        if fresh <= 0:
+            return None
+        return self._elapsed(step) * (step.total - done) / fresh
+
+    def _line(self, text: str, style: str | None = None) -> None:
+        if self._live is not None:
+            self._live.console.print(Text(text, style=style or ""))
+        else:
+            self.console.print(Text(text, style=style or ""), soft_wrap=True)
+
+    def _stop_live(self) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+
+    def counts(self) -> Counter[str]:
+        """Rollouts of the current step per stage (`waiting` for those not started)."""
+        with self._lock:
+            step = self._step
+            if step is None:
+                return Counter()
+            counts = Counter(
+                step.stages.get((g, r), "waiting")
+                for g in range(step.groups)
+                for r in range(step.rollouts)
+            )
+            return counts
+
+    def _render(self) -> Group:
+        with self._lock:
+            step = self._step
+            if step is None:
+                return Group(Text("waiting for a step"))
+            grid = Table.grid(padding=(0, 1))
+            grid.add_column(justify="right", style="dim")
+            grid.add_column()
+            for g in range(step.groups):
+                row = Text()
+                for r in range(step.rollouts):
+                    row.append(*self._glyph(step, (g, r)))
+                grid.add_row(f"g{g}", row)
+            counts = self.counts()
+            done = step.finished()
+            valid = sum(1 for s in step.statuses.values() if s == "valid")
+            flight = ", ".join(f"{k} {counts[k]}" for k in ("guidance", "executor", "judge"))
+            header = Text(
+                f"step {step.step} · {done}/{step.total} done · valid {valid} · "
+                f"failed {counts['failed']} · in flight: {flight} · "
+                f"elapsed {format_duration(self._elapsed(step))} · "
+                f"eta {format_duration(self._eta(step, done))}"
+            )
+            parts: list[Any] = [header, grid]
+            if step.training:
+                parts.append(Text(f"training: {step.training}", style="yellow"))
+            return Group(*parts)
+
+    @staticmethod
+    def _glyph(step: _Step, slot: tuple[int, int]) -> tuple[str, str]:
+        stage = step.stages.get(slot)
+        if stage == "reported":
+            status = step.statuses.get(slot)
+            return ("●", "green") if status in ("valid", "resumed") else ("○", "yellow")
+        return _GLYPHS.get(stage, _GLYPHS[None])
+
+
+def _summary_usage(f: Mapping[str, Any], step: _Step | None) -> StepUsage | None:
+    """The step's usage: the summary's own `usage` block, else what the rollouts reported."""
+    raw = f.get("usage")
+    if isinstance(raw, Mapping):
+        return StepUsage(
+            int(f.get("step", -1)),
+            _usage_from(raw.get("executor")),
+            _usage_from(raw.get("guidance")),
+        )
+    if step is not None:
+        return StepUsage(step.step, step.executor, step.guidance)
+    return None
+
+
+def _summary_cost(f: Mapping[str, Any]) -> CostEstimate | None:
+    raw = f.get("cost")
+    if isinstance(raw, Mapping) and isinstance(raw.get("usd"), int | float):
+        return CostEstimate(float(raw["usd"]), tuple(raw.get("unpriced_models") or ()))
+    return None
