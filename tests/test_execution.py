@@ -300,9 +300,9 @@ def test_dropped_connection_is_retried_as_a_transport_fault(server):
 
 def test_read_timeout_is_retried_as_a_transport_fault(server):
     backend = fast(
-        backend_from_name("gpt_oss_120b", base_url=server.url, timeout_s=0.3), max_retries=1
+        backend_from_name("gpt_oss_120b", base_url=server.url, timeout_s=1.0), max_retries=1
     )
-    server.script.append(Reply(delay_s=1.0))
+    server.script.append(Reply(delay_s=2.5))
 
     result = call(backend)
 
