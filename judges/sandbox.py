@@ -364,6 +364,8 @@ class Sandbox:
         argv += ["--ro-bind", str(self.runner), _RUNNER_INSIDE]
         for kind, host_path, inside in binds:
             argv += ["--bind" if kind == "rw" else "--ro-bind", str(host_path), inside]
+        # bwrap builds the root and /dev as tmpfs mounts the sandbox user could write to.
+        argv += ["--remount-ro", "/", "--remount-ro", "/dev"]
         cpu_soft = math.ceil(limits.cpu_seconds) + 1
         argv += ["--chdir", workdir, "--", _RUNNER_INSIDE, str(report_fd)]
         argv += [

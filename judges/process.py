@@ -1,0 +1,86 @@
+"""Start the judge service as a subprocess and learn its address (for tests and benchmarks).
+
+    with JudgeProcess(state_dir, "--generated-cases", "3") as judge:
+        httpx.get(f"{judge.url}/health")
+
+The service is started with `--port 0`; its announced line `judge listening on http://…` gives
+the URL. `stop()` sends SIGTERM and returns the exit status (0 for a clean stop).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import TracebackType
+
+_ANNOUNCE = re.compile(r"judge listening on (http://\S+)")
+
+
+class JudgeProcess:
+    """`python -m judges --port 0 --state-dir <state_dir> [args]` in a child process."""
+
+    def __init__(self, state_dir: Path, *args: str, startup_timeout: float = 120.0) -> None:
+        self.command = [
+            sys.executable, "-m", "judges", "--port", "0", "--state-dir", str(state_dir), *args,
+        ]  # fmt: skip
+        self.startup_timeout = startup_timeout
+        self.url = ""
+        self.process: subprocess.Popen[str] | None = None
+        self.log_path = Path(state_dir) / "service.log"
+
+    def start(self) -> JudgeProcess:
+        """Start the service and wait for its announcement; RuntimeError with its log if not."""
+        Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
+        self.process = subprocess.Popen(
+            self.command, stdout=subprocess.PIPE, stderr=log, text=True, env=os.environ.copy()
+        )
+        log.close()
+        found = threading.Event()
+
+        def read_announcement() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                match = _ANNOUNCE.search(line)
+                if match:
+                    self.url = match.group(1)
+                    found.set()
+                    return
+
+        threading.Thread(target=read_announcement, daemon=True).start()
+        if not found.wait(self.startup_timeout):
+            self.stop()
+            raise RuntimeError(
+                f"judge did not announce itself within {self.startup_timeout:g} s: "
+                f"{' '.join(self.command)}\n{self.log_path.read_text()[-4000:]}"
+            )
+        return self
+
+    def stop(self, timeout: float = 30.0) -> int:
+        """SIGTERM, wait, and return the exit status (SIGKILL after `timeout` seconds)."""
+        if self.process is None:
+            return 0
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return self.process.returncode
+
+    def __enter__(self) -> JudgeProcess:
+        return self.start()
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        self.stop()
