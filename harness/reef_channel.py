@@ -1,0 +1,81 @@
+"""The harness's only door to Reef: the guidance call, the report, and two read-backs.
+
+Everything goes through `reef_client.ReefClient` (the protocol is not re-implemented): the
+guidance call is `inference_with_record` on `/v1/chat/completions`, whose receipt
+(`x-reef-agent-record-id`) is the record id a report must reference, and the report is
+`ReefClient.report`. The read-backs serve resume: which receipts already have a stored report
+(Reef accepts a second report of a slot and stores it, so the harness asks before re-posting),
+and the runtime load id Reef currently serves.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from reef_client import ReefClient, ReefClientError
+
+#: A guidance answer may take long (8192 tokens with thinking); matches serve.yaml's timeout-s.
+GUIDANCE_TIMEOUT_S = 7200.0
+REPORT_TIMEOUT_S = 120.0
+RECORDS_PAGE = 100  # Reef 0.1.3 serves at most 100 records per page
+
+
+class ReefChannel:
+    """Reef for one scenario, with the bearer token (never logged). Thread-safe: each call is
+    one independent HTTP request."""
+
+    def __init__(
+        self,
+        url: str,
+        scenario: str,
+        *,
+        token: str | None,
+        guidance_timeout_s: float = GUIDANCE_TIMEOUT_S,
+        report_timeout_s: float = REPORT_TIMEOUT_S,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.scenario = scenario
+        self._guidance = ReefClient(self.url, token=token, timeout_s=guidance_timeout_s)
+        self._reports = ReefClient(self.url, token=token, timeout_s=report_timeout_s)
+
+    def guide(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        """One guidance completion; returns the response body and its receipt. Raises
+        `ReefClientError` on an HTTP error or a missing receipt."""
+        return self._guidance.inference_with_record(self.scenario, "/v1/chat/completions", body)
+
+    def report(self, body: Mapping[str, Any], receipt: str) -> dict[str, Any]:
+        """Post one rollout's report referencing exactly its own receipt; returns Reef's answer
+        (`agent_record_id` of the stored report)."""
+        return self._reports.report(self.scenario, dict(body), references=[receipt])
+
+    def reported_receipts(self) -> set[str]:
+        """Every inference receipt that a stored report of this scenario references (all pages).
+        A scenario Reef does not know yet has none."""
+        found: set[str] = set()
+        after = 0
+        while True:
+            path = (
+                f"/reef/scenarios/{self.scenario}/records?request_type=report"
+                f"&limit={RECORDS_PAGE}&after_sequence={after}"
+            )
+            try:
+                page = self._reports.get(path)
+            except ReefClientError as exc:
+                if exc.status == 404:
+                    return found
+                raise
+            for record in page.get("records", []):
+                found.update(str(ref) for ref in record.get("references") or [])
+            after = page.get("next_after_sequence")
+            if after is None:
+                return found
+
+    def runtime_load_id(self) -> str | None:
+        """The runtime load id Reef serves this scenario with (`GET /reef/status`), or None when
+        Reef reports none (e.g. a record-only service)."""
+        page = self._reports.get("/reef/status")
+        scenarios = page.get("scenarios") if isinstance(page, Mapping) else None
+        block = scenarios.get(self.scenario) if isinstance(scenarios, Mapping) else None
+        value = block.get("current_runtime_load_id") if isinstance(block, Mapping) else None
+        return None if value is None else str(value)

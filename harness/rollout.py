@@ -1,0 +1,259 @@
+"""One rollout, from the selected parent to the archive entry and its report body (SPEC §6).
+
+    guidance call (through Reef, one sample, receipt) -> strict parse
+      malformed: guidance_format_error, reward 0, executor skipped
+      else: executor -> <solution> extraction -> judge
+    -> LibraryEntry with the full audit metadata -> report body
+
+`run_rollout` does the network work through three small interfaces (`GuidanceSource`, `Executor`,
+`Scorer`) and returns a `FinishedRollout`; journaling and reporting are the caller's job, in
+that order. Executor exceptions become `execution_error`; a judge infrastructure fault
+(`JudgeUnavailableError`) propagates, because that slot must not be journaled or reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.contract import TaskContract
+from harness.execution import ExecutionBackend, ExecutionResult
+from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
+from harness.scorer import Scorer
+from harness.search import GuidanceFormatError, extract_solution, extract_summary, parse_guidance
+from harness.search import rollout_entry as build_entry
+from harness.state import (
+    EXECUTION_ERROR,
+    GUIDANCE_FORMAT_ERROR,
+    PARSE_ERROR,
+    LibraryEntry,
+    LibraryNode,
+    VerificationResult,
+    group_uid,
+)
+
+PROMPT_MODE = "summary_only"
+SUMMARY_SEMANTICS = "canonical_full_candidate"
+ALGORITHM = "ttt-discover"
+NO_SOLUTION_MESSAGE = "the executor answer has no <solution> code block in the task's language"
+
+
+class NonFiniteRewardError(RuntimeError):
+    """A rollout produced a non-finite reward: a bug, so the run stops before reporting it."""
+
+
+class GuidanceSource(Protocol):
+    """The guidance model behind Reef: one completion and its receipt per call."""
+
+    def guide(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], str]: ...
+
+
+class Executor(Protocol):
+    """The frozen executor (`harness.execution.ExecutionClient`)."""
+
+    backend: ExecutionBackend
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None = None
+    ) -> ExecutionResult: ...
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A rollout's coordinates in the step grid."""
+
+    step: int
+    group: int
+    rollout: int
+
+    def __str__(self) -> str:
+        return f"step {self.step} g{self.group}r{self.rollout}"
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What every rollout of a run shares: the task, the guidance model's request settings and
+    the grid (for the report)."""
+
+    contract: TaskContract
+    problem: str
+    model: str
+    guidance_max_tokens: int
+    groups_per_step: int
+    rollouts_per_group: int
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """One slot to run and the parent its group expands."""
+
+    slot: Slot
+    parent: LibraryNode
+    parent_entry: LibraryEntry
+
+
+@dataclass(frozen=True)
+class FinishedRollout:
+    """A rollout ready to be journaled and reported: its entry (metadata carries the receipt
+    and both models' token usage) and its stage timings in seconds."""
+
+    slot: Slot
+    entry: LibraryEntry
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def receipt(self) -> str:
+        return str(self.entry.metadata["agent_record_id"])
+
+
+def run_rollout(
+    task: RolloutTask,
+    settings: RolloutSettings,
+    guidance: GuidanceSource,
+    executor: Executor,
+    scorer: Scorer,
+    on_stage: Callable[[str], None] = lambda stage: None,
+) -> FinishedRollout:
+    """Run one rollout of `task.slot`: exactly one guidance sample, then (if well formed) one
+    executor call and one judge call. Returns the finished rollout; raises only for faults that
+    must stop the run (Reef errors, `JudgeUnavailableError`, a non-finite reward)."""
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+    contract, parent = settings.contract, task.parent_entry
+    prompt = guidance_prompt(contract, settings.problem, parent)
+    body = guidance_request_body(
+        prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
+    )
+    on_stage("guidance")
+    response, receipt = guidance.guide(body)
+    timings["guidance_s"] = time.monotonic() - started
+    text = _content(response)
+
+    result: ExecutionResult | None = None
+    solution = raw_summary = guidance_text = None
+    try:
+        guidance_text = parse_guidance(text)
+    except GuidanceFormatError as error:
+        verification = VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(error))
+    else:
+        on_stage("executor")
+        mark = time.monotonic()
+        try:
+            result = executor.complete(
+                executor_prompt(contract, settings.problem, parent, guidance_text).messages()
+            )
+        except Exception as exc:  # any executor failure is this rollout's execution_error
+            verification = VerificationResult.failure(
+                EXECUTION_ERROR, f"{type(exc).__name__}: {exc}"
+            )
+        timings["executor_s"] = time.monotonic() - mark
+        if result is not None:
+            solution = extract_solution(result.text, contract.solution_language)
+            raw_summary = extract_summary(result.text)
+            if solution is None:
+                verification = VerificationResult.failure(PARSE_ERROR, NO_SOLUTION_MESSAGE)
+            else:
+                on_stage("judge")
+                mark = time.monotonic()
+                verification = scorer(solution)
+                timings["judge_s"] = time.monotonic() - mark
+    if not math.isfinite(verification.reward):
+        raise NonFiniteRewardError(f"{task.slot}: reward {verification.reward!r} is not finite")
+
+    metadata = _audit_metadata(task, settings, prompt.to_dict(), text, result, verification)
+    metadata.update(
+        agent_record_id=receipt,
+        guidance_response_usage=response.get("usage"),
+        guidance_format_ok=guidance_text is not None,
+        execution_backend=executor.backend.safe_dict(),
+    )
+    entry = build_entry(
+        parent=task.parent,
+        step=task.slot.step,
+        guidance=guidance_text,
+        execution_thinking=result.reasoning if result else "",
+        solution=solution,
+        verification=verification,
+        raw_summary=raw_summary,
+        metadata=metadata,
+    )
+    timings["total_s"] = time.monotonic() - started
+    return FinishedRollout(task.slot, entry, timings)
+
+
+def _audit_metadata(
+    task: RolloutTask,
+    settings: RolloutSettings,
+    prompt: dict[str, str],
+    guidance_text: str,
+    result: ExecutionResult | None,
+    verification: VerificationResult,
+) -> dict[str, Any]:
+    """The entry metadata of SPEC §6 (plus the slot and the parent's search value, so a report
+    can be rebuilt from the entry alone on resume)."""
+    slot = task.slot
+    return {
+        "group_uid": group_uid(slot.step + 1, slot.group),
+        "selected_node_id": task.parent.id,
+        "selected_parent_entry_id": task.parent_entry.id,
+        "selected_parent_solution_sha256": hashlib.sha256(
+            task.parent_entry.solution.strip().encode("utf-8")
+        ).hexdigest(),
+        "search_value": task.parent.value,
+        "step": slot.step,
+        "group": slot.group,
+        "rollout": slot.rollout,
+        "guidance_generation_attempts": 1,
+        "raw_guidance_text": guidance_text,
+        "guidance_prompt": prompt,
+        "execution_text": result.text if result else "",
+        "prompt_mode": PROMPT_MODE,
+        "summary_semantics": SUMMARY_SEMANTICS,
+        "execution_response_metadata": result.response_metadata() if result else None,
+        "execution_response_usage": result.usage if result else None,
+        "verification_artifacts": dict(verification.artifacts),
+    }
+
+
+def report_body(entry: LibraryEntry, groups_per_step: int, rollouts_per_group: int) -> dict:
+    """The `/reef/report` body of a journaled rollout (the receipt goes in `references`): score =
+    reward (0 for every failure kind), feedback `"<status>: <message>"`, and the grid metadata.
+    Built from the entry alone, so a resumed run posts exactly what the crashed one would have."""
+    meta = entry.metadata
+    step, group = int(meta["step"]), int(meta["group"])
+    if not math.isfinite(entry.verifier_reward):
+        raise NonFiniteRewardError(f"entry {entry.id}: reward {entry.verifier_reward!r}")
+    return {
+        "score": float(entry.verifier_reward),
+        "feedback": f"{entry.verifier_status}: {entry.verifier_message}",
+        "metadata": {
+            "step": step,
+            "group": group,
+            "rollout": int(meta["rollout"]),
+            "groups_per_step": groups_per_step,
+            "rollouts_per_group": rollouts_per_group,
+            "algorithm": ALGORITHM,
+            "comparison_set": f"tttd-step-{step}-group-{group}",
+            "parent_id": entry.parent_id,
+            "search_value": meta["search_value"],
+            "guidance_ttt": True,
+            "prompt_mode": PROMPT_MODE,
+            "archive_timestep": entry.timestep,
+            "library_entry_id": entry.id,
+        },
+    }
+
+
+def _content(response: Mapping[str, Any]) -> str:
+    """The guidance answer text (`choices[0].message.content`); "" when absent, which the
+    strict parser then refuses like any other malformed answer."""
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return ""
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) else ""

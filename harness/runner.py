@@ -1,0 +1,296 @@
+"""Wiring of one run: settings → store → archive → harness → controller, with resume.
+
+`run_steps` is what both the Harbor agent and the tests call. It opens (or creates from the task's
+seed) the archive store under `<state>/guidance-run/archive/`, replays the in-flight step's
+journal, lets the run controller decide where to start (identity, finished run, Reef's checkpoint,
+archive pairing), then runs each step and hands it to the controller, which waits for Reef's
+training, qualifies it and commits archive and `resume-state.json` in that order. At the end it
+exports the committed archive as `guidance-run/committed-library.json` (the Discover format).
+
+The adapters (Reef, executor, judge, training bridge, status page) come in as `RunServices`;
+`production_services` builds the real ones from `RunSettings`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.agent import GuidanceHarness, StepRun, step_entries
+from harness.atomic import remove_stale_temps
+from harness.contract import load_contract
+from harness.cost import usage_by_step
+from harness.crash_hook import crash_point
+from harness.events import EVENTS_FILE, EventSink, NullSink
+from harness.execution import ExecutionClient, backend_from_name
+from harness.library import Archive
+from harness.reef_channel import ReefChannel
+from harness.reef_status import ReefStatusClient, StatusSource
+from harness.rollout import Executor, RolloutSettings
+from harness.run_controller import (
+    RESUME_STATE,
+    ControllerSettings,
+    RunController,
+    RunIdentity,
+)
+from harness.run_settings import RunSettings
+from harness.scorer import FrontierCSScorer, Scorer
+from harness.state import ArchiveConfig, LibraryEntry
+from harness.store import HEAD, ArchiveStore
+from harness.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
+
+log = logging.getLogger(__name__)
+
+RUN_DIR = RESUME_STATE.parent  # guidance-run
+ARCHIVE_DIR = RUN_DIR / "archive"
+COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
+SEED_FILE = Path("solution") / "seed.json"
+MAX_DEFAULT_WORKERS = 32
+
+
+def load_seed(task_dir: Path) -> LibraryEntry:
+    """The task's seed candidate: the `entry` of `<task>/solution/seed.json` (a verified,
+    judged program with a code-free summary)."""
+    path = Path(task_dir) / SEED_FILE
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(
+            f"{path} is missing: every task ships its judged seed candidate there (SPEC §9)"
+        ) from exc
+    if not isinstance(data, dict) or "entry" not in data:
+        raise ValueError(f"{path} must hold an object with the seed's `entry`")
+    return LibraryEntry.from_dict(data["entry"])
+
+
+@dataclass
+class RunServices:
+    """The adapters of a run. `close` releases what `production_services` opened."""
+
+    reef: ReefChannel
+    executor: Executor
+    scorer: Scorer
+    bridge: TrainingBridge
+    status: StatusSource
+    events: EventSink = field(default_factory=NullSink)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+
+
+def production_services(
+    settings: RunSettings,
+    task_dir: Path,
+    *,
+    executor_url: str | None = None,
+    bridge: TrainingBridge | None = None,
+    events: EventSink | None = None,
+) -> RunServices:
+    """The real adapters: Reef at `settings.reef_url`, the configured executor backend (at
+    `executor_url` when given), the FrontierCS judge at `settings.judge_url` with the task's case
+    check, Reef's Ray training bridge (address from `<run-dir>/slime-driver/runtime.yaml`) unless
+    `bridge` is given, and Reef's status page."""
+    effort = (
+        settings.gpt_oss_reasoning_effort if settings.executor_backend == "gpt_oss_120b" else None
+    )
+    backend = backend_from_name(
+        settings.executor_backend, reasoning_effort=effort, base_url=executor_url
+    )
+    executor = ExecutionClient(backend)
+    status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
+    if bridge is None:
+        address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
+        bridge = RayTrainingBridge(address)
+    return RunServices(
+        reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
+        executor=executor,
+        scorer=FrontierCSScorer.for_task(task_dir, settings.judge_url, settings.judge_problem_id),
+        bridge=bridge,
+        status=status,
+        events=events or NullSink(),
+        closers=[executor.close, status.close],
+    )
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run leaves for its caller (and for Harbor's `context.metadata["reef"]`)."""
+
+    start_step: int
+    next_step: int
+    step_summaries: tuple[Mapping[str, Any], ...]
+    agent_record_ids: tuple[str, ...]
+    runtime_load_id: str | None
+    best: LibraryEntry | None
+
+    def reef_metadata(self) -> dict[str, Any]:
+        """The documented `context.metadata["reef"]` block (JSON values only)."""
+        return {
+            "agent_record_ids": list(self.agent_record_ids),
+            "start_step": self.start_step,
+            "next_step": self.next_step,
+            "runtime_load_id": self.runtime_load_id,
+            "step_summaries": [dict(s) for s in self.step_summaries],
+        }
+
+
+def default_workers(settings: RunSettings) -> int:
+    """Concurrent rollouts: the whole grid, at most 32 (the executor and judge bound their own
+    concurrency too)."""
+    return min(settings.rollouts_per_step, MAX_DEFAULT_WORKERS)
+
+
+def run_steps(
+    settings: RunSettings,
+    task_dir: Path,
+    problem: str,
+    services: RunServices,
+    *,
+    workers: int | None = None,
+    controller_overrides: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run (or resume) the run described by `settings` up to STEPS and return its result.
+
+    Raises what stops the run: `ResumeRefused` and friends from the controller, `StepInterrupted`
+    (judge down; re-run to resume), Reef or journal errors. Nothing is lost by any of them:
+    finished rollouts are journaled, committed steps are committed.
+    """
+    contract = load_contract(task_dir)
+    run_dir = settings.state_dir / RUN_DIR
+    run_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(run_dir)  # a resume-state write cut short leaves only its temp file
+    config = ArchiveConfig(
+        rollout_n=settings.rollouts_per_group,
+        groups_per_batch=settings.groups_per_step,
+        score_direction=contract.score_direction,
+    )
+    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir)
+    try:
+        restored = store.load()
+        archive = restored.archive
+        committed = [restored.committed_step]
+
+        def commit_archive(step: int) -> None:
+            if step <= committed[0]:  # already committed before a crash: idempotent
+                return
+            crash_point("before_archive_commit")
+            store.commit_step(archive, step)
+            committed[0] = step
+            crash_point("after_archive_commit")
+
+        controller = RunController(
+            ControllerSettings.for_run(settings, **dict(controller_overrides or {})),
+            RunIdentity.from_dict(settings.identity()),
+            services.executor.backend.safe_dict(),
+            services.bridge,
+            services.status,
+            commit_archive,
+            lambda: committed[0] if committed[0] >= 0 else None,
+        )
+        start = controller.begin()
+        events = services.events
+        events.emit(
+            "run_started",
+            state_dir=str(settings.state_dir),
+            start_step=start.start_step,
+            steps=start.steps,
+            groups=settings.groups_per_step,
+            rollouts=settings.rollouts_per_group,
+        )
+        harness = GuidanceHarness(
+            archive=archive,
+            store=store,
+            settings=RolloutSettings(
+                contract=contract,
+                problem=problem,
+                model=settings.model,
+                guidance_max_tokens=settings.guidance_max_tokens,
+                groups_per_step=settings.groups_per_step,
+                rollouts_per_group=settings.rollouts_per_group,
+            ),
+            reef=services.reef,
+            executor=services.executor,
+            scorer=services.scorer,
+            workers=workers or default_workers(settings),
+            events=events,
+        )
+        summaries = list(start.step_summaries)
+        for step in range(start.start_step, start.steps):
+            if step == start.recovered_step:
+                step_run = harness.rebuild_step(step)
+            else:
+                journaled = restored.in_flight if step == restored.next_step else ()
+                step_run = harness.run_step(step, journaled)
+            summary = controller.complete_step(step_run.outcome)
+            summaries.append(summary)
+            _emit_step_end(events, archive, step, summary, step_run)
+        store.export_library_json(settings.state_dir / COMMITTED_LIBRARY)
+        result = RunResult(
+            start_step=start.start_step,
+            next_step=controller.next_step,
+            step_summaries=tuple(summaries),
+            agent_record_ids=well_formed_receipts(archive),
+            runtime_load_id=_runtime_load_id(services.reef),
+            best=archive.best_entry(),
+        )
+        events.emit(
+            "run_finished",
+            next_step=result.next_step,
+            best_raw_score=result.best.verifier_raw_score if result.best else None,
+        )
+        return result
+    except BaseException as exc:
+        services.events.emit("error", message=f"{type(exc).__name__}: {exc}", where="run")
+        raise
+    finally:
+        store.close()
+
+
+def _open_store(root: Path, config: ArchiveConfig, task_dir: Path) -> ArchiveStore:
+    if (root / HEAD).exists():
+        return ArchiveStore.open(root, config)
+    log.info("new archive in %s from the seed of %s", root, task_dir)
+    return ArchiveStore.create(root, Archive.from_seed(config, load_seed(task_dir)))
+
+
+def _emit_step_end(
+    events: EventSink, archive: Archive, step: int, summary: Mapping[str, Any], run: StepRun
+) -> None:
+    usage = usage_by_step(step_entries(archive, step)).get(step)
+    events.emit(
+        "step_summary",
+        **dict(summary),
+        executor_failures=run.executor_failures,
+        usage=usage.to_dict() if usage else None,
+    )
+    events.emit("step_committed", step=step, next_step=step + 1)
+
+
+def well_formed_receipts(archive: Archive) -> tuple[str, ...]:
+    """The receipts of every rollout with well-formed guidance, in step, group, rollout order."""
+    rollouts = [
+        e
+        for e in archive.entries.values()
+        if e.timestep >= 1 and e.metadata.get("guidance_format_ok")
+    ]
+    rollouts.sort(key=lambda e: (e.timestep, e.metadata["group"], e.metadata["rollout"]))
+    return tuple(str(e.metadata["agent_record_id"]) for e in rollouts)
+
+
+def _runtime_load_id(reef: ReefChannel) -> str | None:
+    try:
+        return reef.runtime_load_id()
+    except Exception as exc:  # informative only: never fail a finished run over it
+        log.warning("could not read Reef's runtime load id: %s", exc)
+        return None
+
+
+def event_log_path(settings: RunSettings) -> Path:
+    """Where a run's `events.jsonl` lives: `<state>/guidance-run/events.jsonl`."""
+    return settings.state_dir / RUN_DIR / EVENTS_FILE

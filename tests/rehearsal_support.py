@@ -1,0 +1,396 @@
+"""Shared pieces of the CPU rehearsal, crash and Harbor tests of the full run loop.
+
+What is real here: `reef serve` (record-only tttd recipe, `tests.reef_fixtures`), the local judge
+(`python -m judges`), the run loop itself, the archive store and the run controller. What stands
+in for what cannot run on CPU:
+
+* the guidance model (SGLang behind Reef) is Reef's upstream `OpenAIFixture` answering with
+  `GuidanceScript`: a thinking line plus one `<guidance>` block naming a seed variant, and a
+  malformed answer (two blocks) at chosen call numbers;
+* the executor (GPT-OSS / GLM) is an `OpenAIFixture` answering with `executor_reply`: real C++
+  variants of the seed program (small source edits, each compiled and judged for real), a
+  compile error, an answer without a `<solution>`, and an HTTP 400;
+* Reef's training bridge is `tests.bridge_fake.FakeTrainingBridge`, fed with the rewards Reef
+  actually stored (`ReefReports.step_rewards`), first report per slot, as Reef's grouping does.
+
+Run as a module, this file is the crash-test driver: `python -m tests.rehearsal_support ...`
+runs `harness.runner.run_steps` with those adapters and prints the result as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import sys
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # the driver runs as `python -m tests.rehearsal_support`
+    sys.path.insert(0, str(REPO))
+
+from harness.agent import StepInterrupted  # noqa: E402
+from harness.atomic import temp_path_for  # noqa: E402
+from harness.crash_hook import ENV_VAR, crash_point  # noqa: E402
+from harness.events import EventLog  # noqa: E402
+from harness.execution import ExecutionClient, backend_from_name  # noqa: E402
+from harness.reef_channel import ReefChannel  # noqa: E402
+from harness.reef_status import ReefStatusClient  # noqa: E402
+from harness.run_settings import RunSettings  # noqa: E402
+from harness.runner import RunServices, event_log_path, run_steps  # noqa: E402
+from harness.scorer import FrontierCSScorer  # noqa: E402
+from harness.store import HEAD  # noqa: E402
+from tests.bridge_fake import FakeTrainingBridge  # noqa: E402
+from tests.openai_fixture import RecordedRequest, Reply  # noqa: E402
+
+TASK_DIR = REPO / "harbor" / "polyomino_packing"
+TOKEN = "reef-local"
+POLL_S = 0.05
+
+
+def task_dir() -> Path:
+    """The Polyomino task directory used by the tests (`GUIDANCE_TTT_TEST_TASK_DIR` overrides it,
+    e.g. for a copy with another seed)."""
+    return Path(os.environ.get("GUIDANCE_TTT_TEST_TASK_DIR") or TASK_DIR)
+
+
+def seed_source() -> str:
+    return (task_dir() / "solution" / "solution.cpp").read_text()
+
+
+# --- the executor: real C++ variants of the seed -----------------------------------------------
+
+
+def _edit(source: str, old: str, new: str) -> str:
+    if old not in source:
+        raise AssertionError(f"the seed program no longer contains {old!r}; update the variant")
+    return source.replace(old, new, 1)
+
+
+#: Each variant is a small, honest source edit of the seed; the judge scores it for real.
+VARIANTS: dict[str, Callable[[str], str]] = {
+    "fewer_widths": lambda s: _edit(s, "step <= 16", "step <= 3"),
+    "wider_range": lambda s: _edit(s, "0.8 + 0.05 * step", "0.6 + 0.1 * step"),
+    "annotated": lambda s: "// variant: the parent, annotated\n" + s,
+    "broken": lambda s: _edit(s, "return best;", "return best"),  # a compile error
+}
+#: Executor answers that are not programs.
+NO_SOLUTION, REFUSED = "no_solution", "refused"
+GUIDANCE_CYCLE = ("fewer_widths", "wider_range", "annotated", "broken", NO_SOLUTION, REFUSED)
+_VARIANT_IN_GUIDANCE = re.compile(r"<guidance>.*?variant (\w+)", re.DOTALL)
+
+
+def executor_reply(request: RecordedRequest) -> Reply:
+    """The stand-in executor: reads which variant the guidance asks for and answers with it."""
+    user = request.body["messages"][-1]["content"]
+    found = _VARIANT_IN_GUIDANCE.search(user)
+    name = found[1] if found else "annotated"
+    if name == REFUSED:
+        return Reply(status=400, error="the test executor refuses this request")
+    summary = (
+        "The candidate keeps the parent's shelf packing of oriented bounding boxes and applies "
+        f"the requested change ({name.replace('_', ' ')}); everything else is kept as it was."
+    )
+    if name == NO_SOLUTION:
+        return Reply(content=f"I could not write the program.\n<summary>\n{summary}\n</summary>")
+    program = VARIANTS[name](seed_source())
+    return Reply(
+        content=f"<solution>\n```cpp\n{program}\n```\n</solution>\n\n<summary>\n{summary}\n</summary>",
+        reasoning=f"Apply {name} to the parent.",
+        usage={"prompt_tokens": 900, "completion_tokens": 700, "total_tokens": 1600},
+    )
+
+
+class GuidanceScript:
+    """The stand-in guidance model: call n answers with a thinking line and one guidance block
+    naming `GUIDANCE_CYCLE[n % 6]`, or with two blocks (malformed) when n is in `malformed`."""
+
+    def __init__(self, malformed: Sequence[int] = ()) -> None:
+        self.malformed = set(malformed)
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            n = self.calls
+            self.calls += 1
+        if n in self.malformed:
+            return Reply(content="<guidance>spiral</guidance>\n<guidance>or rows</guidance>")
+        variant = GUIDANCE_CYCLE[n % len(GUIDANCE_CYCLE)]
+        return Reply(
+            content=(
+                "Thinking: the summary says boxes go on shelves.\n"
+                f"<guidance>Direction {n}: try the variant {variant} of the shelf strategy, "
+                "keeping the orientation rule.</guidance>"
+            ),
+            usage={"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500},
+        )
+
+
+# --- settings ------------------------------------------------------------------------------------
+
+
+def write_serve_yaml(
+    path: Path,
+    *,
+    state_dir: Path,
+    reef_port: int,
+    judge_url: str,
+    groups: int,
+    rollouts: int,
+    steps: int,
+    task: str = "polyomino_packing",
+) -> RunSettings:
+    """A serve.yaml for a test run (the repository's file with the grid, STEPS, ports and state
+    moved), and the `RunSettings` the harness reads from it."""
+    document = yaml.safe_load((REPO / "serve.yaml").read_text())
+    document["reef"].update(host="127.0.0.1", port=reef_port, token=TOKEN)
+    document["reef"]["run-dir"] = str(state_dir / "stack")
+    document["recipe"]["config"].update({"groups-per-step": groups, "rollouts-per-group": rollouts})
+    config = document["training"]["config"]
+    config.update(
+        steps=steps,
+        task=task,
+        state_dir=str(state_dir),
+        checkpoint_dir=str(state_dir / "checkpoints"),
+    )
+    config["harness"] = {
+        "executor_backend": "gpt_oss_120b",
+        "gpt_oss_reasoning_effort": "high",
+        "judge_url": judge_url,
+        "judge_problem_id": "0",
+    }
+    document["training"]["options"]["global-batch-size"] = groups * rollouts
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return RunSettings.load(path, environ={}, base_dir=path.parent)
+
+
+# --- reading back what Reef stored -----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StoredReport:
+    """One report as Reef stored it."""
+
+    record_id: str
+    sequence: int
+    references: tuple[str, ...]
+    score: float
+    feedback: str
+    metadata: dict[str, Any]
+
+    @property
+    def slot(self) -> tuple[int, int, int]:
+        return (self.metadata["step"], self.metadata["group"], self.metadata["rollout"])
+
+
+class ReefReports:
+    """Reads a scenario's records back from Reef (`GET /reef/scenarios/{s}/records[/{id}]`);
+    stored records never change, so their details are cached."""
+
+    def __init__(self, url: str, scenario: str, token: str = TOKEN) -> None:
+        self.url, self.scenario = url.rstrip("/"), scenario
+        self._headers = {"Authorization": f"Bearer {token}"}
+        self._details: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def _records(self, request_type: str) -> list[dict[str, Any]]:
+        found, after = [], 0
+        while after is not None:
+            response = httpx.get(
+                f"{self.url}/reef/scenarios/{self.scenario}/records",
+                params={"request_type": request_type, "limit": 100, "after_sequence": after},
+                headers=self._headers,
+                timeout=30,
+            )
+            if response.status_code == 404:
+                return []
+            response.raise_for_status()
+            page = response.json()
+            found += page["records"]
+            after = page["next_after_sequence"]
+        return found
+
+    def inferences(self) -> list[str]:
+        """Receipts of every guidance call Reef recorded, in order."""
+        return [r["agent_record_id"] for r in self._records("inference")]
+
+    def reports(self) -> list[StoredReport]:
+        """Every stored report, in Reef's sequence order, with its payload."""
+        out = []
+        for summary in self._records("report"):
+            record_id = summary["agent_record_id"]
+            with self._lock:
+                detail = self._details.get(record_id)
+            if detail is None:
+                response = httpx.get(
+                    f"{self.url}/reef/scenarios/{self.scenario}/records/{record_id}",
+                    headers=self._headers,
+                    timeout=30,
+                )
+                response.raise_for_status()
+                detail = response.json()
+                with self._lock:
+                    self._details[record_id] = detail
+            payload = detail["payload"]
+            out.append(
+                StoredReport(
+                    record_id,
+                    detail["sequence"],
+                    tuple(detail["references"]),
+                    float(payload["score"]),
+                    payload["feedback"],
+                    payload["metadata"],
+                )
+            )
+        return out
+
+    def step_rewards(self, step: int, groups: int, rollouts: int) -> list[list[float]] | None:
+        """The step's G×R rewards once every slot has a report (first report per slot, as Reef's
+        tttd grouping keeps it), else None."""
+        first: dict[tuple[int, int], float] = {}
+        for report in self.reports():
+            if report.metadata["step"] == step:
+                first.setdefault(
+                    (report.metadata["group"], report.metadata["rollout"]), report.score
+                )
+        if len(first) < groups * rollouts:
+            return None
+        return [[first[(g, r)] for r in range(rollouts)] for g in range(groups)]
+
+
+@dataclass(frozen=True)
+class Journaled:
+    """One journal line of a rollout, as the store wrote it."""
+
+    step: int
+    group: int
+    rollout: int
+    entry: dict[str, Any]
+
+
+def journal(state_dir: Path) -> list[Journaled]:
+    """Every rollout line of every step journal under `<state>/guidance-run/archive/`, in file
+    order (committed and in-flight steps alike; the groups lines are skipped)."""
+    found = []
+    for path in sorted((state_dir / "guidance-run" / "archive").glob("step-*.jsonl")):
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            if "entry" in record:
+                found.append(
+                    Journaled(record["step"], record["group"], record["rollout"], record["entry"])
+                )
+    return found
+
+
+def fake_bridge(settings: RunSettings) -> FakeTrainingBridge:
+    """The training-bridge factory the tests hand to the runner and the Harbor agent: a fake
+    slime-driver on the run's state directory that trains a step once Reef holds its grid."""
+    reports = ReefReports(settings.reef_url, settings.scenario, settings.reef_token or TOKEN)
+    return FakeTrainingBridge(
+        settings.state_dir,
+        groups_per_step=settings.groups_per_step,
+        rollouts_per_group=settings.rollouts_per_group,
+        lora_rank=settings.lora_rank,
+        reports_source=lambda step: reports.step_rewards(
+            step, settings.groups_per_step, settings.rollouts_per_group
+        ),
+    )
+
+
+def services(settings: RunSettings, executor_url: str, task: Path) -> RunServices:
+    """The run's adapters for a CPU rehearsal: real Reef, executor client, judge client and
+    status page; the fake training bridge."""
+    backend = backend_from_name(settings.executor_backend, base_url=executor_url)
+    executor = ExecutionClient(backend)
+    status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
+    events = EventLog(event_log_path(settings))
+    return RunServices(
+        reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
+        executor=executor,
+        scorer=FrontierCSScorer.for_task(
+            task, settings.judge_url, settings.judge_problem_id, poll_interval_s=0.1
+        ),
+        bridge=fake_bridge(settings),
+        status=status,
+        events=events,
+        closers=[executor.close, status.close, events.close],
+    )
+
+
+# --- the crash driver --------------------------------------------------------------------------
+
+
+def install_write_crash_points() -> None:
+    """Crash points inside the two commit writes, for the driver process only: the archive head
+    (`archive_head_write`; the store's creation is write 1, step 0's commit write 2) and
+    `resume_state_write`. Each leaves a fully written temp file that was never renamed, exactly
+    what a kill between fsync and rename leaves."""
+    import harness.run_controller as controller_module
+    import harness.store as store_module
+
+    def cut_short(path: Path, data: bytes, point: str) -> None:
+        if not os.environ.get(ENV_VAR, "").startswith(point):
+            return
+        temp = temp_path_for(Path(path))
+        temp.write_bytes(data)
+        crash_point(point)
+        temp.unlink()
+
+    write_bytes = store_module.atomic_write_bytes
+    write_json = controller_module.atomic_write_json
+
+    def head_write(path: Path, data: bytes) -> None:
+        if Path(path).name == HEAD:
+            cut_short(path, data, "archive_head_write")
+        write_bytes(path, data)
+
+    def state_write(path: Path, value: Any) -> None:
+        cut_short(path, json.dumps(value).encode(), "resume_state_write")
+        write_json(path, value)
+
+    store_module.atomic_write_bytes = head_write
+    controller_module.atomic_write_json = state_write
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the loop as a separate process (the crash tests kill it): prints the result as JSON,
+    exits 3 when the step was interrupted, 1 on any other error."""
+    parser = argparse.ArgumentParser(prog="python -m tests.rehearsal_support")
+    parser.add_argument("--serve-yaml", type=Path, required=True)
+    parser.add_argument("--task-dir", type=Path, required=True)
+    parser.add_argument("--executor-url", required=True)
+    parser.add_argument("--workers", type=int, default=1)
+    args = parser.parse_args(argv)
+    install_write_crash_points()
+    settings = RunSettings.load(args.serve_yaml, environ={}, base_dir=args.serve_yaml.parent)
+    adapters = services(settings, args.executor_url, args.task_dir)
+    problem = (args.task_dir / "instruction.md").read_text()
+    try:
+        result = run_steps(
+            settings,
+            args.task_dir,
+            problem,
+            adapters,
+            workers=args.workers,
+            controller_overrides={"poll_interval_s": POLL_S, "deadline_s": 120.0},
+        )
+    except StepInterrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 3
+    finally:
+        adapters.close()
+    print(json.dumps(result.reef_metadata()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,236 @@
+"""End-to-end rehearsal on CPU: two steps of 2×4 through the real run loop.
+
+Real: `reef serve` (record-level, tttd report contract), the local judge on a small generated
+suite, the archive store and journal, the run controller. Stand-ins (see tests/rehearsal_support):
+the guidance model (Reef's upstream fixture, one malformed answer), the executor (C++ variants of
+the seed), and the training bridge fake fed with the rewards Reef stored.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from judge_fakes import LocalJudge
+
+from harness.execution import backend_from_name
+from harness.library_json import read_library_json
+from harness.run_controller import ResumeRefused
+from harness.run_settings import RunSettings
+from harness.runner import COMMITTED_LIBRARY, RunResult, run_steps
+from harness.store import read_committed
+from tests.openai_fixture import OpenAIFixture
+from tests.reef_fixtures import running_reef
+from tests.rehearsal_support import (
+    POLL_S,
+    GuidanceScript,
+    Journaled,
+    ReefReports,
+    StoredReport,
+    executor_reply,
+    journal,
+    services,
+    task_dir,
+    write_serve_yaml,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+
+G, R, STEPS = 2, 4, 2
+MALFORMED_CALL = 2  # the third guidance call answers with two <guidance> blocks
+
+
+@dataclass
+class Rehearsal:
+    settings: RunSettings
+    result: RunResult
+    guidance: OpenAIFixture
+    executor: OpenAIFixture
+    reef: ReefReports
+    journal: list[Journaled]
+    reports: list[StoredReport]
+    task: Path
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
+    root = tmp_path_factory.mktemp("rehearsal")
+    task = task_dir()
+    if not (task / "solution" / "seed.json").is_file():
+        pytest.skip(f"{task}/solution/seed.json (the task's seed archive) is missing")
+    with (
+        LocalJudge(root / "judge", "--generated-cases", "2", "--seed", "11") as judge,
+        OpenAIFixture(GuidanceScript(malformed=[MALFORMED_CALL])) as guidance,
+        OpenAIFixture(executor_reply) as executor,
+        running_reef(root / "reef", upstream=guidance) as reef,
+    ):
+        settings = write_serve_yaml(
+            root / "serve.yaml",
+            state_dir=root / "state",
+            reef_port=reef.port,
+            judge_url=judge.url,
+            groups=G,
+            rollouts=R,
+            steps=STEPS,
+        )
+        adapters = services(settings, executor.v1_url, task)
+        try:
+            result = run_steps(
+                settings,
+                task,
+                (task / "instruction.md").read_text(),
+                adapters,
+                controller_overrides={"poll_interval_s": POLL_S, "deadline_s": 120.0},
+            )
+        finally:
+            adapters.close()
+        stored = ReefReports(reef.url, settings.scenario)
+        yield Rehearsal(
+            settings,
+            result,
+            guidance,
+            executor,
+            stored,
+            journal(settings.state_dir),
+            stored.reports(),
+            task,
+        )
+
+
+def test_two_steps_of_two_by_four_are_committed(rehearsal: Rehearsal) -> None:
+    result = rehearsal.result
+    assert (result.start_step, result.next_step) == (0, STEPS)
+    assert [s["step"] for s in result.step_summaries] == [0, 1]
+    assert all(s["sampled_rollouts"] == G * R for s in result.step_summaries)
+    state = json.loads(
+        (rehearsal.settings.state_dir / "guidance-run/resume-state.json").read_text()
+    )
+    assert state["next_step"] == STEPS
+    archive, committed_step = read_committed(rehearsal.settings.state_dir / "guidance-run/archive")
+    assert committed_step == STEPS - 1 and archive.puct_T == STEPS * G * R
+    exported = read_library_json(rehearsal.settings.state_dir / COMMITTED_LIBRARY)
+    assert set(exported.entries) == set(archive.entries)
+
+
+def test_every_report_references_exactly_its_own_receipt(rehearsal: Rehearsal) -> None:
+    receipts = rehearsal.reef.inferences()
+    assert len(receipts) == STEPS * G * R, "exactly one guidance sample per rollout"
+    assert len(rehearsal.reports) == STEPS * G * R
+    by_entry = {j.entry["id"]: j for j in rehearsal.journal}
+    for report in rehearsal.reports:
+        journaled = by_entry[report.metadata["library_entry_id"]]
+        assert report.references == (journaled.entry["metadata"]["agent_record_id"],)
+    assert sorted(r.references[0] for r in rehearsal.reports) == sorted(receipts)
+
+
+def test_malformed_guidance_skips_executor_and_reports_zero(rehearsal: Rehearsal) -> None:
+    malformed = [
+        j for j in rehearsal.journal if j.entry["verifier_status"] == "guidance_format_error"
+    ]
+    assert len(malformed) == 1
+    entry = malformed[0].entry
+    assert entry["verifier_reward"] == 0.0 and entry["guidance"] == ""
+    assert entry["metadata"]["guidance_format_ok"] is False
+    assert entry["metadata"]["execution_text"] == "" and entry["solution"] == ""
+    assert entry["verifier_message"] == "expected exactly one complete <guidance> block"
+    # The executor was called once per well-formed rollout, never with the malformed answer.
+    well_formed = [j for j in rehearsal.journal if j.entry["metadata"]["guidance_format_ok"]]
+    calls = rehearsal.executor.completion_requests()
+    assert len(calls) == len(well_formed) == STEPS * G * R - 1
+    assert not any("or rows" in json.dumps(c.body) for c in calls)
+    report = next(r for r in rehearsal.reports if r.metadata["library_entry_id"] == entry["id"])
+    assert report.score == 0.0
+    assert report.feedback == f"guidance_format_error: {entry['verifier_message']}"
+    assert report.references == (entry["metadata"]["agent_record_id"],)
+
+
+def test_no_policy_message_contains_code(rehearsal: Rehearsal) -> None:
+    archive, _ = read_committed(rehearsal.settings.state_dir / "guidance-run/archive")
+    code_lines = {
+        line.strip()
+        for entry in archive.entries.values()
+        for line in entry.solution.splitlines()
+        if len(line.strip()) > 25 and any(mark in line for mark in ";{}()")
+    }
+    assert len(code_lines) > 20, "the check must have code to look for"
+    requests = rehearsal.guidance.completion_requests()
+    assert len(requests) == STEPS * G * R
+    seed = next(e for e in archive.entries.values() if e.timestep == 0)
+    shown = "".join(m["content"] for m in requests[0].body["messages"])
+    assert seed.summary in shown, "the parent's summary must reach the policy (non-vacuous check)"
+    for request in requests:
+        text = "\n".join(m["content"] for m in request.body["messages"])
+        leaked = [line for line in code_lines if line in text]
+        assert not leaked, f"policy message contains code: {leaked[:3]}"
+        assert "lora_path" not in request.body
+
+
+def test_archive_journal_and_reef_reports_agree_slot_by_slot(rehearsal: Rehearsal) -> None:
+    archive, _ = read_committed(rehearsal.settings.state_dir / "guidance-run/archive")
+    journaled = {(j.step, j.group, j.rollout): j.entry for j in rehearsal.journal}
+    reported = Counter(r.slot for r in rehearsal.reports)
+    grid = {(s, g, r) for s in range(STEPS) for g in range(G) for r in range(R)}
+    assert set(journaled) == grid and len(rehearsal.journal) == len(grid)
+    assert set(reported) == grid and set(reported.values()) == {1}, "one report per slot"
+    for report in rehearsal.reports:
+        entry = journaled[report.slot]
+        meta = report.metadata
+        assert archive.entries[entry["id"]].to_dict() == entry
+        assert meta["library_entry_id"] == entry["id"]
+        assert report.score == entry["verifier_reward"]
+        assert report.feedback == f"{entry['verifier_status']}: {entry['verifier_message']}"
+        assert meta["comparison_set"] == f"tttd-step-{meta['step']}-group-{meta['group']}"
+        assert meta["parent_id"] == entry["parent_id"]
+        assert meta["archive_timestep"] == entry["timestep"] == meta["step"] + 1
+        assert (meta["groups_per_step"], meta["rollouts_per_group"]) == (G, R)
+        assert meta["algorithm"] == "ttt-discover" and meta["guidance_ttt"] is True
+        assert meta["prompt_mode"] == "summary_only"
+        group = archive.groups[entry["metadata"]["group_uid"]]
+        assert entry["id"] in group.entry_ids and group.selected_node_id == entry["parent_id"]
+
+
+def test_entries_carry_the_audit_metadata(rehearsal: Rehearsal) -> None:
+    statuses = Counter(j.entry["verifier_status"] for j in rehearsal.journal)
+    assert statuses["valid"] > 0 and statuses["invalid"] > 0
+    assert statuses["parse_error"] > 0 and statuses["execution_error"] > 0
+    backend = backend_from_name("gpt_oss_120b", base_url=rehearsal.executor.v1_url).safe_dict()
+    for j in rehearsal.journal:
+        meta = j.entry["metadata"]
+        assert meta["guidance_generation_attempts"] == 1
+        assert meta["prompt_mode"] == "summary_only"
+        assert meta["summary_semantics"] == "canonical_full_candidate"
+        assert set(meta["guidance_prompt"]) == {"system", "user"}
+        assert meta["execution_backend"] == backend
+        if j.entry["verifier_status"] == "execution_error":
+            assert j.entry["verifier_message"].startswith("ExecutionHTTPError: ")
+        if j.entry["verifier_status"] == "valid":
+            assert meta["execution_response_metadata"]["attempts"] == 1
+            assert meta["verification_artifacts"]["case_count"] == 2
+
+
+def test_result_lists_receipts_of_well_formed_rollouts(rehearsal: Rehearsal) -> None:
+    reef = rehearsal.result.reef_metadata()
+    well_formed = [j for j in rehearsal.journal if j.entry["metadata"]["guidance_format_ok"]]
+    assert sorted(reef["agent_record_ids"]) == sorted(
+        j.entry["metadata"]["agent_record_id"] for j in well_formed
+    )
+    assert set(reef) == {
+        "agent_record_ids",
+        "start_step",
+        "next_step",
+        "runtime_load_id",
+        "step_summaries",
+    }
+
+
+def test_a_finished_run_refuses_to_start_again(rehearsal: Rehearsal) -> None:
+    adapters = services(rehearsal.settings, rehearsal.executor.v1_url, rehearsal.task)
+    try:
+        with pytest.raises(ResumeRefused, match="run already finished"):
+            run_steps(rehearsal.settings, rehearsal.task, "problem", adapters)
+    finally:
+        adapters.close()
