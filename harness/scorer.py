@@ -47,7 +47,8 @@ CaseCheck = Callable[[Mapping[str, Any]], "str | None"]
 SCORE_CHECK_PATH = Path("tests") / "score_check.py"
 
 #: `error` answers whose message contains one of these are the candidate's compile failure;
-#: every other `error` answer is a judge-side exception (infrastructure).
+#: every other `error` answer is a judge-side exception (infrastructure). An explicit
+#: `errorKind` ("compile" or "judge", set by the local judge) takes precedence.
 COMPILE_FAILURE_MARKERS = (
     "compile failed",
     "compilation failed",
@@ -248,7 +249,10 @@ def judge_verdict(
     status = answer.get("status")
     if status == "error":
         message = str(answer.get("error", ""))
-        if any(marker in message.lower() for marker in COMPILE_FAILURE_MARKERS):
+        kind = answer.get("errorKind")  # the local judge labels its errors; FrontierCS does not
+        if kind == "compile" or (
+            kind is None and any(marker in message.lower() for marker in COMPILE_FAILURE_MARKERS)
+        ):
             return VerificationResult.failure(INVALID, _clip(message), **artifacts)
         raise JudgeFault(f"judge-side exception: {_clip(message)}")
     cases, score = answer.get("cases"), answer.get("score")
@@ -257,6 +261,8 @@ def judge_verdict(
     if not all(isinstance(case, Mapping) for case in cases):
         raise JudgeFault("malformed final answer: a case is not a JSON object")
     artifacts = {**artifacts, "case_count": len(cases)}
+    if isinstance(answer.get("suite"), Mapping):  # the local judge labels generated suites
+        artifacts["judge_suite"] = dict(answer["suite"])
     if not _finite(score):
         return _inconsistent(f"the judge reported a non-finite score {score!r}", artifacts)
     ratios: list[float] = []

@@ -1,10 +1,13 @@
 """Misbehaving FrontierCS judges for the client's fault and reward-hacking tests.
 
-These are fakes on purpose: they reproduce answers that the real judges produce only under
+The fakes are fakes on purpose: they reproduce answers that the real judges produce only under
 failure (a 5xx, a read-once result, a hang, a non-JSON body) or only on the pinned external
 FrontierCS judge (the stderr ratio exploit), which cannot run here. Each fake is a real HTTP
 server on 127.0.0.1 with an ephemeral port whose answers a test scripts as a list of replies;
 it records every request so a test can check what the client sent.
+
+At the end of the module: `LocalJudge`, the project's real judge service in a subprocess, and
+`public_problems`, a FrontierCS package pointing at the 70 public cases in ../shared.
 """
 
 from __future__ import annotations
@@ -12,14 +15,20 @@ from __future__ import annotations
 import json
 import math
 import re
+import signal
 import socket
+import subprocess
+import sys
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 
 @dataclass(frozen=True)
@@ -208,3 +217,84 @@ def failed_run_case(stderr: str, status: str = "Nonzero Exit Status") -> dict[st
 def exploit_answer(stderr: str, cases: int = 3) -> Reply:
     """The full FrontierCS answer for a program that prints `stderr` and exits non-zero."""
     return done([failed_run_case(stderr) for _ in range(cases)])
+
+
+# --- the real local judge -----------------------------------------------------------------
+# Not a fake: `python -m judges` in a subprocess, kept beside the fakes so that every judge the
+# client tests talk to is started from one place.
+
+SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "data" / "frontiercs-p0"
+
+
+def public_problems(root: Path) -> Path:
+    """A FrontierCS problem package for problem 0 under `root` whose testdata are symlinks to the
+    70 public cases in ../shared (never copies). Skips the calling test when ../shared is absent."""
+    inputs = (
+        sorted(SHARED_CASES.glob("*.in"), key=lambda p: int(p.stem))
+        if SHARED_CASES.is_dir()
+        else []
+    )
+    if not inputs:
+        pytest.skip(f"the public Polyomino cases are not at {SHARED_CASES} (../shared absent)")
+    package = root / "0"
+    (package / "testdata").mkdir(parents=True)
+    (package / "config.yaml").write_text(
+        "type: default\ntime: 2s\nmemory: 256m\n"
+        f"subtasks:\n- score: 100\n  n_cases: {len(inputs)}\n"
+    )
+    for path in inputs:
+        (package / "testdata" / path.name).symlink_to(path)
+    return root
+
+
+class LocalJudge:
+    """The project's judge service (`python -m judges`) on 127.0.0.1 with an ephemeral port, in
+    its own state directory; stopped with SIGTERM on exit. `args` are extra CLI options."""
+
+    def __init__(self, state_dir: Path, *args: str, start_timeout_s: float = 60.0) -> None:
+        self.command = [
+            sys.executable,
+            "-m",
+            "judges",
+            "--port",
+            "0",
+            "--state-dir",
+            str(state_dir),
+            *args,
+        ]
+        self.start_timeout_s = start_timeout_s
+        self.url = ""
+        self._process: subprocess.Popen[str] | None = None
+
+    def __enter__(self) -> LocalJudge:
+        self._process = subprocess.Popen(
+            self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
+        lines: list[str] = []
+        found = threading.Event()
+
+        def read() -> None:
+            assert self._process is not None and self._process.stdout is not None
+            for line in self._process.stdout:
+                lines.append(line)
+                match = re.search(r"judge listening on (http://127\.0\.0\.1:\d+)", line)
+                if match and not found.is_set():
+                    self.url = match[1]
+                    found.set()
+
+        threading.Thread(target=read, daemon=True).start()
+        if not found.wait(self.start_timeout_s):
+            self.__exit__()
+            raise RuntimeError(
+                f"local judge did not start: {' '.join(self.command)}\n{''.join(lines)}"
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.send_signal(signal.SIGTERM)
+            try:
+                self._process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait(timeout=10)
