@@ -118,7 +118,7 @@ def read_complete_lines(path: Path, limit: int | None = None) -> tuple[list[byte
     with open(path, "rb") as handle:
         data = handle.read() if limit is None else handle.read(limit)
     end = data.rfind(b"\n") + 1
-    return data[:end].splitlines(), end
+    return data[:end].split(b"\n")[:-1], end
 
 
 def truncate_durable(path: Path, size: int) -> None:

@@ -13,6 +13,7 @@ import hashlib
 import uuid
 from collections.abc import Mapping
 from dataclasses import replace
+from types import MappingProxyType
 from typing import Any
 
 from harness import archive_filter, puct
@@ -62,7 +63,8 @@ def construction_key(entry: LibraryEntry) -> str | None:
 
 
 class Archive:
-    """The search archive of one run. Build it with `from_seed` or `from_library_dict`.
+    """The search archive of one run. Build it with `from_seed`, or from a Discover
+    `library.json` with `harness.library_json.read_library_json`.
 
     All public methods keep the invariants (group accounting, PUCT totals, G roots, referential
     integrity); they raise `ArchiveError` for a refused operation and `ArchiveInvariantError`
@@ -150,27 +152,27 @@ class Archive:
     @property
     def nodes(self) -> Mapping[str, LibraryNode]:
         """Current nodes by id (read-only view)."""
-        return self._nodes
+        return MappingProxyType(self._nodes)
 
     @property
     def entries(self) -> Mapping[str, LibraryEntry]:
         """Every entry ever stored, by id (read-only view)."""
-        return self._entries
+        return MappingProxyType(self._entries)
 
     @property
     def groups(self) -> Mapping[str, ArchiveGroup]:
         """Every group ever acquired, by uid (read-only view)."""
-        return self._groups
+        return MappingProxyType(self._groups)
 
     @property
     def puct_n(self) -> Mapping[str, int]:
         """PUCT visit counts by node id."""
-        return self._puct_n
+        return MappingProxyType(self._puct_n)
 
     @property
     def puct_m(self) -> Mapping[str, float]:
         """Best valid child value by node id."""
-        return self._puct_m
+        return MappingProxyType(self._puct_m)
 
     @property
     def puct_T(self) -> int:
@@ -428,6 +430,7 @@ class Archive:
             for child in node.children:
                 if child not in self._nodes or self._nodes[child].parent_id != node_id:
                     errors.append(f"node {node_id}: child link {child} is broken")
+        errors.extend(self._cycles())
         for stat, table in (("puct_n", self._puct_n), ("puct_m", self._puct_m)):
             stray = [i for i in table if i not in self._nodes]
             if stray:
@@ -436,6 +439,20 @@ class Archive:
             errors.append(f"best_node_id {self._best_node_id} is not a node")
         if errors:
             raise ArchiveInvariantError("archive invariants violated: " + "; ".join(errors))
+
+    def _cycles(self) -> list[str]:
+        """Nodes whose parent chain loops instead of reaching a root (a corrupt file)."""
+        rooted: set[str] = set()
+        for start in self._nodes:
+            path: list[str] = []
+            current: str | None = start
+            while current is not None and current in self._nodes and current not in rooted:
+                if current in path:
+                    return [f"node {start}: parent chain loops back to {current}"]
+                path.append(current)
+                current = self._nodes[current].parent_id
+            rooted.update(path)
+        return []
 
     def _require_node(self, node_id: str) -> LibraryNode:
         if node_id not in self._nodes:

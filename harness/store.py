@@ -31,10 +31,9 @@ from harness.atomic import (
     truncate_durable,
 )
 from harness.library import Archive, ArchiveError, require_same_config
-from harness.library_json import write_library_json
+from harness.library_json import from_library_dict, write_library_json
 from harness.state import (
     ArchiveConfig,
-    ArchiveGroup,
     LibraryEntry,
     LibraryNode,
     read_fields,
@@ -149,10 +148,11 @@ def _read_head(root: Path) -> dict[str, Any]:
 
 
 def _read_committed(root: Path) -> tuple[Archive, int, dict[str, int]]:
-    """The committed archive, its step and the committed segment lengths."""
+    """The committed archive, its step and the committed segment lengths. The pieces are put
+    together as a `library.json` object, so they pass the same strict validation as an import."""
     head = _read_head(root)
-    entries: dict[str, LibraryEntry] = {}
-    groups: dict[str, ArchiveGroup] = {}
+    entries: dict[str, Any] = {}
+    groups: dict[str, Any] = {}
     segments: dict[str, int] = {}
     for name, size in head["segments"].items():
         if not isinstance(size, int) or isinstance(size, bool):
@@ -167,21 +167,15 @@ def _read_committed(root: Path) -> tuple[Archive, int, dict[str, int]]:
         for number, line in enumerate(lines, 1):
             obj = _parse_line(line, f"{path}:{number}")
             if "groups" in obj:  # the groups of a committed step (or of the imported archive)
-                for uid, raw in obj["groups"].items():
-                    groups[uid] = ArchiveGroup.from_dict(raw, uid)
+                groups.update(obj["groups"])
+            elif isinstance(obj.get("entry"), dict):
+                entries[str(obj["entry"].get("id"))] = obj["entry"]
             else:
-                entry = LibraryEntry.from_dict(obj.get("entry"))
-                entries[entry.id] = entry
+                raise StoreError(f"{path}:{number}: neither an entry nor a groups record")
         segments[name] = size
-    archive = Archive(
-        ArchiveConfig.from_dict(head["config"]),
-        nodes={i: LibraryNode.from_dict(raw) for i, raw in head["nodes"].items()},
-        entries=entries,
-        groups=groups,
-        best_node_id=head["best_node_id"],
-        puct_n=head["puct_n"],
-        puct_m={i: float(v) for i, v in head["puct_m"].items()},
-        puct_T=head["puct_T"],
+    library = {key: head[key] for key in ("nodes", "best_node_id", "config", "puct_n", "puct_m")}
+    archive = from_library_dict(
+        library | {"entries": entries, "groups": groups, "puct_T": head["puct_T"]}
     )
     return archive, head["committed_step"], segments
 

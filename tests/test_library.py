@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from archive_builders import Spec, lineage, make_entry, make_seed, tree_archive
 
@@ -283,6 +285,24 @@ def test_invariant_violations_raise_when_an_archive_is_built():
         Archive(good.config, puct_T=2, **(parts | {"groups": {"1:0": bad_group}}))
     with pytest.raises(ArchiveInvariantError, match="puct_n has keys of missing nodes"):
         Archive(good.config, puct_T=0, **(parts | {"puct_n": {"ghost": 1}}))
+
+
+def test_a_parent_cycle_in_a_loaded_archive_is_refused():
+    archive = tree_archive(config(g=1, r=1), [Spec("root", None, 1.0), Spec("a", "root", 2.0)])
+    nodes = dict(archive.nodes)
+    nodes["b"] = replace(nodes["a"], id="b", parent_id="c", children=("c",))
+    nodes["c"] = replace(nodes["a"], id="c", parent_id="b", children=("b",))
+    with pytest.raises(ArchiveInvariantError, match="parent chain loops"):
+        Archive(
+            archive.config,
+            nodes=nodes,
+            entries=archive.entries,
+            groups={},
+            best_node_id="a",
+            puct_n={},
+            puct_m={},
+            puct_T=0,
+        )
 
 
 def test_a_stored_config_that_differs_from_the_requested_one_refuses_to_run():

@@ -1,0 +1,377 @@
+"""Archive persistence cost: the reference scheme versus ours, on a realistic run.
+
+Simulates STEPS steps x G*R rollouts with realistic entries (~40 KB of JSON each: program,
+prompts, executor text) and reports, for both schemes, total bytes written, wall time, the
+per-rollout cost at the first and the last step, and bytes written / bytes stored.
+
+(a) reference: after every rollout the whole archive is rewritten as library.json
+    (`json.dumps(indent=2, sort_keys=True)`, temp file + rename, no fsync, as the reference
+    does). Its bytes are computed exactly for every rollout; its time is measured on a sample
+    of real rewrites (whose sizes are checked against the exact count) and extrapolated
+    linearly in the bytes, because rewriting ~300 GB would take hours. `--ref-full` measures
+    every rewrite instead.
+(b) ours: `harness.store.ArchiveStore` (fsynced journal line per rollout, one commit per step),
+    measured fully; bytes are counted where they are written (`harness.atomic.METER`).
+
+Run: python benchmarks/archive_io.py            (about 2-3 minutes on 2 cores)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from harness import atomic
+from harness.library import Archive
+from harness.library_json import library_json_bytes, to_library_dict
+from harness.state import (
+    GUIDANCE_FORMAT_ERROR,
+    INVALID,
+    VALID,
+    ArchiveConfig,
+    LibraryEntry,
+    LibraryNode,
+)
+from harness.store import ArchiveStore
+
+WORDS = [
+    "for",
+    "int",
+    "auto",
+    "const",
+    "return",
+    "if",
+    "else",
+    "while",
+    "place",
+    "piece",
+    "grid",
+    "width",
+    "height",
+    "best",
+    "score",
+    "cell",
+    "rotate",
+    "flip",
+    "skyline",
+    "shelf",
+    "beam",
+    "search",
+    "restart",
+    "anneal",
+    "bound",
+    "area",
+    "density",
+    "row",
+    "column",
+    "fit",
+    "candidate",
+    "orientation",
+    "lookahead",
+    "gap",
+    "vector",
+    "push_back",
+    "size",
+    "std::vector",
+    "index",
+    "offset",
+]
+
+
+def text_pool(rng: random.Random, size: int = 1 << 20) -> str:
+    """A megabyte of code-like text to cut entry fields from."""
+    out, length = [], 0
+    while length < size:
+        line = " ".join(rng.choices(WORDS, k=rng.randint(4, 12))) + ";\n"
+        out.append(line)
+        length += len(line)
+    return "".join(out)
+
+
+def cut(pool: str, rng: random.Random, n: int) -> str:
+    start = rng.randrange(len(pool) - n)
+    return pool[start : start + n]
+
+
+def make_entry(
+    pool: str, rng: random.Random, parent: LibraryNode, step: int, group: int, slot: int
+) -> LibraryEntry:
+    """A rollout entry shaped like a real one (~40 KB as JSON)."""
+    roll = rng.random()
+    status = VALID if roll < 0.6 else (INVALID if roll < 0.85 else GUIDANCE_FORMAT_ERROR)
+    failed_guidance = status == GUIDANCE_FORMAT_ERROR
+    raw = round(rng.uniform(40, 90), 4) if status == VALID else None
+    summary = cut(pool, rng, 800)
+    return LibraryEntry(
+        id=f"{step:03d}-{group:02d}-{slot:02d}-{rng.getrandbits(64):016x}",
+        parent_id=parent.id,
+        problem_id="polyomino_packing",
+        timestep=step + 1,
+        guidance="" if failed_guidance else cut(pool, rng, 1500),
+        execution_thinking="" if failed_guidance else cut(pool, rng, 4000),
+        solution="" if failed_guidance else f"// {step}/{group}/{slot}\n" + cut(pool, rng, 16000),
+        verifier_reward=raw / 100 if raw is not None else 0.0,
+        verifier_raw_score=raw,
+        verifier_status=status,
+        verifier_message="70/70 cases" if raw else "wrong answer on case 3",
+        summary=summary,
+        reusable_idea=summary,
+        failure_mode=None if status == VALID else status,
+        metadata={
+            "group_uid": f"{step + 1}:{group}",
+            "selected_node_id": parent.id,
+            "guidance_prompt": {"system": cut(pool, rng, 600), "user": cut(pool, rng, 6500)},
+            "raw_guidance_text": cut(pool, rng, 2000),
+            "execution_text": "" if failed_guidance else cut(pool, rng, 12000),
+            "raw_model_summary": summary,
+        },
+    )
+
+
+@dataclass
+class StepCost:
+    bytes: int = 0  # everything written for this step's rollouts and its commit
+    seconds: float = 0.0
+    payload: int = 0  # the step's entries as compact JSON: the data itself
+    commit_bytes: int = 0  # ours: the step commit (groups line + head)
+
+
+@dataclass
+class Result:
+    per_step: list[StepCost] = field(default_factory=list)
+    stored: int = 0
+    note: str = ""
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.bytes for s in self.per_step)
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(s.seconds for s in self.per_step)
+
+
+def reference_rewrite(path: Path, archive: Archive) -> int:
+    """One reference save: serialise everything, write a temp file, rename (no fsync)."""
+    data = library_json_bytes(archive)
+    temp = path.with_name(f".{path.name}.tmp")
+    temp.write_bytes(data)
+    temp.replace(path)
+    return len(data)
+
+
+class ExactSize:
+    """The exact byte length of the reference library.json after each rollout, without
+    serialising every entry again: entries are immutable, so each entry's text is measured once,
+    and the rest of the document is dumped with one-byte placeholders in place of the entries."""
+
+    def __init__(self) -> None:
+        self.entry_bytes: dict[str, int] = {}
+
+    def __call__(self, archive: Archive) -> int:
+        for entry_id, entry in archive.entries.items():
+            if entry_id not in self.entry_bytes:
+                text = json.dumps(entry.to_dict(), indent=2, sort_keys=True)
+                # the entry sits two levels deep: every line gains four spaces of indent
+                self.entry_bytes[entry_id] = len(text) + 4 * text.count("\n")
+        doc = to_library_dict(archive)
+        doc["entries"] = dict.fromkeys(doc["entries"], 0)
+        skeleton = len(json.dumps(doc, indent=2, sort_keys=True))
+        return skeleton - len(doc["entries"]) + sum(self.entry_bytes.values())
+
+
+def run(args: argparse.Namespace, work: Path) -> tuple[Result, Result, dict[str, float]]:
+    config = ArchiveConfig(rollout_n=args.rollouts, groups_per_batch=args.groups)
+    rng = random.Random(7)
+    pool = text_pool(rng)
+    placeholder = LibraryNode("seed", "polyomino_packing", 0, None, 0.0, None, 0, None)
+    seed = replace(
+        make_entry(pool, rng, placeholder, -1, 0, 0),
+        verifier_status=VALID,
+        verifier_raw_score=40.0,
+        failure_mode=None,
+        solution="int main() { return 0; }",
+    )
+    archive = Archive.from_seed(config, seed)
+    per_step = args.groups * args.rollouts
+    total = args.steps * per_step
+    sample_at = {0, total - 1} | {s * per_step + per_step // 2 for s in range(0, args.steps, 3)}
+
+    atomic.METER.reset()
+    store = ArchiveStore.create(work / "ours", archive)
+    ours, ref = Result(), Result()
+    exact, samples = ExactSize(), []
+    ref_path = work / "reference" / "library.json"
+    ref_path.parent.mkdir()
+    index = 0
+    for step in range(args.steps):
+        mine, theirs = StepCost(), StepCost()
+        parents = archive.select_parents(step)
+        for group, parent in enumerate(parents):
+            for slot in range(args.rollouts):
+                entry = make_entry(pool, rng, parent, step, group, slot)
+                before, t0 = atomic.METER.bytes_written, time.perf_counter()
+                store.record_rollout(archive, step, group, slot, entry)
+                mine.seconds += time.perf_counter() - t0
+                mine.bytes += atomic.METER.bytes_written - before
+                payload = len(json.dumps(entry.to_dict(), separators=(",", ":")).encode())
+                mine.payload += payload
+                theirs.payload += payload
+                size = exact(archive)
+                theirs.bytes += size
+                if args.ref_full or index in sample_at:
+                    t0 = time.perf_counter()
+                    written = reference_rewrite(ref_path, archive)
+                    elapsed = time.perf_counter() - t0
+                    assert written == size, f"exact size {size} != written {written}"
+                    samples.append((size, elapsed))
+                    theirs.seconds += elapsed if args.ref_full else 0.0
+                index += 1
+        before, t0 = atomic.METER.bytes_written, time.perf_counter()
+        store.commit_step(archive, step)
+        mine.seconds += time.perf_counter() - t0
+        mine.commit_bytes = atomic.METER.bytes_written - before
+        mine.bytes += mine.commit_bytes
+        ours.per_step.append(mine)
+        ref.per_step.append(theirs)
+        print(f"  step {step + 1:2d}/{args.steps}: reference library.json {size / 1e6:7.1f} MB")
+    store.close()
+
+    if not args.ref_full:  # time = a + b * bytes, fitted on the measured rewrites
+        n = len(samples)
+        mean_x = sum(x for x, _ in samples) / n
+        mean_y = sum(y for _, y in samples) / n
+        var = sum((x - mean_x) ** 2 for x, _ in samples)
+        slope = sum((x - mean_x) * (y - mean_y) for x, y in samples) / var
+        intercept = max(mean_y - slope * mean_x, 0.0)
+        for cost in ref.per_step:
+            cost.seconds = intercept * per_step + slope * cost.bytes
+        ref.note = (
+            f"extrapolated from {n} measured rewrites ({slope * 1e9:.2f} s/GB + "
+            f"{intercept * 1e3:.0f} ms each)\n    measured rewrites: "
+            + ", ".join(f"{human(x)} {y:.2f} s" for x, y in samples)
+        )
+    else:
+        ref.note = "measured"
+    ref.stored = ref_path.stat().st_size
+    ours.stored = sum(p.stat().st_size for p in (work / "ours").iterdir())
+    ours.note = "measured"
+
+    t0 = time.perf_counter()
+    with ArchiveStore.open(work / "ours", config) as reopened:
+        restored = reopened.load()
+        load_s = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        reopened.export_library_json(work / "export.json")
+        export_s = time.perf_counter() - t0
+    # the exchange file exported from our store is the reference's own final library.json
+    assert (work / "export.json").read_bytes() == ref_path.read_bytes()
+    extra = {"load_s": load_s, "export_s": export_s, "puct_T": float(restored.archive.puct_T)}
+    return ref, ours, extra
+
+
+def human(n: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1000 or unit == "TB":
+            return f"{n:.1f} {unit}" if unit != "B" else f"{n:.0f} B"
+        n /= 1000
+    return f"{n:.1f} TB"
+
+
+def duration(seconds: float) -> str:
+    if seconds < 120:
+        return f"{seconds:.1f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def report(args: argparse.Namespace, ref: Result, ours: Result, extra: dict[str, float]) -> None:
+    per_step = args.groups * args.rollouts
+    rows = [
+        ("total bytes written", human(ref.total_bytes), human(ours.total_bytes)),
+        ("bytes stored at the end", human(ref.stored), human(ours.stored)),
+        (
+            "written / stored",
+            f"{ref.total_bytes / ref.stored:.1f}x",
+            f"{ours.total_bytes / ours.stored:.3f}x",
+        ),
+        ("wall time (persistence)", duration(ref.total_seconds), duration(ours.total_seconds)),
+    ]
+    for index, step_no in ((0, 1), (-1, args.steps)):
+        ref_step, our_step = ref.per_step[index], ours.per_step[index]
+        rows.append(
+            (
+                f"per-rollout bytes, step {step_no}",
+                human(ref_step.bytes / per_step),
+                human(our_step.bytes / per_step),
+            )
+        )
+        rows.append(
+            (
+                f"per-rollout time, step {step_no}",
+                f"{ref_step.seconds / per_step * 1e3:.1f} ms",
+                f"{our_step.seconds / per_step * 1e3:.2f} ms",
+            )
+        )
+    first, last = ref.per_step[0], ref.per_step[-1]
+    mine_first, mine_last = ours.per_step[0], ours.per_step[-1]
+    rows.append(
+        (
+            f"bytes written per entry byte, step 1 -> {args.steps}",
+            f"{first.bytes / first.payload:.1f} -> {last.bytes / last.payload:.1f}",
+            f"{mine_first.bytes / mine_first.payload:.3f} -> "
+            f"{mine_last.bytes / mine_last.payload:.3f}",
+        )
+    )
+    rows.append(
+        (
+            f"step commit bytes, step 1 -> {args.steps}",
+            "-",
+            f"{human(mine_first.commit_bytes)} -> {human(mine_last.commit_bytes)}",
+        )
+    )
+    width = max(len(r[0]) for r in rows) + 2
+    print()
+    print(
+        f"Archive I/O: {args.steps} steps x {per_step} rollouts (G={args.groups}, "
+        f"R={args.rollouts}), entries ~{human(ours.stored / (per_step * args.steps + 1))} each"
+    )
+    print(f"{'':{width}}{'(a) reference':>22}{'(b) ours':>24}")
+    for name, a, b in rows:
+        print(f"{name:{width}}{a:>22}{b:>24}")
+    print("(a) bytes: exact for every rollout (checked against the measured rewrites)")
+    print(f"(a) time: {ref.note}")
+    print(f"(b) time: {ours.note}, fsync per journal line and per commit")
+    print(
+        f"(b) resume load of the whole store: {extra['load_s']:.1f} s; "
+        f"library.json export on demand: {extra['export_s']:.1f} s"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--groups", type=int, default=8)
+    parser.add_argument("--rollouts", type=int, default=16)
+    parser.add_argument("--ref-full", action="store_true", help="time every reference rewrite")
+    parser.add_argument("--dir", type=Path, default=None, help="work directory (default: tmp)")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="archive-io-", dir=args.dir))
+    try:
+        print(f"work directory {work} ({os.uname().sysname}, {os.cpu_count()} cpus)")
+        ref, ours, extra = run(args, work)
+        report(args, ref, ours, extra)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
