@@ -16,6 +16,7 @@ throughput-based: elapsed × remaining / finished, which holds for a bounded wor
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import Counter
@@ -29,6 +30,8 @@ from rich.table import Table
 from rich.text import Text
 
 from harness.cost import CostEstimate, PriceTable, StepUsage, Usage
+
+log = logging.getLogger(__name__)
 
 STAGES = ("guidance", "executor", "judge", "reported", "failed")
 _GLYPHS = {
@@ -57,24 +60,32 @@ def format_tokens(count: int) -> str:
     return f"{count / 1e3:.1f}k" if count >= 1000 else str(count)
 
 
+def run_best(direction: str, previous: float | None, step_best: float | None) -> float | None:
+    """The run's best score after a step: the better of the best before it and the step's own."""
+    if previous is None or step_best is None:
+        return step_best if previous is None else previous
+    return max(previous, step_best) if direction == "max" else min(previous, step_best)
+
+
 def summary_line(
     summary: Mapping[str, Any],
     *,
     previous_best: float | None = None,
+    direction: str = "max",
     usage: StepUsage | None = None,
-    tokens: Usage | None = None,
     cost: CostEstimate | None = None,
 ) -> str:
-    """The one-line step summary from a `step_summary` event (SPEC §7 keys). Token counts are
-    shown split by role from `usage`, else as the rollouts' total `tokens`; `cost` when given;
-    the best score's change when `previous_best` is known."""
+    """The one-line step summary from a `step_summary` event (SPEC §7 keys; `best_raw_score` is
+    the step's best). It shows the run's best after the step and its change from
+    `previous_best` (the run's best before it) when known, tokens by role and `cost` when given."""
     sampled = summary.get("sampled_rollouts", 0)
     parts = [
         f"step {summary.get('step')}",
         f"valid {summary.get('valid_rollouts')}/{sampled}",
         f"well-formed {summary.get('well_formed_guidance')}/{sampled}",
     ]
-    best = summary.get("best_raw_score")
+    step_best = summary.get("best_raw_score")
+    best = run_best(direction, previous_best, step_best)
     if best is None:
         parts.append("best --")
     elif previous_best is None:
@@ -91,8 +102,6 @@ def summary_line(
             f"tokens {format_tokens(executor + guidance)} "
             f"(executor {format_tokens(executor)}, guidance {guide})"
         )
-    elif tokens is not None and tokens.calls:
-        parts.append(f"tokens {format_tokens(tokens.total_tokens)}")
     if cost is not None:
         parts.append(f"cost {cost.describe()}")
     return " | ".join(parts)
@@ -111,7 +120,8 @@ class _Step:
     stages: dict[tuple[int, int], str] = field(default_factory=dict)
     statuses: dict[tuple[int, int], str] = field(default_factory=dict)
     resumed: int = 0
-    tokens: Usage = field(default_factory=Usage)  # guidance + executor, from the rollouts
+    executor: Usage = field(default_factory=Usage)
+    guidance: Usage = field(default_factory=Usage)
     training: str | None = None
 
     @property
@@ -126,8 +136,10 @@ class ProgressDisplay:
     """An event sink that renders progress (rich `Live` on a terminal, plain lines otherwise).
 
     `prices` and `models` ((guidance model, executor model)) let it estimate a step's cost when
-    the `step_summary` event does not carry one. Thread-safe; rendering errors never reach the
-    run (the `Fanout` sink also guards). Call `close()` at the end of the run.
+    the `step_summary` event does not carry one; `best_so_far` (the archive's best when the run
+    starts) and the score `direction` let it show how each step moved the run's best.
+    Thread-safe; the `Fanout` sink keeps a rendering error from reaching the run. Call `close()`
+    at the end of the run.
     """
 
     def __init__(
@@ -137,6 +149,8 @@ class ProgressDisplay:
         plain: bool | None = None,
         prices: PriceTable | None = None,
         models: tuple[str, str] | None = None,
+        best_so_far: float | None = None,
+        direction: str = "max",
         clock: Callable[[], float] = time.monotonic,
         refresh_per_second: float = 4.0,
     ) -> None:
@@ -147,16 +161,21 @@ class ProgressDisplay:
         self._lock = threading.RLock()
         self._step: _Step | None = None
         self._live: Live | None = None
-        self._best: float | None = None
+        self._best = best_so_far
+        self._direction = direction
 
     # --- the sink -------------------------------------------------------------------------
 
     def emit(self, kind: str, **fields: Any) -> None:
         """Update the display for one event (unknown kinds are ignored)."""
         handler = getattr(self, f"_on_{kind}", None)
-        if handler is not None:
+        if handler is None:
+            return
+        try:
             with self._lock:
                 handler(fields)
+        except Exception:  # an observer must never lose a rollout (events.py contract)
+            log.exception("progress display failed on %s %s", kind, fields)
 
     def close(self) -> None:
         """Stop the live display, leaving the last frame on screen."""
@@ -203,7 +222,8 @@ class ProgressDisplay:
             return
         slot = (int(f["group"]), int(f["rollout"]))
         step.statuses[slot] = str(f.get("status"))
-        step.tokens = step.tokens + _usage_from(f.get("usage"))
+        step.executor = step.executor + _usage_from(f.get("usage"))
+        step.guidance = step.guidance + _usage_from(f.get("guidance_usage"))
         if not self.plain:
             return
         timings = f.get("timings") or {}
@@ -237,15 +257,18 @@ class ProgressDisplay:
     def _on_step_summary(self, f: dict[str, Any]) -> None:
         self._stop_live()
         step = self._step if self._step and self._step.step == f.get("step") else None
-        usage = _summary_usage(f)
+        usage = _summary_usage(f, step)
         cost = _summary_cost(f)
         if cost is None and usage is not None and self._prices and self._models:
             cost = self._prices.estimate(usage.by_model(*self._models))
-        tokens = step.tokens if step is not None else None
-        line = summary_line(f, previous_best=self._best, usage=usage, tokens=tokens, cost=cost)
+        line = summary_line(
+            f, previous_best=self._best, direction=self._direction, usage=usage, cost=cost
+        )
         self.console.print(Text(line, style="bold"))
-        if isinstance(f.get("best_raw_score"), int | float):
-            self._best = float(f["best_raw_score"])
+        step_best = f.get("best_raw_score")
+        self._best = run_best(
+            self._direction, self._best, float(step_best) if step_best is not None else None
+        )
 
     def _on_step_committed(self, f: dict[str, Any]) -> None:
         self._line(f"step {f.get('step')} committed; next step {f.get('next_step')}", "green")
@@ -334,7 +357,8 @@ class ProgressDisplay:
 
 
 def _summary_usage(f: Mapping[str, Any], step: _Step | None) -> StepUsage | None:
-    """The step's usage: the summary's own `usage` block, else what the rollouts reported."""
+    """The step's usage by role: the summary's own `usage` block (the loop builds it from the
+    step's entries with `harness.cost.usage_by_step`), else what the rollout events reported."""
     raw = f.get("usage")
     if isinstance(raw, Mapping):
         return StepUsage(

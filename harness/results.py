@@ -35,8 +35,8 @@ from harness.store import HEAD, journal_name, read_committed
 SCHEMA_VERSION = 1
 TRAJECTORY_FIELDS = ("task", "update", "cumulative_best", "valid_rollouts", "sampled_rollouts")
 RUN_DIR = RESUME_STATE.parent  # guidance-run
-#: Where the archive store may live, relative to the state directory (first match wins).
-STORE_CANDIDATES = (RUN_DIR / "archive", RUN_DIR / "store", RUN_DIR, Path("archive"))
+#: Where the run keeps its archive store, relative to the state directory (`harness.runner`).
+STORE_CANDIDATES = (RUN_DIR / "archive",)
 COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
 
 

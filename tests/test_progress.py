@@ -1,0 +1,207 @@
+"""The live progress display: plain lines without a terminal, a rich grid with one, and the
+one-line step summary. Events are fed exactly as the rollout loop emits them; the terminal is a
+real rich Console writing into a buffer (force_terminal=True)."""
+
+from __future__ import annotations
+
+import io
+import re
+import threading
+
+import pytest
+from rich.console import Console
+
+from harness.cost import CostEstimate, Price, PriceTable, StepUsage, Usage
+from harness.events import EventLog, Fanout, read_events
+from harness.progress import ProgressDisplay, format_duration, summary_line
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
+
+class Clock:
+    """A hand-driven monotonic clock, so elapsed and estimate are exact."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def _console(terminal: bool) -> tuple[Console, io.StringIO]:
+    buffer = io.StringIO()
+    colors = "standard" if terminal else None  # what rich picks for a tty / a pipe
+    return Console(file=buffer, force_terminal=terminal, width=140, color_system=colors), buffer
+
+
+def _finish(display: ProgressDisplay, step: int, g: int, r: int, status: str, score=None) -> None:
+    for stage in ("guidance", "executor", "judge", "reported"):
+        display.emit("rollout_stage", step=step, group=g, rollout=r, stage=stage)
+    display.emit(
+        "rollout_finished",
+        step=step,
+        group=g,
+        rollout=r,
+        status=status,
+        reward=0.5 if status == "valid" else 0.0,
+        raw_score=score,
+        guidance_ok=status != "guidance_format_error",
+        timings={"guidance_s": 2.0, "executor_s": 30.0, "judge_s": 8.0, "total_s": 40.0},
+        usage={"prompt_tokens": 4000, "completion_tokens": 1000},
+        guidance_usage={"prompt_tokens": 800, "completion_tokens": 200},
+    )
+
+
+SUMMARY = {
+    "step": 0,
+    "elapsed_s": 80.0,
+    "sampled_rollouts": 8,
+    "valid_rollouts": 6,
+    "well_formed_guidance": 7,
+    "nonconstant_groups": 2,
+    "degenerate_step": False,
+    "retained_trajectories": 8,
+    "grad_norm": 0.4123,
+    "best_raw_score": 31.5,
+    "train_metrics": {},
+    "recovered_commit": False,
+}
+
+
+def test_plain_lines_without_a_terminal_report_each_rollout_with_counts_and_estimate():
+    console, buffer = _console(terminal=False)
+    clock = Clock()
+    display = ProgressDisplay(console, clock=clock, best_so_far=27.8105)
+    assert display.plain
+    display.emit("step_started", step=0, groups=2, rollouts=4, parents=["a", "b"], resumed_slots=[])
+    clock.now += 40
+    _finish(display, 0, 0, 0, "valid", 31.5)
+    clock.now += 40
+    _finish(display, 0, 1, 2, "invalid")
+    display.emit("training_wait", step=0, phase="training", elapsed_s=12.0, missing_slots=[])
+    display.emit("training_wait", step=0, phase="training", elapsed_s=14.0, missing_slots=[])
+    display.emit("step_summary", **SUMMARY, usage=None)
+    display.close()
+    lines = buffer.getvalue().splitlines()
+    assert "\x1b[" not in buffer.getvalue()  # no escape codes in a log
+    assert lines[0] == "step 0: 2×4 rollouts"
+    # 1 done after 40 s, 7 left: estimate 40 × 7 / 1 = 280 s.
+    assert lines[1] == (
+        "step 0 g0r0 valid 31.5000 (guidance 2.0s executor 30.0s judge 8.0s) "
+        "[1/8, elapsed 0:40, eta 4:40]"
+    )
+    assert lines[2].startswith("step 0 g1r2 invalid - (") and lines[2].endswith(
+        "[2/8, elapsed 1:20, eta 4:00]"
+    )
+    assert [line for line in lines if line.startswith("training")] == [
+        "training step 0: training (0:12)"  # printed once per phase, not per poll
+    ]
+    assert lines[-1] == (
+        "step 0 | valid 6/8 | well-formed 7/8 | best 31.5000 (+3.6895) | grad norm 0.4123 | "
+        "tokens 12.0k (executor 10.0k, guidance 2.0k)"
+    )
+
+
+def test_terminal_draws_the_grid_of_stages_then_replaces_it_with_the_summary():
+    console, buffer = _console(terminal=True)
+    display = ProgressDisplay(console, refresh_per_second=20)
+    assert not display.plain
+    display.emit(
+        "step_started", step=4, groups=2, rollouts=4, parents=["a", "b"], resumed_slots=[[1, 3]]
+    )
+    display.emit("rollout_stage", step=4, group=0, rollout=0, stage="guidance")
+    display.emit("rollout_stage", step=4, group=0, rollout=1, stage="executor")
+    display.emit("rollout_stage", step=4, group=0, rollout=2, stage="judge")
+    _finish(display, 4, 1, 0, "valid", 40.0)
+    _finish(display, 4, 1, 1, "parse_error")
+    display.emit("rollout_stage", step=4, group=1, rollout=2, stage="failed")
+    assert display.counts() == {
+        "guidance": 1,
+        "executor": 1,
+        "judge": 1,
+        "reported": 3,  # two finished + one resumed from the journal
+        "failed": 1,
+        "waiting": 1,
+    }
+    rendered = io.StringIO()
+    Console(file=rendered, force_terminal=True, width=140).print(display._render())
+    text = ANSI.sub("", rendered.getvalue())
+    assert "g0 gej·" in text  # guidance, executor, judge, waiting
+    assert "g1 ●○✗●" in text  # valid, candidate failure, failed, resumed
+    assert "step 4 · 4/8 done · valid 1 · failed 1" in text  # 3 reported + 1 failed
+    display.emit("step_summary", **{**SUMMARY, "step": 4})
+    display.close()
+    output = buffer.getvalue()
+    assert "\x1b[" in output  # drawn with escape codes on a terminal
+    plain = ANSI.sub("", output)
+    assert "step 4: 2×4 rollouts, 1 resumed from the journal" in plain
+    assert "step 4 | valid 6/8 | well-formed 7/8 | best 31.5000 | grad norm 0.4123" in plain
+
+
+def test_concurrent_events_from_worker_threads_are_all_counted():
+    console, _ = _console(terminal=True)
+    display = ProgressDisplay(console, refresh_per_second=50)
+    display.emit("step_started", step=0, groups=8, rollouts=16, parents=[], resumed_slots=[])
+
+    def worker(g: int) -> None:
+        for r in range(16):
+            _finish(display, 0, g, r, "valid", 1.0)
+
+    threads = [threading.Thread(target=worker, args=(g,)) for g in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    assert display.counts() == {"reported": 128}
+    display.close()
+
+
+def test_a_broken_event_is_logged_and_never_raises_into_the_run(caplog):
+    console, _ = _console(terminal=False)
+    display = ProgressDisplay(console)
+    display.emit("step_started", step=0, groups="two", rollouts=4)  # not an int
+    display.emit("rollout_finished", step=0)  # no step started: ignored
+    display.emit("unknown_kind", anything=1)
+    assert "progress display failed on step_started" in caplog.text
+
+
+def test_display_and_event_log_receive_the_same_events_through_fanout(tmp_path):
+    console, buffer = _console(terminal=False)
+    log = EventLog(tmp_path / "events.jsonl")
+    sink = Fanout(log, ProgressDisplay(console))
+    sink.emit("step_started", step=0, groups=1, rollouts=2, parents=["p"], resumed_slots=[])
+    sink.emit("error", message="JudgeUnavailableError: down", where="step 0 g0r1")
+    log.close()
+    assert [e["event"] for e in read_events(tmp_path / "events.jsonl")] == [
+        "step_started",
+        "error",
+    ]
+    assert "error in step 0 g0r1: JudgeUnavailableError: down" in buffer.getvalue()
+
+
+def test_summary_line_shows_cost_and_a_degenerate_step():
+    usage = StepUsage(2, Usage(1_500_000, 500_000, 128), Usage(100_000, 30_000, 128))
+    prices = PriceTable({"exec": Price(0.6, 2.2), "guide": Price(0.0, 0.0)})
+    cost = prices.estimate(usage.by_model("guide", "exec"))
+    line = summary_line(
+        {**SUMMARY, "step": 2, "grad_norm": None, "degenerate_step": True, "best_raw_score": 20.0},
+        previous_best=25.0,
+        direction="max",
+        usage=usage,
+        cost=cost,
+    )
+    assert "best 25.0000 (+0.0000)" in line  # a worse step leaves the run's best unchanged
+    assert "grad norm -- (degenerate step)" in line
+    assert "tokens 2.13M (executor 2.00M, guidance 130.0k)" in line
+    assert line.endswith(f"cost ${0.6 * 1.5 + 2.2 * 0.5:,.2f}")
+    low = summary_line({**SUMMARY, "best_raw_score": 900.0}, previous_best=1000.0, direction="min")
+    assert "best 900.0000 (-100.0000)" in low
+    unpriced = CostEstimate(1.0, ("z-ai/glm-5.2",))
+    assert summary_line(SUMMARY, cost=unpriced).endswith("cost $1.00 + unpriced z-ai/glm-5.2")
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(None, "--"), (5, "0:05"), (3725, "1:02:05"), (-3, "0:00")]
+)
+def test_durations_read_as_clock_times(seconds, text):
+    assert format_duration(seconds) == text
