@@ -37,7 +37,7 @@ from harness.store import ArchiveStore
 
 STORE_DIR = Path("guidance-run") / "archive"
 SEED_SCORE = 27.8105
-SEED_SOLUTION = "#include <cstdio>\nint main() { std::puts(\"0 0\"); }"
+SEED_SOLUTION = '#include <cstdio>\nint main() { std::puts("0 0"); }'
 GUIDANCE_MODEL = "Qwen/Qwen3-8B"
 EXECUTOR_MODEL = "z-ai/glm-5.2"
 
@@ -119,13 +119,17 @@ def _rollout(
     guidance_usage = {"prompt_tokens": 900 + rng.randrange(200), "completion_tokens": 300}
     executor_usage = None
     parent_score = float(parent_entry.verifier_raw_score or 0.0)
-    guidance = None if status == GUIDANCE_FORMAT_ERROR else f"Step {step} idea {g}.{r}: try ring {r}"
+    guidance = (
+        None if status == GUIDANCE_FORMAT_ERROR else f"Step {step} idea {g}.{r}: try ring {r}"
+    )
     if status == VALID:
         score = round(min(parent_score + rng.uniform(-2.0, 9.0), 99.0), 4)
         verdict = VerificationResult(score / 100, score, True, VALID, "70/70 cases accepted")
         solution: str | None = f"// step {step} g{g} r{r}\nint main() {{ return {r}; }}"
     elif status == GUIDANCE_FORMAT_ERROR:
-        verdict = VerificationResult.failure(status, "expected exactly one complete <guidance> block")
+        verdict = VerificationResult.failure(
+            status, "expected exactly one complete <guidance> block"
+        )
         solution = None
     else:
         verdict = VerificationResult.failure(status, f"{status}: case 3 rejected")
@@ -186,12 +190,24 @@ def build_state_dir(
     fact.cumulative_best.append(best)
     tokens = {"executor": [0, 0], "guidance": [0, 0]}
     total_steps = committed_steps + (1 if in_flight_slots else 0)
-    events.emit("run_started", state_dir=str(state_dir), start_step=0, steps=total_steps + 2,
-                groups=groups, rollouts=rollouts)
+    events.emit(
+        "run_started",
+        state_dir=str(state_dir),
+        start_step=0,
+        steps=total_steps + 2,
+        groups=groups,
+        rollouts=rollouts,
+    )
     for step in range(total_steps):
         parents = archive.select_parents(step)
-        events.emit("step_started", step=step, groups=groups, rollouts=rollouts,
-                    parents=[p.id for p in parents], resumed_slots=[])
+        events.emit(
+            "step_started",
+            step=step,
+            groups=groups,
+            rollouts=rollouts,
+            parents=[p.id for p in parents],
+            resumed_slots=[],
+        )
         in_flight = step == committed_steps
         slots = [(g, r) for g in range(groups) for r in range(rollouts)]
         if in_flight:
@@ -211,8 +227,12 @@ def build_state_dir(
             for stage in ("guidance", "executor", "judge", "reported"):
                 events.emit("rollout_stage", step=step, group=g, rollout=r, stage=stage)
             events.emit(
-                "rollout_finished", step=step, group=g, rollout=r,
-                status=entry.verifier_status, reward=entry.verifier_reward,
+                "rollout_finished",
+                step=step,
+                group=g,
+                rollout=r,
+                status=entry.verifier_status,
+                reward=entry.verifier_reward,
                 raw_score=entry.verifier_raw_score,
                 guidance_ok=entry.verifier_status != GUIDANCE_FORMAT_ERROR,
                 timings={"guidance_s": 3.0, "executor_s": 40.0, "judge_s": 10.0, "total_s": 53.0},
@@ -241,8 +261,13 @@ def build_state_dir(
         metrics = {"train/grad_norm": 0.4 + step / 10, "train/global_batch_size": groups * rollouts}
         summary = outcome.summary(rollouts, metrics, False)
         summaries.append(summary)
-        ResumeState(identity, {"name": "openrouter_glm_5_2", "model": EXECUTOR_MODEL},
-                    "summary_only", step + 1, tuple(summaries)).save(state_dir / RESUME_STATE)
+        ResumeState(
+            identity,
+            {"name": "openrouter_glm_5_2", "model": EXECUTOR_MODEL},
+            "summary_only",
+            step + 1,
+            tuple(summaries),
+        ).save(state_dir / RESUME_STATE)
         events.emit("step_summary", **summary)
         events.emit("training_wait", step=step, phase="training", elapsed_s=2.0, missing_slots=[])
         events.emit("step_committed", step=step, next_step=step + 1)
