@@ -216,12 +216,17 @@ class FrontierCSScorer:
         still_working = False
         unreadable_answer = False
         while (remaining := deadline - time.monotonic()) > 0:
+            timeout = min(self.settings.poll_timeout_s, remaining)
             try:
-                response = client.get(
-                    f"/result/{sid}", timeout=min(self.settings.poll_timeout_s, remaining)
-                )
+                response = client.get(f"/result/{sid}", timeout=timeout)
             except httpx.HTTPError as exc:
-                last, still_working = f"{type(exc).__name__}: {exc}", False
+                last = f"{type(exc).__name__}: {exc}"
+                # A poll cut short by the deadline says nothing new about the judge.
+                cut_short = (
+                    isinstance(exc, httpx.TimeoutException)
+                    and timeout < self.settings.poll_timeout_s
+                )
+                still_working = still_working and cut_short
             else:
                 body = _json_object(response) if response.status_code == 200 else None
                 status = body.get("status") if body is not None else None

@@ -7,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -149,6 +150,15 @@ def test_verifier_with_the_judge_down_writes_zero_with_a_reason(tmp_path: Path) 
     reward, reason = run_verifier(tmp_path, closed_port_url(), program=SEED_PROGRAM)
     assert reward == 0.0
     assert reason.startswith("judge unavailable after 3 attempts")
+
+
+def test_verifier_with_a_hanging_judge_stops_within_its_budget(tmp_path: Path) -> None:
+    hang = Reply(200, {"status": "queued"}, delay_s=60.0)
+    with FakeJudge([SUBMITTED], [hang]) as judge:
+        started = time.monotonic()
+        reward, reason = run_verifier(tmp_path, judge.url, SEED_PROGRAM, VERIFIER_BUDGET_S="1.5")
+    assert time.monotonic() - started < 15  # the 340 s deadline never ran out
+    assert reward == 0.0 and reason.startswith("judge unavailable after 1 attempts")
 
 
 GENUINE = [checker_case(400, 25, 20), checker_case(1000, 40, 50)]

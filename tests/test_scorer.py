@@ -251,6 +251,13 @@ def test_evaluation_still_queued_at_the_deadline_is_invalid_timeout() -> None:
     assert judge.count("submit") == 1
 
 
+def test_queued_judge_whose_last_poll_is_cut_by_the_deadline_is_still_a_timeout() -> None:
+    slow = Reply(200, {"status": "queued"}, delay_s=30.0)
+    with FakeJudge([SUBMITTED], [QUEUED, QUEUED, slow]) as judge:
+        verdict = scorer_for(judge.url, deadline_s=0.5)(PROGRAM)
+    assert verdict.message == "evaluation timed out after 0.5s"
+
+
 def test_done_answer_without_cases_is_an_infrastructure_fault() -> None:
     broken = Reply(200, {"status": "done", "score": 50.0, "cases": []})
     with (

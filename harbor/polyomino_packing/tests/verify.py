@@ -13,7 +13,7 @@ reason; the script itself exits 0 once the files are written.
 
 Environment (all optional): FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, VERIFIER_SOLUTION_PATH,
 VERIFIER_LOG_DIR, VERIFIER_DEADLINE_S, VERIFIER_POLL_INTERVAL_S, VERIFIER_ATTEMPTS,
-VERIFIER_RETRY_BACKOFF_S.
+VERIFIER_RETRY_BACKOFF_S, VERIFIER_BUDGET_S (780: all attempts together, inside Harbor's 900 s).
 """
 
 from __future__ import annotations
@@ -67,16 +67,19 @@ def score(solution: Path, env: os._Environ[str] | dict[str, str]) -> tuple[float
     problem = env.get("FRONTIERCS_PROBLEM_ID") or "0"
     attempts = max(1, int(env.get("VERIFIER_ATTEMPTS", "3")))
     backoff = float(env.get("VERIFIER_RETRY_BACKOFF_S", "5"))
+    # Harbor kills the verifier after 900 s; all attempts together stay well inside that.
+    budget_end = time.monotonic() + float(env.get("VERIFIER_BUDGET_S", "780"))
     details: dict[str, Any] = {"judge_url": url, "problem_id": problem}
     for attempt in range(1, attempts + 1):
         try:
-            answer = judge(code, url, problem, env)
+            answer = judge(code, url, problem, env, budget_end)
             break
         except JudgeDown as exc:
             details["judge_fault"] = str(exc)
-            if attempt == attempts:
-                return 0.0, f"judge unavailable after {attempts} attempts: {exc}", details
-            time.sleep(backoff * 2 ** (attempt - 1))
+            pause = backoff * 2 ** (attempt - 1)
+            if attempt == attempts or time.monotonic() + pause >= budget_end:
+                return 0.0, f"judge unavailable after {attempt} attempts: {exc}", details
+            time.sleep(pause)
     if answer is None:
         return 0.0, f"evaluation timed out after {env.get('VERIFIER_DEADLINE_S', '340')}s", details
     if answer.get("status") == "error":
@@ -89,18 +92,19 @@ def score(solution: Path, env: os._Environ[str] | dict[str, str]) -> tuple[float
     return reward, f"score {reward:.6f} over {len(answer['cases'])} cases", details
 
 
-def judge(code: str, url: str, problem: str, env: Any) -> dict[str, Any] | None:
-    """Submit once and poll for the first final answer; None when still queued at the deadline."""
+def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dict[str, Any] | None:
+    """Submit once and poll for the first final answer; None when still queued at the deadline
+    (340 s from the submit, or the end of the verifier's budget if that comes first)."""
     deadline_s = float(env.get("VERIFIER_DEADLINE_S", "340"))
     interval = float(env.get("VERIFIER_POLL_INTERVAL_S", "2"))
-    deadline = time.monotonic() + deadline_s
+    deadline = min(time.monotonic() + deadline_s, budget_end)
     with httpx.Client(base_url=url.rstrip("/")) as client:
         try:
             response = client.post(
                 "/submit",
                 data={"pid": problem, "lang": "cpp"},
                 files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
-                timeout=min(30.0, deadline_s),
+                timeout=max(min(30.0, deadline - time.monotonic()), 0.001),
             )
             sid = response.json().get("sid") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
@@ -112,12 +116,15 @@ def judge(code: str, url: str, problem: str, env: Any) -> dict[str, Any] | None:
             try:
                 response = client.get(f"/result/{sid}", timeout=min(10.0, remaining))
                 body = response.json() if response.status_code == 200 else None
+            except httpx.TimeoutException:
+                body = "no answer in time"  # keeps `queued` as it was
             except (httpx.HTTPError, ValueError):
                 body = None
             status = body.get("status") if isinstance(body, dict) else None
             if status in ("done", "error"):
                 return body  # the first final answer; a read-once judge forgets it now
-            queued = status in ("queued", "running")
+            if not isinstance(body, str):
+                queued = status in ("queued", "running")
             time.sleep(max(min(interval, deadline - time.monotonic()), 0))
     if queued:
         return None
