@@ -1,0 +1,117 @@
+"""One reef-eval episode: the task under `harness:HarborAgent`, i.e. one whole Guidance-TTT run.
+
+    python run.py                 # run (or resume) the episode; prints the verifier's reward
+    python run.py --describe      # print the run's resolved settings as KEY=value (for run.sh)
+
+`run.sh` starts the Reef stack first; see docs/running.md. The episode goes through
+`reef_eval.Lab(<state>/lab)`, which stores one row per episode key. A failed episode keeps its
+row (the audit trail of the attempt), so the next invocation uses the next attempt number and
+the agent resumes the run from its state directory; a finished episode is not run again. Raising
+STEPS in serve.yaml gives a new key, so the run continues to the new total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shlex
+import sys
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+REPO = Path(__file__).resolve().parent
+AGENT = "harness:HarborAgent"
+RESUME_HINT = "fix the cause, then re-run the same command (./run.sh) to resume the run"
+
+
+def _settings(serve_yaml: Path):  # imported lazily: --help must work without the project deps
+    from harness.run_settings import RunSettings
+
+    return RunSettings.load(serve_yaml, base_dir=serve_yaml.parent)
+
+
+def describe(serve_yaml: Path, task_dir: Path) -> str:
+    """The settings run.sh needs, one shell-quoted `KEY=value` per line."""
+    settings = _settings(serve_yaml)
+    values = {
+        "STATE_DIR": settings.state_dir,
+        "RUN_DIR": settings.run_dir,
+        "REEF_URL": settings.reef_url,
+        "JUDGE_URL": settings.judge_url,
+        "JUDGE_PROBLEM_ID": settings.judge_problem_id,
+        "EXECUTOR": settings.executor_backend,
+        "REASONING_EFFORT": settings.gpt_oss_reasoning_effort,
+        "MODEL": settings.model,
+        "TASK_DIR": task_dir,
+        "STEPS": settings.steps,
+    }
+    return "\n".join(f"{key}={shlex.quote(str(value))}" for key, value in values.items())
+
+
+async def run_episode(serve_yaml: Path, task_dir: Path) -> int:
+    """Run the episode through reef-eval and print its reward; 1 when it failed."""
+    import reef_eval
+
+    settings = _settings(serve_yaml)
+    # The agent runs in this process and reads these; the task container reads FRONTIERCS_*.
+    os.environ["GUIDANCE_TTT_SERVE_YAML"] = str(serve_yaml)
+    os.environ.setdefault("GUIDANCE_TTT_TASK_DIR", str(task_dir))
+    os.environ.setdefault("GUIDANCE_TTT_JUDGE_URL", settings.judge_url)
+    os.environ.setdefault("FRONTIERCS_JUDGE_URL", container_judge_url(settings.judge_url))
+    os.environ.setdefault("FRONTIERCS_PROBLEM_ID", settings.judge_problem_id)
+    lab = reef_eval.Lab(settings.state_dir / "lab")
+    agent = {"name": AGENT, "model_name": settings.model}
+    attempt = 1
+    while (row := lab.store.get(_key(task_dir, settings.steps, attempt))) is not None:
+        if not row.tags.get("error") and row.rewards:
+            break  # this run already finished: report it again
+        attempt += 1
+    else:
+        row = await lab.run(str(task_dir), agent, key=_key(task_dir, settings.steps, attempt))
+    error = row.tags.get("error")
+    if error or not row.rewards:
+        print(
+            f"run.py: episode failed: {error or 'the verifier produced no reward'}", file=sys.stderr
+        )
+        print(f"run.py: {RESUME_HINT} (trial: {row.uri})", file=sys.stderr)
+        return 1
+    print(f"reward: {row.rewards.get('reward', row.rewards)}")
+    return 0
+
+
+def container_judge_url(host_url: str) -> str:
+    """The judge as the task container reaches it: a loopback host becomes Docker's
+    `host.docker.internal` (the task's compose file maps it to the host gateway)."""
+    parts = urlsplit(host_url)
+    if parts.hostname in ("127.0.0.1", "localhost", "0.0.0.0"):
+        netloc = "host.docker.internal" + (f":{parts.port}" if parts.port else "")
+        return urlunsplit(parts._replace(netloc=netloc))
+    return host_url
+
+
+def _key(task_dir: Path, steps: int, attempt: int) -> str:
+    return f"{task_dir.name}:guidance-ttt:steps{steps}:attempt{attempt}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--serve-yaml", type=Path, default=REPO / "serve.yaml")
+    parser.add_argument("--task-dir", type=Path, help="default: harbor/<training.config.task>")
+    parser.add_argument("--describe", action="store_true", help="print settings as KEY=value")
+    args = parser.parse_args(argv)
+    serve_yaml = args.serve_yaml.resolve()
+    try:
+        settings = _settings(serve_yaml)
+    except ValueError as exc:  # RunSettingsError: the message names the setting and the fix
+        print(f"run.py: {exc}", file=sys.stderr)
+        return 2
+    task_dir = (args.task_dir or serve_yaml.parent / "harbor" / settings.task).resolve()
+    if args.describe:
+        print(describe(serve_yaml, task_dir))
+        return 0
+    return asyncio.run(run_episode(serve_yaml, task_dir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,208 @@
+"""Crash tests: the run process is SIGKILLed at a named point and restarted with the same command.
+
+The run loop runs in a subprocess (`python -m tests.rehearsal_support`, one rollout at a time so
+the kill point is exact) against a real `reef serve`, the local judge and the stand-in models of
+tests/rehearsal_support; `GUIDANCE_TTT_CRASH_AT` makes it kill itself at the point under test.
+Each test first checks that the kill left the state the point promises (so the test is not
+vacuous), then restarts the process and checks that the run completes with the archive, the
+journal and Reef's reports in agreement, every slot journaled and reported exactly once, and no
+guidance, executor or judge call made twice for a slot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from judge_fakes import LocalJudge
+
+from harness.crash_hook import ENV_VAR
+from harness.run_settings import RunSettings
+from harness.store import read_committed
+from tests.openai_fixture import OpenAIFixture
+from tests.reef_fixtures import ReefService, running_reef
+from tests.rehearsal_support import (
+    REPO,
+    GuidanceScript,
+    ReefReports,
+    executor_reply,
+    journal,
+    task_dir,
+    write_serve_yaml,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+G, R, STEPS = 2, 2, 2
+GRID = {(s, g, r) for s in range(STEPS) for g in range(G) for r in range(R)}
+
+
+@dataclass
+class Stack:
+    judge: LocalJudge
+    reef: ReefService
+    judge_state: Path
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("crash-stack")
+    if not (task_dir() / "solution" / "seed.json").is_file():
+        pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
+    with (
+        LocalJudge(root / "judge", "--generated-cases", "2", "--seed", "5") as judge,
+        OpenAIFixture(GuidanceScript(malformed=[1])) as guidance,
+        running_reef(
+            root / "reef",
+            upstream=guidance,
+            recipe_config={"groups-per-step": G, "rollouts-per-group": R},
+        ) as reef,
+    ):
+        yield Stack(judge, reef, root / "judge")
+
+
+@dataclass
+class Run:
+    """One crash scenario: its settings, executor, and how to start the driver process."""
+
+    settings: RunSettings
+    executor: OpenAIFixture
+    serve_yaml: Path
+
+    def start(self, crash_at: str | None = None) -> subprocess.CompletedProcess[str]:
+        env = {k: v for k, v in os.environ.items() if k != ENV_VAR}
+        if crash_at:
+            env[ENV_VAR] = crash_at
+        command = [sys.executable, "-m", "tests.rehearsal_support"]
+        command += ["--serve-yaml", str(self.serve_yaml), "--task-dir", str(task_dir())]
+        command += ["--executor-url", self.executor.v1_url, "--workers", "1"]
+        return subprocess.run(
+            command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240
+        )
+
+    @property
+    def reports(self) -> ReefReports:
+        return ReefReports(self.settings.reef_url, self.settings.scenario)
+
+    @property
+    def state(self) -> Path:
+        return self.settings.state_dir
+
+
+@pytest.fixture
+def run(stack: Stack, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Run]:
+    name = "".join(c if c.isalnum() else "_" for c in request.node.callspec.id)
+    with OpenAIFixture(executor_reply) as executor:
+        settings = write_serve_yaml(
+            tmp_path / "serve.yaml",
+            state_dir=tmp_path / "state",
+            reef_port=stack.reef.port,
+            judge_url=stack.judge.url,
+            groups=G,
+            rollouts=R,
+            steps=STEPS,
+            task=f"crash_{name}",  # one Reef scenario per test
+        )
+        yield Run(settings, executor, tmp_path / "serve.yaml")
+
+
+def judge_submissions(stack: Stack) -> int:
+    return sum(1 for _ in (stack.judge_state / "submissions").glob("*/*/meta.json"))
+
+
+def committed_step(state: Path) -> int:
+    return read_committed(state / "guidance-run" / "archive")[1]
+
+
+def resume_state(state: Path) -> dict | None:
+    path = state / "guidance-run" / "resume-state.json"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def trained_step(state: Path) -> int | None:
+    marker = state / "checkpoints" / "megatron" / "latest_checkpointed_iteration.txt"
+    return int(marker.read_text()) if marker.exists() else None
+
+
+def leftover_temps(state: Path) -> list[str]:
+    return [p.name for p in (state / "guidance-run").rglob(".*.tmp")]
+
+
+# What the killed process must have left behind, per crash point:
+# (reports in Reef, journaled rollouts, committed archive step, resume next_step, Reef trained)
+CRASHES = {
+    "after_report:3": (3, 3, -1, None, None),  # mid-step, k=3 of G·R=4 reported
+    "after_journal:2": (1, 2, -1, None, None),  # journaled, report not yet posted
+    "after_report:4": (4, 4, -1, None, None),  # all reported, Reef not yet trained
+    "before_archive_commit:1": (4, 4, -1, None, 0),  # between report (trained) and commit
+    "archive_head_write:2": (4, 4, -1, None, 0),  # during the archive commit
+    "after_archive_commit:1": (4, 4, 0, None, 0),  # archive committed, resume state not
+    "resume_state_write:1": (4, 4, 0, None, 0),  # during the resume-state write
+    "after_report:6": (6, 6, 0, 1, 0),  # mid-step of step 1
+}
+
+
+@pytest.mark.parametrize("point", list(CRASHES))
+def test_killed_run_resumes_without_losing_or_repeating_a_slot(
+    stack: Stack, run: Run, point: str
+) -> None:
+    submissions_before = judge_submissions(stack)
+    killed = run.start(crash_at=point)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+
+    reports, journaled, archive_step, next_step, trained = CRASHES[point]
+    assert len(run.reports.reports()) == reports
+    assert len(journal(run.state)) == journaled
+    assert committed_step(run.state) == archive_step
+    state = resume_state(run.state)
+    assert (state["next_step"] if state else None) == next_step
+    assert trained_step(run.state) == trained
+    if point.startswith(("archive_head_write", "resume_state_write")):
+        assert leftover_temps(run.state), "the kill must come mid-write, temp file written"
+
+    resumed = run.start()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    result = json.loads(resumed.stdout.strip().splitlines()[-1])
+    assert result["next_step"] == STEPS
+    # Reef trained step 0 but its commit record was lost: the step is rebuilt, not re-run.
+    recovered = trained == 0 and next_step is None
+    assert result["step_summaries"][0]["recovered_commit"] is recovered
+    assert resume_state(run.state)["next_step"] == STEPS
+    assert committed_step(run.state) == STEPS - 1
+    assert not leftover_temps(run.state)
+    assert_archive_journal_and_reef_agree(run)
+
+    # No slot ran twice: one guidance call per slot, one executor call per well-formed
+    # rollout, one judge submission per extracted program.
+    entries = [j.entry for j in journal(run.state)]
+    assert len(run.reports.inferences()) == len(GRID)
+    well_formed = sum(1 for e in entries if e["metadata"]["guidance_format_ok"])
+    assert len(run.executor.completion_requests()) == well_formed
+    programs = sum(1 for e in entries if e["solution"])
+    assert judge_submissions(stack) - submissions_before == programs
+
+
+def assert_archive_journal_and_reef_agree(run: Run) -> None:
+    journaled = journal(run.state)
+    slots = Counter((j.step, j.group, j.rollout) for j in journaled)
+    assert set(slots) == GRID and set(slots.values()) == {1}, slots
+    stored = run.reports.reports()
+    reported = Counter(r.slot for r in stored)
+    assert set(reported) == GRID and set(reported.values()) == {1}, reported
+    archive, _ = read_committed(run.state / "guidance-run" / "archive")
+    by_slot = {(j.step, j.group, j.rollout): j.entry for j in journaled}
+    for report in stored:
+        entry = by_slot[report.slot]
+        assert report.references == (entry["metadata"]["agent_record_id"],)
+        assert report.metadata["library_entry_id"] == entry["id"]
+        assert report.score == entry["verifier_reward"]
+        assert archive.entries[entry["id"]].to_dict() == entry
+    assert archive.puct_T == len(GRID)

@@ -1,0 +1,99 @@
+"""`run.sh` and `run.py` as a user runs them: real subprocesses in the repository."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from judge_fakes import closed_port_url
+
+from run import container_judge_url
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cpu_only() -> bool:
+    probe = "import torch, sys; sys.exit(torch.cuda.device_count() > 0)"
+    return subprocess.run([sys.executable, "-c", probe], timeout=120).returncode == 0
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_run_sh_without_gpus_prints_the_preflight_table_and_stops_naming_the_gpus() -> None:
+    if not cpu_only():
+        pytest.skip("this machine has GPUs: run.sh would go past the preflight")
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
+    env.update(
+        PYTHON=sys.executable,  # scripts/find-python.sh honours it (when there is no .venv)
+        FRONTIERCS_JUDGE_URL=closed_port_url(),
+        GUIDANCE_TTT_EXECUTOR_URL=closed_port_url() + "/v1",
+    )
+    done = subprocess.run(
+        ["bash", str(REPO / "run.sh")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode != 0
+    assert "Guidance-TTT preflight" in done.stdout
+    gpu_row = next(line for line in done.stdout.splitlines() if "| GPUs" in line)
+    assert "missing" in gpu_row and "0 GPUs visible to torch, 2 needed" in gpu_row
+    assert "missing GPUs" in done.stderr
+    assert "nothing was started" in done.stderr
+    assert "reef serve" not in done.stdout
+
+
+def test_run_sh_is_shellcheck_clean() -> None:
+    if shutil.which("shellcheck") is None:
+        pytest.skip("shellcheck is not installed (scripts/system-packages.sh installs it)")
+    done = subprocess.run(
+        ["shellcheck", "run.sh"], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stdout
+
+
+def test_run_py_describes_the_settings_run_sh_reads() -> None:
+    env = {**os.environ, "FRONTIERCS_JUDGE_URL": "http://127.0.0.1:9999"}
+    done = subprocess.run(
+        [sys.executable, "run.py", "--describe"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    values = dict(shlex.split(line)[0].split("=", 1) for line in done.stdout.splitlines())
+    assert values["JUDGE_URL"] == "http://127.0.0.1:9999"
+    assert values["REEF_URL"] == "http://127.0.0.1:8900"
+    assert Path(values["STATE_DIR"]) == REPO / "work" / "polyomino_packing"
+    assert Path(values["TASK_DIR"]) == REPO / "harbor" / "polyomino_packing"
+    assert values["EXECUTOR"] in ("gpt_oss_120b", "openrouter_glm_5_2")
+
+
+def test_run_py_refuses_a_broken_serve_yaml_naming_the_setting(tmp_path: Path) -> None:
+    broken = tmp_path / "serve.yaml"
+    broken.write_text(
+        (REPO / "serve.yaml").read_text().replace("global-batch-size: 8", "global-batch-size: 9")
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "--serve-yaml", str(broken), "--describe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "global-batch-size" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_container_reaches_a_loopback_judge_through_the_docker_host_name() -> None:
+    assert container_judge_url("http://127.0.0.1:8081") == "http://host.docker.internal:8081"
+    assert container_judge_url("http://localhost:8081/") == "http://host.docker.internal:8081/"
+    assert container_judge_url("http://judge.lan:8081") == "http://judge.lan:8081"
