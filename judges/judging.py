@@ -126,7 +126,7 @@ def judge_case(
                 tmpfs_bytes=RUN_TMPFS,
                 stack_bytes=case.memory_limit,
             ),
-            stdin=case.input_path,
+            stdin=case.input_path.read_bytes(),
             stdout=stdout,
             stderr=stderr,
             binds=[("ro", binary, "/box/a")],

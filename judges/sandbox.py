@@ -15,7 +15,8 @@ exit status, signal, CPU time and peak memory, which bubblewrap alone would lose
 judge kills the whole sandbox a few seconds later still, should anything hang.
 
 The judge's own files (sources, state directory, test data) are never mounted: input arrives on
-stdin from an open file descriptor and output leaves through descriptors to files.
+stdin from a sealed in-memory file (a copy the program cannot write to, even by reopening
+/proc/self/fd/0) and output leaves through descriptors to files.
 
 Process limit when the judge runs as root: RLIMIT_NPROC is not enforced for real root, so the
 sandbox is entered as an unprivileged uid (default 65534) that bwrap maps into its own user
@@ -28,6 +29,7 @@ the thread that started it, which is why those threads live as long as the servi
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import logging
 import math
 import os
@@ -38,6 +40,7 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 log = logging.getLogger("judges.sandbox")
 
@@ -219,7 +222,7 @@ class Sandbox:
         command: list[str],
         *,
         limits: Limits,
-        stdin: Path | None,
+        stdin: bytes | None,
         stdout: Path,
         stderr: Path,
         binds: list[tuple[str, Path, str]],
@@ -228,9 +231,9 @@ class Sandbox:
     ) -> RunOutcome:
         """Run `command` in a fresh sandbox and wait; candidate faults are outcomes, not errors.
 
-        `binds` are (kind, host path, sandbox path) with kind `ro` or `rw`. stdin is a file (or
-        /dev/null); stdout and stderr are files, each capped at `limits.file_bytes`; stdout
-        beyond `output_cap` (default: that limit minus one byte) is an output failure.
+        `binds` are (kind, host path, sandbox path) with kind `ro` or `rw`. stdin is the given
+        bytes (or /dev/null); stdout and stderr are files, each capped at `limits.file_bytes`;
+        stdout beyond `output_cap` (default: that limit minus one byte) is an output failure.
         Status INTERNAL_ERROR means the sandbox itself failed, not the program.
         """
         cap = limits.file_bytes - 1 if output_cap is None else output_cap
@@ -240,7 +243,7 @@ class Sandbox:
         argv = self._argv(command, limits, binds, workdir, report_write)
         try:
             with (
-                open(stdin or os.devnull, "rb") as stdin_file,
+                _sealed_input(stdin) as stdin_file,
                 open(stdout, "wb") as stdout_file,
                 open(stderr, "wb") as stderr_file,
             ):
@@ -378,6 +381,20 @@ class Sandbox:
             str(limits.stack_bytes),
         ]
         return [*argv, "--", *command]
+
+
+def _sealed_input(data: bytes | None) -> BinaryIO:
+    """A read-only view of `data`: a memfd sealed against writes and resizing (or /dev/null)."""
+    if data is None:
+        return open(os.devnull, "rb")
+    fd = os.memfd_create("judge-input", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
+    view = os.fdopen(fd, "w+b")
+    view.write(data)
+    view.flush()
+    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
+    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
+    view.seek(0)
+    return view
 
 
 def _kill_group(pid: int) -> None:

@@ -145,6 +145,8 @@ async def _result(request: web.Request) -> web.Response:
     record = request.app[ENGINE_KEY].result(sid)
     if record is None:
         return web.json_response({"error": "not found"}, status=404)
+    if request.query.get("short"):
+        return web.json_response({"status": record["status"], "passed": record.get("passed")})
     return web.json_response(record)
 
 
@@ -195,19 +197,26 @@ def load_served_problems(args: argparse.Namespace) -> dict[str, Problem]:
 
 
 async def serve(args: argparse.Namespace) -> None:
-    """Start everything, announce the address, serve until SIGTERM/SIGINT, then stop cleanly."""
+    """Start everything, announce the address, serve until SIGTERM/SIGINT, then stop cleanly.
+
+    A signal during startup ends the service as soon as the current startup step is done.
+    """
     if args.workers < 1 or args.max_queue < 1 or args.generated_cases < 1:
         raise ValueError("--workers, --max-queue and --generated-cases must be at least 1")
     if not _is_loopback(args.host):
-        log.warning(
-            "binding %s: the judge has no authentication; keep it on a trusted network", args.host
-        )
+        log.warning("binding %s: the judge has no authentication; keep it private", args.host)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
     problems = await asyncio.to_thread(load_served_problems, args)
     store = SubmissionStore(args.state_dir)
     scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
     try:
         sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid)
         await asyncio.to_thread(sandbox.check)
+        if stop.is_set():
+            return
         settings = EngineSettings(
             workers=args.workers,
             max_queue=args.max_queue,
@@ -220,23 +229,18 @@ async def serve(args: argparse.Namespace) -> None:
         await engine.start()
         runner = web.AppRunner(create_app(engine), access_log=logging.getLogger("judges.access"))
         await runner.setup()
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
         try:
-            site = web.TCPSite(runner, args.host, args.port)
-            await site.start()
+            await web.TCPSite(runner, args.host, args.port).start()
             host, port = runner.addresses[0][:2]
             log.info(
-                "serving %s with %d workers, state in %s",
+                "serving problems %s with %d workers; state in %s",
                 sorted(problems),
                 args.workers,
                 args.state_dir,
             )
             print(f"judge listening on http://{host}:{port}", flush=True)
             await stop.wait()
-            log.info("stopping")
+            log.info("stopping: unfinished submissions will be judged at the next start")
         finally:
             await runner.cleanup()
             await engine.stop()
