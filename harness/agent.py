@@ -121,9 +121,7 @@ class GuidanceHarness:
         ]
         self._run_pool(step, tasks)
         outcome = step_outcome(self.archive, step, time.monotonic() - started)
-        failures = sum(
-            1 for e in step_entries(self.archive, step) if e.failure_mode == EXECUTION_ERROR
-        )
+        failures = executor_failures(self.archive, step)
         if failures:
             log.warning(
                 "step %d: %d of %d executor calls failed (execution_error); check the executor",
@@ -143,9 +141,7 @@ class GuidanceHarness:
                 "state directory"
             )
         outcome = step_outcome(self.archive, step, 0.0)
-        failures = sum(
-            1 for e in step_entries(self.archive, step) if e.failure_mode == EXECUTION_ERROR
-        )
+        failures = executor_failures(self.archive, step)
         return StepRun(outcome, failures, 0, 0)
 
     def _slots(self) -> int:
@@ -253,6 +249,11 @@ def step_entries(archive: Archive, step: int) -> list[LibraryEntry]:
         for entry_id in group.entry_ids
     ]
     return sorted(entries, key=lambda e: (int(e.metadata["group"]), int(e.metadata["rollout"])))
+
+
+def executor_failures(archive: Archive, step: int) -> int:
+    """Rollouts of `step` whose executor call failed (a dead executor shows up here at once)."""
+    return sum(1 for e in step_entries(archive, step) if e.failure_mode == EXECUTION_ERROR)
 
 
 def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:

@@ -279,7 +279,9 @@ def well_formed_receipts(archive: Archive) -> tuple[str, ...]:
         for e in archive.entries.values()
         if e.timestep >= 1 and e.metadata.get("guidance_format_ok")
     ]
-    rollouts.sort(key=lambda e: (e.timestep, e.metadata["group"], e.metadata["rollout"]))
+    rollouts.sort(
+        key=lambda e: (e.timestep, e.metadata.get("group", 0), e.metadata.get("rollout", 0))
+    )
     return tuple(str(e.metadata["agent_record_id"]) for e in rollouts)
 
 

@@ -57,9 +57,8 @@ POLL_S = 0.05
 
 
 def task_dir() -> Path:
-    """The Polyomino task directory used by the tests (`GUIDANCE_TTT_TEST_TASK_DIR` overrides it,
-    e.g. for a copy with another seed)."""
-    return Path(os.environ.get("GUIDANCE_TTT_TEST_TASK_DIR") or TASK_DIR)
+    """The Polyomino task directory (the repository's, with its judged seed)."""
+    return TASK_DIR
 
 
 def seed_source() -> str:

@@ -1,0 +1,292 @@
+"""The rollout loop's behaviour at its edges: report bodies, group-major outcomes, the crash hook,
+and what a judge, executor or Reef outage does to a run (real servers on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pytest
+from judge_fakes import LocalJudge, closed_port_url
+
+from harness.agent import RESUME_HINT, StepInterrupted, step_outcome
+from harness.crash_hook import ENV_VAR
+from harness.events import read_events
+from harness.library import Archive
+from harness.reef_channel import ReefChannel
+from harness.rollout import report_body
+from harness.run_settings import RunSettings
+from harness.runner import event_log_path, run_steps
+from harness.scorer import FrontierCSScorer
+from harness.state import ArchiveConfig, LibraryEntry
+from tests.bridge_fake import FakeTrainingBridge
+from tests.openai_fixture import OpenAIFixture
+from tests.reef_fixtures import ReefService, running_reef
+from tests.rehearsal_support import (
+    POLL_S,
+    GuidanceScript,
+    ReefReports,
+    executor_reply,
+    journal,
+    services,
+    task_dir,
+    write_serve_yaml,
+)
+
+CONTROLLER = {"poll_interval_s": POLL_S, "deadline_s": 60.0}
+
+
+def entry(*, parent: str, step: int, group: int, rollout: int, reward: float) -> LibraryEntry:
+    """A rollout entry as the loop builds it (only the fields these tests read are varied)."""
+    return LibraryEntry(
+        id=str(uuid.uuid4()),
+        parent_id=parent,
+        problem_id="p",
+        timestep=step + 1,
+        guidance="g",
+        execution_thinking="",
+        solution=f"int main() {{ return {group * 10 + rollout}; }}",
+        verifier_reward=reward,
+        verifier_raw_score=reward,
+        verifier_status="valid",
+        verifier_message="ok",
+        summary="s",
+        reusable_idea="s",
+        failure_mode=None,
+        metadata={
+            "step": step,
+            "group": group,
+            "rollout": rollout,
+            "search_value": 47.5,
+            "agent_record_id": f"receipt-{group}-{rollout}",
+            "guidance_format_ok": True,
+        },
+    )
+
+
+def seeded_archive(groups: int = 2, rollouts: int = 2) -> Archive:
+    seed = replace(
+        entry(parent="none", step=-1, group=0, rollout=0, reward=40.0),
+        parent_id=None,
+        timestep=0,
+        metadata={},
+    )
+    return Archive.from_seed(ArchiveConfig(rollout_n=rollouts, groups_per_batch=groups), seed)
+
+
+def test_report_body_carries_reward_feedback_and_grid_metadata() -> None:
+    rollout = entry(parent="node-1", step=3, group=1, rollout=2, reward=51.25)
+    body = report_body(rollout, groups_per_step=2, rollouts_per_group=4)
+    assert body == {
+        "score": 51.25,
+        "feedback": "valid: ok",
+        "metadata": {
+            "step": 3,
+            "group": 1,
+            "rollout": 2,
+            "groups_per_step": 2,
+            "rollouts_per_group": 4,
+            "algorithm": "ttt-discover",
+            "comparison_set": "tttd-step-3-group-1",
+            "parent_id": "node-1",
+            "search_value": 47.5,
+            "guidance_ttt": True,
+            "prompt_mode": "summary_only",
+            "archive_timestep": 4,
+            "library_entry_id": rollout.id,
+        },
+    }
+    assert "references" not in body  # the receipt is passed separately, exactly once
+
+
+def test_step_outcome_is_group_major_in_rollout_order_whatever_the_finish_order() -> None:
+    archive = seeded_archive()
+    parents = archive.select_parents(0)
+    finish_order = [(1, 1, 9.0), (0, 1, 3.0), (1, 0, 7.0), (0, 0, 1.0)]
+    for group, rollout, reward in finish_order:
+        archive.submit(
+            0,
+            group,
+            entry(parent=parents[group].id, step=0, group=group, rollout=rollout, reward=reward),
+        )
+    outcome = step_outcome(archive, 0, elapsed_s=1.0)
+    assert outcome.group_rewards == ((1.0, 3.0), (7.0, 9.0))
+    assert outcome.valid_rollouts == 4 and outcome.well_formed_guidance == 4
+    assert outcome.best_raw_score == 9.0
+
+
+def test_step_outcome_refuses_an_incomplete_step() -> None:
+    archive = seeded_archive()
+    parent = archive.select_parents(0)[0]
+    archive.submit(0, 0, entry(parent=parent.id, step=0, group=0, rollout=0, reward=1.0))
+    with pytest.raises(RuntimeError, match="incomplete"):
+        step_outcome(archive, 0, elapsed_s=0.0)
+
+
+@pytest.mark.parametrize(("spec", "killed"), [("here:2", True), ("here:3", False), ("", False)])
+def test_crash_point_kills_on_the_named_pass_only(spec: str, killed: bool) -> None:
+    code = (
+        "from harness.crash_hook import crash_point\n"
+        "crash_point('elsewhere'); crash_point('here'); crash_point('here'); print('survived')"
+    )
+    env = {**os.environ, ENV_VAR: spec}
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    if killed:
+        assert done.returncode == -signal.SIGKILL and "survived" not in done.stdout
+    else:
+        assert done.returncode == 0 and "survived" in done.stdout
+
+
+# --- outages, against real servers -----------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    judge: LocalJudge
+    reef: ReefService
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    if not (task_dir() / "solution" / "seed.json").is_file():
+        pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
+    root = tmp_path_factory.mktemp("agent-stack")
+    grid = {"groups-per-step": 2, "rollouts-per-group": 2}
+    with (
+        LocalJudge(root / "judge", "--generated-cases", "2", "--seed", "7") as judge,
+        OpenAIFixture(GuidanceScript()) as guidance,
+        running_reef(root / "reef", upstream=guidance, recipe_config=grid) as reef,
+    ):
+        yield Stack(judge, reef)
+
+
+def settings_for(stack: Stack, tmp_path: Path, name: str) -> RunSettings:
+    return write_serve_yaml(
+        tmp_path / "serve.yaml",
+        state_dir=tmp_path / "state",
+        reef_port=stack.reef.port,
+        judge_url=stack.judge.url,
+        groups=2,
+        rollouts=2,
+        steps=1,
+        task=name,  # one Reef scenario per test
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_judge_outage_stops_the_step_unreported_and_the_same_command_resumes(
+    stack: Stack, tmp_path: Path
+) -> None:
+    settings = settings_for(stack, tmp_path, "judge_outage")
+    task = task_dir()
+    problem = (task / "instruction.md").read_text()
+    with OpenAIFixture(executor_reply) as executor:
+        adapters = services(settings, executor.v1_url, task)
+        adapters.scorer = FrontierCSScorer.for_task(task, closed_port_url(), "0", attempts=1)
+        with pytest.raises(StepInterrupted, match=RESUME_HINT) as stopped:
+            run_steps(settings, task, problem, adapters, controller_overrides=CONTROLLER)
+        adapters.close()
+        assert "judge is unavailable" in str(stopped.value)
+        reef = ReefReports(settings.reef_url, settings.scenario)
+        done = journal(settings.state_dir)
+        # Only rollouts that needed no judge were journaled, and exactly those were reported.
+        assert all(not j.entry["solution"] for j in done)
+        assert len(done) < 4
+        assert sorted(r.slot for r in reef.reports()) == sorted(
+            (j.step, j.group, j.rollout) for j in done
+        )
+
+        adapters = services(settings, executor.v1_url, task)  # the judge is back
+        try:
+            result = run_steps(settings, task, problem, adapters, controller_overrides=CONTROLLER)
+        finally:
+            adapters.close()
+    assert result.next_step == 1
+    slots = sorted((j.step, j.group, j.rollout) for j in journal(settings.state_dir))
+    assert slots == [(0, g, r) for g in range(2) for r in range(2)]
+    assert sorted(r.slot for r in reef.reports()) == slots
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_dead_executor_fails_each_rollout_and_is_counted_in_the_step_summary(
+    stack: Stack, tmp_path: Path
+) -> None:
+    settings = settings_for(stack, tmp_path, "dead_executor")
+    task = task_dir()
+    adapters = services(settings, closed_port_url() + "/v1", task)
+    try:
+        run_steps(
+            settings,
+            task,
+            (task / "instruction.md").read_text(),
+            adapters,
+            controller_overrides=CONTROLLER,
+        )
+    finally:
+        adapters.close()
+    entries = [j.entry for j in journal(settings.state_dir)]
+    well_formed = [e for e in entries if e["metadata"]["guidance_format_ok"]]
+    assert well_formed and all(e["verifier_status"] == "execution_error" for e in well_formed)
+    assert all(e["verifier_message"].startswith("ExecutionTransportError: ") for e in well_formed)
+    assert all(e["verifier_reward"] == 0.0 for e in entries)
+    summary = next(e for e in read_events(event_log_path(settings)) if e["event"] == "step_summary")
+    assert summary["executor_failures"] == len(well_formed)
+    assert summary["degenerate_step"] is True  # every group constant at 0
+
+
+def test_reef_outage_stops_the_run_before_any_rollout_is_journaled(tmp_path: Path) -> None:
+    if not (task_dir() / "solution" / "seed.json").is_file():
+        pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
+    down = closed_port_url()
+    settings = write_serve_yaml(
+        tmp_path / "serve.yaml",
+        state_dir=tmp_path / "state",
+        reef_port=int(down.rsplit(":", 1)[1]),
+        judge_url=down,
+        groups=2,
+        rollouts=2,
+        steps=1,
+    )
+    adapters = services(settings, down + "/v1", task_dir())
+    adapters.bridge = FakeTrainingBridge(
+        settings.state_dir, groups_per_step=2, rollouts_per_group=2
+    )
+    adapters.reef = ReefChannel(down, settings.scenario, token="reef-local")
+    try:
+        with pytest.raises(OSError):  # urllib's URLError: connection refused
+            run_steps(settings, task_dir(), "problem", adapters, controller_overrides=CONTROLLER)
+    finally:
+        adapters.close()
+    assert journal(settings.state_dir) == []
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_reported_receipts_reads_every_page_of_reefs_reports(stack: Stack) -> None:
+    channel = ReefChannel(stack.reef.url, "guidance-ttt-paging", token="reef-local")
+    body = {"model": "m", "messages": [{"role": "user", "content": "guide"}]}
+    first, last, never = (channel.guide(body)[1] for _ in range(3))
+    report = {
+        "score": 0.0,
+        "feedback": "invalid: x",
+        "metadata": {
+            "step": 0,
+            "group": 0,
+            "rollout": 0,
+            "groups_per_step": 2,
+            "rollouts_per_group": 2,
+        },
+    }
+    for _ in range(100):  # one full page of 100 reports, then the one that matters on page two
+        channel.report(report, first)
+    channel.report(report, last)
+    assert channel.reported_receipts() == {first, last}
+    assert never not in channel.reported_receipts()
