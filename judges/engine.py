@@ -76,6 +76,7 @@ class JudgeEngine:
         self.settings = settings
         self._queue: deque[int] = deque()
         self._pending: set[int] = set()  # queued or being judged
+        self._unsaved: dict[int, dict[str, Any]] = {}  # final records the disk refused
         self._ready = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.workers)
         self._threads = ThreadPoolExecutor(settings.workers + 1, thread_name_prefix="sandbox")
@@ -95,6 +96,10 @@ class JudgeEngine:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._threads.shutdown(wait=True, cancel_futures=True)
+
+    def healthy(self) -> bool:
+        """True while every dispatcher is running (they only end when the engine stops)."""
+        return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
     def submit(self, pid: str, lang: str, code: str) -> int:
         """Validate, persist and queue a submission; return its sid.
@@ -126,6 +131,8 @@ class JudgeEngine:
         """The final record of `sid`, `{"status": "queued"}` before it, None for unknown sids."""
         if sid in self._pending:
             return {"status": "queued"}
+        if sid in self._unsaved:
+            return self._unsaved[sid]
         final = self.store.load_result(sid)
         if final is not None:
             return final
@@ -143,17 +150,24 @@ class JudgeEngine:
                 await self._ready.wait()
             sid = self._queue.popleft()
             try:
-                await self._judge(sid)
+                record = await self._judge(sid)
+                try:
+                    self.store.save_result(sid, record)
+                except OSError:
+                    log.exception(
+                        "submission %d: cannot persist the result; serving it from memory", sid
+                    )
+                    self._unsaved[sid] = record
             finally:
                 self._pending.discard(sid)
 
-    async def _judge(self, sid: int) -> None:
+    async def _judge(self, sid: int) -> dict[str, Any]:
+        """Judge one submission; any failure of the judge itself becomes a `judge` error record."""
         started = time.monotonic()
-        meta, code = self.store.load(sid)
-        problem = self.problems.get(meta["pid"])
         workdir = self.sandbox.scratch / f"submission-{sid}"
-        shutil.rmtree(workdir, ignore_errors=True)
         try:
+            meta, code = self.store.load(sid)
+            problem = self.problems.get(meta["pid"])
             if problem is None:
                 record = error_record(f"problem {meta['pid']!r} is no longer served", "judge")
             else:
@@ -161,18 +175,14 @@ class JudgeEngine:
         except JudgeFailure as failure:
             log.error("submission %d: judge failure: %s", sid, failure)
             record = error_record(f"judge failure: {failure}", "judge")
-        except OSError as failure:
-            log.exception("submission %d: judge I/O failure", sid)
-            record = error_record(f"judge failure: {failure}", "judge")
+        except Exception as failure:  # the dispatcher must survive anything the judge does wrong
+            log.exception("submission %d: unexpected judge failure", sid)
+            record = error_record(f"judge failure: {type(failure).__name__}: {failure}", "judge")
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
-        self.store.save_result(sid, record)
-        log.info(
-            "submission %d: %s in %.1f s",
-            sid,
-            f"score {record['score']:.4f}" if record["status"] == "done" else record["error"][:200],
-            time.monotonic() - started,
-        )
+        summary = f"score {record['score']:.4f}" if record["status"] == "done" else record["error"]
+        log.info("submission %d: %s (%.1f s)", sid, summary[:300], time.monotonic() - started)
+        return record
 
     async def _judge_problem(self, problem: Problem, code: str, workdir: Path) -> dict[str, Any]:
         compiled = await self._in_slot(
@@ -180,15 +190,16 @@ class JudgeEngine:
         )
         if compiled.binary is None:
             return error_record(compiled.error, "compile")
-        cases = await asyncio.gather(
-            *(
-                self._in_slot(
-                    judge_case, self.sandbox, compiled.binary, case, problem.checker, workdir
-                )
-                for case in problem.cases
-            )
-        )
-        return aggregate(list(cases), problem.suite.to_json())
+        runs = [
+            self._in_slot(judge_case, self.sandbox, compiled.binary, case, problem.checker, workdir)
+            for case in problem.cases
+        ]
+        # Every case finishes before the work directory is removed, even when one failed.
+        outcomes = await asyncio.gather(*runs, return_exceptions=True)
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+        return aggregate(list(outcomes), problem.suite.to_json())
 
     async def _in_slot(self, function: Any, *args: Any) -> Any:
         async with self._slots:

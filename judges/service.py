@@ -62,8 +62,10 @@ def create_app(engine: JudgeEngine) -> web.Application:
     return app
 
 
-async def _health(_: web.Request) -> web.Response:
-    return web.json_response({"ok": True})
+async def _health(request: web.Request) -> web.Response:
+    if request.app[ENGINE_KEY].healthy():
+        return web.json_response({"ok": True})
+    return web.json_response({"ok": False, "error": "the judge engine stopped"}, status=503)
 
 
 async def _problems(request: web.Request) -> web.Response:
