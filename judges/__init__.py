@@ -3,10 +3,13 @@
 Layout, by stage:
 
 - `service` — the HTTP surface (`/health`, `/problems`, `/submit`, `/result/{sid}`) and `main()`;
-- `engine` — the submission queue, parallel cases and the FrontierCS-compatible result record;
+- `engine` — the bounded submission queue, dispatchers and parallel cases;
+- `judging` — compile, run and check one case, and the FrontierCS-compatible result records;
 - `store` — results persisted on disk, readable any number of times, surviving restarts;
-- `sandbox` — compiling and running untrusted C++ under bubblewrap with rlimits;
+- `sandbox` (+ `runner.cpp`) — running untrusted programs under bubblewrap with rlimits;
+  `outcome` — the limits and the pure classification of what a program did;
 - `problems` — FrontierCS problem packages (`config.yaml`, `testdata/<i>.in`);
-- `checkers`, `testlib`, `polyomino/` — the checkers (pure functions) and the Polyomino
-  piece enumeration and seeded instance generator.
+- `checkers`, `testlib`, `polyomino/` — the checkers (pure functions), testlib's reading rules,
+  the Polyomino piece enumeration and the seeded instance generator;
+- `process` — starting the service as a subprocess (tests, benchmarks).
 """

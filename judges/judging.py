@@ -28,8 +28,9 @@ from pathlib import Path
 from typing import Any
 
 from judges.checkers import get_checker
+from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
 from judges.problems import Case
-from judges.sandbox import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome, Sandbox
+from judges.sandbox import Sandbox
 
 COMPILE_COMMAND = ["g++", "main.cpp", "-O2", "-pipe", "-std=gnu++17", "-o", "a"]
 STDOUT_CAP = 128 * 1024 * 1024  # FrontierCS collects at most 128 MiB of stdout

@@ -38,126 +38,31 @@ import signal
 import subprocess
 import threading
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
+from judges.outcome import (
+    INTERNAL_ERROR,
+    SIGNALLED,
+    TIME_LIMIT,
+    Limits,
+    Report,
+    RunOutcome,
+    classify,
+)
+
 log = logging.getLogger("judges.sandbox")
 
-ACCEPTED = "Accepted"
-TIME_LIMIT = "Time Limit Exceeded"
-MEMORY_LIMIT = "Memory Limit Exceeded"
-OUTPUT_LIMIT = "Output Limit Exceeded"
-NONZERO_EXIT = "Nonzero Exit Status"
-SIGNALLED = "Signalled"
-INTERNAL_ERROR = "Internal Error"
 
 DEFAULT_SANDBOX_UID = 65534
 SANDBOX_PATH = "/usr/bin:/bin"
 RUNNER_SOURCE = Path(__file__).with_name("runner.cpp")
 _RUNNER_INSIDE = "/judge/runner"
 _REPORT_FD_GRACE = 5.0  # seconds the judge waits past the wall limit before killing bwrap
-# A run that fails after using this much of its address-space limit is reported as a memory
-# failure: under RLIMIT_AS the program sees allocation failures, not a kill by the judge.
-_MEMORY_FAILURE_FRACTION = 0.9
 
 
 class SandboxUnavailable(RuntimeError):
     """The sandbox cannot be set up on this machine; the message names the missing piece."""
-
-
-@dataclass(frozen=True)
-class Limits:
-    """Resource limits of one sandboxed program and its children."""
-
-    cpu_seconds: float
-    wall_seconds: float
-    memory_bytes: int  # RLIMIT_AS
-    processes: int  # RLIMIT_NPROC, counted inside the sandbox's user namespace
-    file_bytes: int  # RLIMIT_FSIZE: caps every file written, stdout and stderr included
-    tmpfs_bytes: int  # size of the private /tmp
-    stack_bytes: int = 0  # RLIMIT_STACK; 0 keeps the default
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """What happened to one sandboxed program, with a go-judge style status."""
-
-    status: str
-    detail: str
-    exit_code: int | None
-    signal: int | None
-    cpu_ns: int
-    wall_ns: int
-    memory_bytes: int
-    stdout_bytes: int
-
-    @property
-    def accepted(self) -> bool:
-        return self.status == ACCEPTED
-
-
-@dataclass(frozen=True)
-class Report:
-    """The runner's account of the program: exit status or signal, usage, wall-clock kill."""
-
-    exit_code: int | None
-    signal: int | None
-    cpu_ns: int
-    wall_ns: int
-    memory_bytes: int
-    timed_out: bool
-
-    @classmethod
-    def parse(cls, text: str) -> Report | None:
-        """Parse the runner's `started` line and report line; None if missing or malformed."""
-        lines = text.split("\n")
-        if len(lines) != 3 or lines[0] != "started" or lines[2] != "":
-            return None
-        try:
-            fields = dict(item.split("=", 1) for item in lines[1].split())
-            exit_code, sig = int(fields["exit"]), int(fields["signal"])
-            return cls(
-                exit_code=exit_code if exit_code >= 0 else None,
-                signal=sig or None,
-                cpu_ns=int(fields["cpu_ns"]),
-                wall_ns=int(fields["wall_ns"]),
-                memory_bytes=int(fields["maxrss_kb"]) * 1024,
-                timed_out=fields["timed_out"] == "1",
-            )
-        except (KeyError, ValueError):
-            return None
-
-
-def classify(report: Report, limits: Limits, stdout_bytes: int, output_cap: int) -> tuple[str, str]:
-    """Status and human-readable detail of a finished program (pure function).
-
-    Order: time (wall-clock kill, CPU over the limit, SIGXCPU), output (over the cap, SIGXFSZ),
-    memory (failed near the address-space limit), signal, exit status, accepted.
-    """
-    cpu = report.cpu_ns / 1e9
-    sig = report.signal
-    if report.timed_out:
-        return TIME_LIMIT, f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
-    if cpu > limits.cpu_seconds or sig == signal.SIGXCPU:
-        return TIME_LIMIT, f"CPU time {cpu:.3f} s exceeds the limit of {limits.cpu_seconds:g} s"
-    if stdout_bytes > output_cap or sig == signal.SIGXFSZ:
-        return OUTPUT_LIMIT, f"output exceeds the limit of {output_cap} bytes"
-    failed = sig is not None or report.exit_code != 0
-    if failed and report.memory_bytes >= _MEMORY_FAILURE_FRACTION * limits.memory_bytes:
-        return MEMORY_LIMIT, (
-            f"failed after using {report.memory_bytes} bytes of the "
-            f"{limits.memory_bytes}-byte memory limit"
-        )
-    if sig is not None:
-        try:
-            name = signal.Signals(sig).name
-        except ValueError:
-            name = f"signal {sig}"
-        return SIGNALLED, f"killed by {name} ({sig})"
-    if report.exit_code != 0:
-        return NONZERO_EXIT, f"exit status {report.exit_code}"
-    return ACCEPTED, "exit status 0"
 
 
 class Sandbox:

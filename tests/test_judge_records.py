@@ -13,7 +13,7 @@ import signal
 import pytest
 
 from judges.judging import aggregate, case_record, error_record
-from judges.sandbox import (
+from judges.outcome import (
     ACCEPTED,
     MEMORY_LIMIT,
     NONZERO_EXIT,
