@@ -492,7 +492,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(width=max(Console().width, 100))
     try:
         return _COMMANDS[args.command](args, console)
-    except (results.RunNotFound, ValueError, OSError) as exc:
+    except (results.RunNotFound, ValueError, OSError, RuntimeError) as exc:
         print(f"guidance-ttt {args.command}: {exc}", file=sys.stderr)
         return 2
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import shutil
 import subprocess
 import sys
 import threading
@@ -300,3 +301,11 @@ def test_judge_subcommand_delegates_to_the_local_judge():
     )
     assert result.returncode == 0
     assert "guidance-ttt-judge" in result.stdout and "--problems" in result.stdout
+
+
+def test_a_corrupt_resume_state_is_named_instead_of_a_traceback(run, tmp_path, capsys):
+    state = tmp_path / "state"
+    shutil.copytree(run.state_dir, state)
+    (state / "guidance-run" / "resume-state.json").write_text("{not json")
+    assert cli.main(["status", str(state), "--reef-url", _down(), "--judge-url", _down()]) == 2
+    assert "resume-state.json cannot be read as JSON" in capsys.readouterr().err
