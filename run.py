@@ -18,6 +18,7 @@ import os
 import shlex
 import sys
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 REPO = Path(__file__).resolve().parent
@@ -49,8 +50,9 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
     return "\n".join(f"{key}={shlex.quote(str(value))}" for key, value in values.items())
 
 
-async def run_episode(serve_yaml: Path, task_dir: Path) -> int:
-    """Run the episode through reef-eval and print its reward; 1 when it failed."""
+async def run_episode(serve_yaml: Path, task_dir: Path, **overrides: Any) -> int:
+    """Run the episode through reef-eval and print its reward; 1 when it failed. `overrides` go
+    to `Lab.run` (Harbor TrialConfig fields, e.g. another `environment`)."""
     import reef_eval
 
     settings = _settings(serve_yaml)
@@ -68,7 +70,8 @@ async def run_episode(serve_yaml: Path, task_dir: Path) -> int:
             break  # this run already finished: report it again
         attempt += 1
     else:
-        row = await lab.run(str(task_dir), agent, key=_key(task_dir, settings.steps, attempt))
+        key = _key(task_dir, settings.steps, attempt)
+        row = await lab.run(str(task_dir), agent, key=key, **overrides)
     error = row.tags.get("error")
     if error or not row.rewards:
         print(

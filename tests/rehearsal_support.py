@@ -48,7 +48,7 @@ from harness.run_settings import RunSettings  # noqa: E402
 from harness.runner import RunServices, event_log_path, run_steps  # noqa: E402
 from harness.scorer import FrontierCSScorer  # noqa: E402
 from harness.store import HEAD  # noqa: E402
-from tests.bridge_fake import FakeTrainingBridge  # noqa: E402
+from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402
 from tests.openai_fixture import RecordedRequest, Reply  # noqa: E402
 
 TASK_DIR = REPO / "harbor" / "polyomino_packing"
@@ -303,6 +303,13 @@ def fake_bridge(settings: RunSettings) -> FakeTrainingBridge:
             step, settings.groups_per_step, settings.rollouts_per_group
         ),
     )
+
+
+def failing_bridge(settings: RunSettings) -> FakeTrainingBridge:
+    """Like `fake_bridge`, but Reef's training of every step fails (`training_failed`)."""
+    bridge = fake_bridge(settings)
+    bridge.faults = BridgeFaults(fail_in="training_failed")
+    return bridge
 
 
 def services(settings: RunSettings, executor_url: str, task: Path) -> RunServices:

@@ -17,6 +17,7 @@ import os
 import shutil
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 import pytest
@@ -28,10 +29,12 @@ from judge_fakes import LocalJudge
 
 from harness import HarborAgent
 from harness.harbor_agent import AGENT_NAME, AgentOptions
+from harness.run_settings import RunSettings
 from harness.scorer import FrontierCSScorer
 from harness.store import read_committed
+from run import RESUME_HINT, run_episode
 from tests.openai_fixture import OpenAIFixture
-from tests.reef_fixtures import running_reef
+from tests.reef_fixtures import ReefService, running_reef
 from tests.rehearsal_support import (
     GuidanceScript,
     ReefReports,
@@ -128,62 +131,85 @@ class LocalEnvironment(BaseEnvironment):
         )
 
 
+@dataclass
+class Stack:
+    judge: LocalJudge
+    executor: OpenAIFixture
+    reef: ReefService
+
+
 @pytest.fixture(scope="module")
-def trial(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
-    root = tmp_path_factory.mktemp("harbor-trial")
-    task = task_dir()
-    if not (task / "solution" / "seed.json").is_file():
-        pytest.skip(f"{task}/solution/seed.json (the task's seed archive) is missing")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    root = tmp_path_factory.mktemp("harbor-stack")
+    if not (task_dir() / "solution" / "seed.json").is_file():
+        pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
     grid = {"groups-per-step": 2, "rollouts-per-group": 2}
+    every_fourth = range(3, 10_000, 4)  # exactly one malformed answer in any 4 calls in a row
     with (
         LocalJudge(root / "judge", "--generated-cases", "2", "--seed", "3") as judge,
-        OpenAIFixture(GuidanceScript(malformed=[3])) as guidance,
+        OpenAIFixture(GuidanceScript(malformed=every_fourth)) as guidance,
         OpenAIFixture(executor_reply) as executor,
         running_reef(root / "reef", upstream=guidance, recipe_config=grid) as reef,
-        pytest.MonkeyPatch.context() as patch,
     ):
-        settings = write_serve_yaml(
-            root / "serve.yaml",
-            state_dir=root / "state",
-            reef_port=reef.port,
-            judge_url=judge.url,
-            groups=2,
-            rollouts=2,
-            steps=1,
-        )
-        patch.setenv("FRONTIERCS_JUDGE_URL", judge.url)  # the task verifier's judge
-        config = TrialConfig.model_validate(
-            {
-                "task": {"path": str(task)},
-                "trials_dir": str(root / "trials"),
-                "agent": {
-                    "name": "harness:HarborAgent",
-                    "model_name": "Qwen/Qwen3-8B",
-                    "kwargs": {
-                        "serve_yaml": str(root / "serve.yaml"),
-                        "task_dir": str(task),
-                        "executor_url": executor.v1_url,
-                        "training_bridge": "tests.rehearsal_support:fake_bridge",
-                        "poll_interval_s": 0.05,
-                    },
+        yield Stack(judge, executor, reef)
+
+
+def environment_config() -> dict:
+    """The trial environment: LocalEnvironment, kept after the trial for inspection."""
+    return {
+        "import_path": f"{__name__}:LocalEnvironment",
+        "delete": False,
+        "env": {"PYTHON": sys.executable, "VERIFIER_POLL_INTERVAL_S": "0.2"},
+    }
+
+
+def serve_yaml(stack: Stack, root: Path, task: str = "polyomino_packing") -> RunSettings:
+    return write_serve_yaml(
+        root / "serve.yaml",
+        state_dir=root / "state",
+        reef_port=stack.reef.port,
+        judge_url=stack.judge.url,
+        groups=2,
+        rollouts=2,
+        steps=1,
+        task=task,
+    )
+
+
+@pytest.fixture(scope="module")
+def trial(stack: Stack, tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict]:
+    root = tmp_path_factory.mktemp("harbor-trial")
+    task = task_dir()
+    settings = serve_yaml(stack, root)
+    config = TrialConfig.model_validate(
+        {
+            "task": {"path": str(task)},
+            "trials_dir": str(root / "trials"),
+            "agent": {
+                "name": "harness:HarborAgent",
+                "model_name": "Qwen/Qwen3-8B",
+                "kwargs": {
+                    "serve_yaml": str(root / "serve.yaml"),
+                    "task_dir": str(task),
+                    "executor_url": stack.executor.v1_url,
+                    "training_bridge": "tests.rehearsal_support:fake_bridge",
+                    "poll_interval_s": 0.05,
                 },
-                "environment": {
-                    "import_path": f"{__name__}:LocalEnvironment",
-                    "delete": False,
-                    "env": {"PYTHON": sys.executable, "VERIFIER_POLL_INTERVAL_S": "0.2"},
-                },
-            }
-        )
-        result = asyncio.run(asyncio.wait_for(_run(config), 300))
-        archive, _ = read_committed(settings.state_dir / "guidance-run" / "archive")
-        container = next((root / "trials").glob("*/container"))
-        yield {
-            "result": result,
-            "archive": archive,
-            "container": container,
-            "judge_url": judge.url,
-            "reports": ReefReports(reef.url, settings.scenario).reports(),
+            },
+            "environment": environment_config(),
         }
+    )
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("FRONTIERCS_JUDGE_URL", stack.judge.url)  # the task verifier's judge
+        result = asyncio.run(asyncio.wait_for(_run(config), 300))
+    archive, _ = read_committed(settings.state_dir / "guidance-run" / "archive")
+    yield {
+        "result": result,
+        "archive": archive,
+        "container": next((root / "trials").glob("*/container")),
+        "judge_url": stack.judge.url,
+        "reports": ReefReports(stack.reef.url, settings.scenario).reports(),
+    }
 
 
 async def _run(config: TrialConfig):
@@ -248,3 +274,36 @@ def test_options_come_from_kwargs_then_environment(tmp_path: Path) -> None:
     assert options.workers == 4 and options.training_bridge is None
     default = AgentOptions.resolve({}, {})
     assert default.serve_yaml.name == "serve.yaml" and default.task_dir is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(400)
+def test_run_py_episode_reports_a_failed_attempt_then_resumes_and_never_reruns(
+    stack: Stack, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture
+) -> None:
+    settings = serve_yaml(stack, tmp_path, task="episode")
+    reef = ReefReports(stack.reef.url, settings.scenario)
+    for name in ("GUIDANCE_TTT_SERVE_YAML", "GUIDANCE_TTT_TASK_DIR", "GUIDANCE_TTT_JUDGE_URL"):
+        monkeypatch.delenv(name, raising=False)  # run.py sets them: one process per invocation
+    monkeypatch.setenv("FRONTIERCS_JUDGE_URL", stack.judge.url)
+    monkeypatch.setenv("GUIDANCE_TTT_EXECUTOR_URL", stack.executor.v1_url)
+    serve, env = tmp_path / "serve.yaml", environment_config()
+
+    # Attempt 1: Reef's training of step 0 fails after all four rollouts were reported.
+    monkeypatch.setenv("GUIDANCE_TTT_TRAINING_BRIDGE", "tests.rehearsal_support:failing_bridge")
+    assert asyncio.run(run_episode(serve, task_dir(), environment=env)) == 1
+    err = capsys.readouterr().err
+    assert "Reef training of step 0 failed" in err and RESUME_HINT in err
+    assert len(reef.reports()) == 4 and len(reef.inferences()) == 4
+
+    # Attempt 2, the same command once training works: resumes, runs no rollout again.
+    monkeypatch.setenv("GUIDANCE_TTT_TRAINING_BRIDGE", "tests.rehearsal_support:fake_bridge")
+    assert asyncio.run(run_episode(serve, task_dir(), environment=env)) == 0
+    assert capsys.readouterr().out.startswith("reward: ")
+    assert len(reef.reports()) == 4 and len(reef.inferences()) == 4
+    trials = tmp_path / "state" / "lab" / "trials"
+    assert len(list(trials.iterdir())) == 2
+
+    # A finished episode is reported again, not run again.
+    assert asyncio.run(run_episode(serve, task_dir(), environment=env)) == 0
+    assert len(list(trials.iterdir())) == 2
