@@ -16,6 +16,7 @@ from dataclasses import replace
 from types import MappingProxyType
 from typing import Any
 
+from harness import archive_checks as checks
 from harness import archive_filter, puct
 from harness.state import (
     ARCHIVE_CANDIDATE,
@@ -92,6 +93,8 @@ class Archive:
         self._puct_m = dict(puct_m)
         self._puct_T = puct_T
         self._keys: dict[str, str | None] = {}  # entry id -> construction key (cache)
+        self._candidate_keys = self._keys_of_candidates()
+        self._submitted = sum(g.submitted for g in self._groups.values())
         self.check_invariants()
 
     # --- construction ------------------------------------------------------------------------
@@ -207,9 +210,10 @@ class Archive:
 
     def step_finalized(self, step: int) -> bool:
         """True when all G groups of `step` exist and each has all R submissions."""
-        groups = self.step_groups(step)
-        return len(groups) >= self.config.groups_per_batch and all(
-            g.finalized for g in groups.values()
+        t = step + 1
+        return all(
+            group_uid(t, g) in self._groups and self._groups[group_uid(t, g)].finalized
+            for g in range(self.config.groups_per_batch)
         )
 
     def require_config(self, requested: ArchiveConfig) -> None:
@@ -248,7 +252,7 @@ class Archive:
             finalized=False,
             visible_timestep_exclusive=t,
         )
-        self.check_invariants()
+        self._check_touched(uid, [chosen_id])
         return chosen
 
     def ranking(self, step: int) -> list[puct.Ranked]:
@@ -322,7 +326,8 @@ class Archive:
         self._entries[entry.id] = entry
         child_value = self.config.signed(entry.verifier_raw_score) if entry.is_valid else None
         child: LibraryNode | None = None
-        if child_value is not None and not self._duplicates_candidate(entry):
+        key = self._key(entry.id)
+        if child_value is not None and (key is None or key not in self._candidate_keys):
             child = LibraryNode(
                 id=str(uuid.uuid5(_NODE_ID_NAMESPACE, entry.id)),
                 problem_id=entry.problem_id,
@@ -336,6 +341,8 @@ class Archive:
             )
             self._nodes[child.id] = child
             self._nodes[parent.id] = replace(parent, children=(*parent.children, child.id))
+            if key is not None:
+                self._candidate_keys.add(key)
 
         submitted = current.submitted + 1
         self._groups[uid] = replace(
@@ -351,11 +358,17 @@ class Archive:
         for node_id in archive_filter.ancestors(self._nodes, parent.id):
             self._puct_n[node_id] = self._puct_n.get(node_id, 0) + 1
         self._puct_T += 1
+        self._submitted += 1
 
+        best = self._nodes.get(self._best_node_id or "")
+        if child is not None and (best is None or (child.value, child.id) > (best.value, best.id)):
+            self._best_node_id = child.id
         if self.step_finalized(step):
             self._filter()
-        self._refresh_best()
-        self.check_invariants()
+            self._refresh_best()
+            self.check_invariants()  # once per step: the whole archive
+        else:
+            self._check_touched(uid, [parent.id] + ([child.id] if child else []))
         return child
 
     def _key(self, entry_id: str) -> str | None:
@@ -363,12 +376,14 @@ class Archive:
             self._keys[entry_id] = construction_key(self._entries[entry_id])
         return self._keys[entry_id]
 
-    def _duplicates_candidate(self, entry: LibraryEntry) -> bool:
-        key = self._key(entry.id)
-        return key is not None and any(
-            node.archive_candidate and node.entry_id is not None and self._key(node.entry_id) == key
-            for node in self._nodes.values()
+    def _keys_of_candidates(self) -> set[str]:
+        """Construction keys of the archive candidates (what a new child must not duplicate)."""
+        keys = (
+            self._key(n.entry_id)
+            for n in self._nodes.values()
+            if n.archive_candidate and n.entry_id
         )
+        return {key for key in keys if key is not None}
 
     # --- archive filter (SPEC §2, when a step's whole batch is finalized) --------------------
 
@@ -390,6 +405,7 @@ class Archive:
         }
         self._puct_n = {i: n for i, n in self._puct_n.items() if i in closure}
         self._puct_m = {i: m for i, m in self._puct_m.items() if i in closure}
+        self._candidate_keys = self._keys_of_candidates()
 
     def _refresh_best(self) -> None:
         pool = [n for n in self._nodes.values() if n.archive_candidate]
@@ -400,37 +416,23 @@ class Archive:
     def check_invariants(self) -> None:
         """Raise `ArchiveInvariantError` listing every violated invariant: group accounting
         (0 <= submitted <= R, finalized iff submitted == R, one entry per submission), puct_T ==
-        total submissions, G roots, and referential integrity of nodes, entries and statistics."""
+        total submissions, G roots, and referential integrity of nodes, entries and statistics.
+        Runs on construction and after each step's filter; other mutations check what they touch.
+        """
         errors: list[str] = []
-        r = self.config.rollout_n
-        for uid, g in self._groups.items():
-            if not 0 <= g.submitted <= r:
-                errors.append(f"group {uid}: submitted={g.submitted} outside 0..{r}")
-            if g.finalized != (g.submitted == r):
-                errors.append(f"group {uid}: finalized={g.finalized} with submitted={g.submitted}")
-            if len(g.entry_ids) != g.submitted:
-                errors.append(f"group {uid}: {len(g.entry_ids)} entry ids for {g.submitted}")
-            if not g.finalized and g.selected_node_id not in self._nodes:
-                errors.append(f"group {uid}: open group's parent {g.selected_node_id} is missing")
+        for uid, group in self._groups.items():
+            errors.extend(checks.group_errors(uid, group, self.config.rollout_n, self._nodes))
         submitted = sum(g.submitted for g in self._groups.values())
-        if self._puct_T != submitted:
+        if self._puct_T != submitted or self._submitted != submitted:
             errors.append(f"puct_T={self._puct_T} but {submitted} rollouts were submitted")
         roots = sum(1 for n in self._nodes.values() if n.is_root)
         if roots != self.config.groups_per_batch:
             errors.append(
                 f"{roots} roots, expected groups_per_batch={self.config.groups_per_batch}"
             )
-        for node_id, node in self._nodes.items():
-            if node.id != node_id:
-                errors.append(f"node stored under {node_id} has id {node.id}")
-            if node.parent_id is not None and node.parent_id not in self._nodes:
-                errors.append(f"node {node_id}: parent {node.parent_id} is missing")
-            if node.entry_id is not None and node.entry_id not in self._entries:
-                errors.append(f"node {node_id}: entry {node.entry_id} is missing")
-            for child in node.children:
-                if child not in self._nodes or self._nodes[child].parent_id != node_id:
-                    errors.append(f"node {node_id}: child link {child} is broken")
-        errors.extend(self._cycles())
+        for node_id in self._nodes:
+            errors.extend(checks.node_errors(node_id, self._nodes, self._entries))
+        errors.extend(checks.cycle_errors(self._nodes))
         for stat, table in (("puct_n", self._puct_n), ("puct_m", self._puct_m)):
             stray = [i for i in table if i not in self._nodes]
             if stray:
@@ -440,19 +442,17 @@ class Archive:
         if errors:
             raise ArchiveInvariantError("archive invariants violated: " + "; ".join(errors))
 
-    def _cycles(self) -> list[str]:
-        """Nodes whose parent chain loops instead of reaching a root (a corrupt file)."""
-        rooted: set[str] = set()
-        for start in self._nodes:
-            path: list[str] = []
-            current: str | None = start
-            while current is not None and current in self._nodes and current not in rooted:
-                if current in path:
-                    return [f"node {start}: parent chain loops back to {current}"]
-                path.append(current)
-                current = self._nodes[current].parent_id
-            rooted.update(path)
-        return []
+    def _check_touched(self, uid: str, node_ids: list[str]) -> None:
+        """The invariants a selection or a submission can break: its group's accounting, the
+        PUCT total against the submission count, and the links of the nodes it changed. Cost is
+        independent of the archive size, so per-rollout work stays flat."""
+        errors = checks.group_errors(uid, self._groups[uid], self.config.rollout_n, self._nodes)
+        if self._puct_T != self._submitted:
+            errors.append(f"puct_T={self._puct_T} but {self._submitted} rollouts were submitted")
+        for node_id in node_ids:
+            errors.extend(checks.node_errors(node_id, self._nodes, self._entries))
+        if errors:
+            raise ArchiveInvariantError("archive invariants violated: " + "; ".join(errors))
 
     def _require_node(self, node_id: str) -> LibraryNode:
         if node_id not in self._nodes:
