@@ -120,13 +120,28 @@ class JudgeSettings:
 class FrontierCSScorer:
     """A `Scorer` backed by a FrontierCS-protocol judge (the external one or `judges/`).
 
-    Thread-safe: every call opens its own HTTP connection pool, so rollouts may score
-    concurrently from a worker pool.
+    Thread-safe: rollouts score concurrently from a worker pool through one shared connection
+    pool (one TLS context and keep-alive connections, instead of a client per candidate, which
+    cost ~20 ms of CPU each). Call `close()` when done.
     """
 
     def __init__(self, settings: JudgeSettings, case_check: CaseCheck | None = None) -> None:
         self.settings = settings
         self.case_check = case_check
+        self._client = httpx.Client(
+            base_url=settings.base_url.rstrip("/"),
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+        )
+
+    def close(self) -> None:
+        """Close the connection pool; the scorer must not be called afterwards."""
+        self._client.close()
+
+    def __enter__(self) -> FrontierCSScorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @classmethod
     def for_task(
@@ -161,11 +176,10 @@ class FrontierCSScorer:
     def _evaluate_once(self, code: str, attempt: int) -> VerificationResult:
         started = time.monotonic()
         deadline = started + self.settings.deadline_s
-        with httpx.Client(base_url=self.settings.base_url.rstrip("/")) as client:
-            sid = self._submit(client, code, deadline)
-            if isinstance(sid, VerificationResult):
-                return sid
-            answer = self._poll(client, sid, deadline)
+        sid = self._submit(self._client, code, deadline)
+        if isinstance(sid, VerificationResult):
+            return sid
+        answer = self._poll(self._client, sid, deadline)
         artifacts = {
             "judge_sid": sid,
             "judge_attempt": attempt,
