@@ -315,7 +315,8 @@ def seed_scorer(
                     f"no judge problem id: {contract} unreadable ({exc}); pass --problem-id"
                 ) from None
         code = (seed_file or task_dir / "solution" / "solution.cpp").read_text()
-        return FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1)(code)
+        with FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1) as scorer:
+            return scorer(code)
 
     return score
 
