@@ -105,9 +105,15 @@ class FinishedRollout:
     entry: LibraryEntry
     timings: dict[str, float] = field(default_factory=dict)
 
-    @property
-    def receipt(self) -> str:
-        return str(self.entry.metadata["agent_record_id"])
+
+@dataclass(frozen=True)
+class _Candidate:
+    """What the executor and judge made of a well-formed guidance (or why there is nothing)."""
+
+    verification: VerificationResult
+    result: ExecutionResult | None = None
+    solution: str | None = None
+    raw_summary: str | None = None
 
 
 def run_rollout(
@@ -123,8 +129,7 @@ def run_rollout(
     must stop the run (Reef errors, `JudgeUnavailableError`, a non-finite reward)."""
     started = time.monotonic()
     timings: dict[str, float] = {}
-    contract, parent = settings.contract, task.parent_entry
-    prompt = guidance_prompt(contract, settings.problem, parent)
+    prompt = guidance_prompt(settings.contract, settings.problem, task.parent_entry)
     body = guidance_request_body(
         prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
     )
@@ -132,39 +137,17 @@ def run_rollout(
     response, receipt = guidance.guide(body)
     timings["guidance_s"] = time.monotonic() - started
     text = _content(response)
-
-    result: ExecutionResult | None = None
-    solution = raw_summary = guidance_text = None
     try:
-        guidance_text = parse_guidance(text)
-    except GuidanceFormatError as error:
-        verification = VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(error))
+        guidance_text: str | None = parse_guidance(text)
+    except GuidanceFormatError as error:  # no repair, no retry: reward 0, executor skipped
+        guidance_text = None
+        candidate = _Candidate(VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(error)))
     else:
-        on_stage("executor")
-        mark = time.monotonic()
-        try:
-            result = executor.complete(
-                executor_prompt(contract, settings.problem, parent, guidance_text).messages()
-            )
-        except Exception as exc:  # any executor failure is this rollout's execution_error
-            verification = VerificationResult.failure(
-                EXECUTION_ERROR, f"{type(exc).__name__}: {exc}"
-            )
-        timings["executor_s"] = time.monotonic() - mark
-        if result is not None:
-            solution = extract_solution(result.text, contract.solution_language)
-            raw_summary = extract_summary(result.text)
-            if solution is None:
-                verification = VerificationResult.failure(PARSE_ERROR, NO_SOLUTION_MESSAGE)
-            else:
-                on_stage("judge")
-                mark = time.monotonic()
-                verification = scorer(solution)
-                timings["judge_s"] = time.monotonic() - mark
-    if not math.isfinite(verification.reward):
-        raise NonFiniteRewardError(f"{task.slot}: reward {verification.reward!r} is not finite")
+        candidate = _execute(guidance_text, task, settings, executor, scorer, on_stage, timings)
+    if not math.isfinite(candidate.verification.reward):
+        raise NonFiniteRewardError(f"{task.slot}: reward {candidate.verification.reward!r}")
 
-    metadata = _audit_metadata(task, settings, prompt.to_dict(), text, result, verification)
+    metadata = _audit_metadata(task, prompt.to_dict(), text, candidate)
     metadata.update(
         agent_record_id=receipt,
         guidance_response_usage=response.get("usage"),
@@ -175,27 +158,56 @@ def run_rollout(
         parent=task.parent,
         step=task.slot.step,
         guidance=guidance_text,
-        execution_thinking=result.reasoning if result else "",
-        solution=solution,
-        verification=verification,
-        raw_summary=raw_summary,
+        execution_thinking=candidate.result.reasoning if candidate.result else "",
+        solution=candidate.solution,
+        verification=candidate.verification,
+        raw_summary=candidate.raw_summary,
         metadata=metadata,
     )
     timings["total_s"] = time.monotonic() - started
     return FinishedRollout(task.slot, entry, timings)
 
 
-def _audit_metadata(
+def _execute(
+    guidance_text: str,
     task: RolloutTask,
     settings: RolloutSettings,
-    prompt: dict[str, str],
-    guidance_text: str,
-    result: ExecutionResult | None,
-    verification: VerificationResult,
+    executor: Executor,
+    scorer: Scorer,
+    on_stage: Callable[[str], None],
+    timings: dict[str, float],
+) -> _Candidate:
+    """Executor call, solution extraction, judge. Executor exceptions are `execution_error`, a
+    missing program is `parse_error`; the scorer's infrastructure error propagates."""
+    contract = settings.contract
+    prompt = executor_prompt(contract, settings.problem, task.parent_entry, guidance_text)
+    on_stage("executor")
+    mark = time.monotonic()
+    try:
+        result = executor.complete(prompt.messages())
+    except Exception as exc:  # any executor failure is this rollout's execution_error
+        failure = VerificationResult.failure(EXECUTION_ERROR, f"{type(exc).__name__}: {exc}")
+        return _Candidate(failure)
+    finally:
+        timings["executor_s"] = time.monotonic() - mark
+    solution = extract_solution(result.text, contract.solution_language)
+    raw_summary = extract_summary(result.text)
+    if solution is None:
+        failure = VerificationResult.failure(PARSE_ERROR, NO_SOLUTION_MESSAGE)
+        return _Candidate(failure, result, None, raw_summary)
+    on_stage("judge")
+    mark = time.monotonic()
+    verification = scorer(solution)
+    timings["judge_s"] = time.monotonic() - mark
+    return _Candidate(verification, result, solution, raw_summary)
+
+
+def _audit_metadata(
+    task: RolloutTask, prompt: dict[str, str], guidance_text: str, candidate: _Candidate
 ) -> dict[str, Any]:
     """The entry metadata of SPEC §6 (plus the slot and the parent's search value, so a report
     can be rebuilt from the entry alone on resume)."""
-    slot = task.slot
+    slot, result = task.slot, candidate.result
     return {
         "group_uid": group_uid(slot.step + 1, slot.group),
         "selected_node_id": task.parent.id,
@@ -215,7 +227,7 @@ def _audit_metadata(
         "summary_semantics": SUMMARY_SEMANTICS,
         "execution_response_metadata": result.response_metadata() if result else None,
         "execution_response_usage": result.usage if result else None,
-        "verification_artifacts": dict(verification.artifacts),
+        "verification_artifacts": dict(candidate.verification.artifacts),
     }
 
 
