@@ -50,6 +50,7 @@ class RunOutcome:
 
     @property
     def accepted(self) -> bool:
+        """True when the program finished normally within every limit."""
         return self.status == ACCEPTED
 
 

@@ -30,6 +30,7 @@ _BLANKS = b" \t\r\n"
 _TOKEN = re.compile(rb"[^ \t\r\n]+")
 _NON_BLANK = re.compile(rb"[^ \t\r\n]")
 _UTF8_BOM = b"\xef\xbb\xbf"
+_PLAIN_INTEGER = re.compile(r"0|-?[1-9][0-9]{0,17}")
 
 
 class Outcome(Enum):
@@ -43,10 +44,12 @@ class Outcome(Enum):
 
     @property
     def prefix(self) -> str:
+        """What testlib prints before the message, e.g. `points `."""
         return self.value[0]
 
     @property
     def exit_code(self) -> int:
+        """The checker's exit status for this verdict (7 for partial points)."""
         return self.value[1]
 
 
@@ -160,23 +163,27 @@ def _wrap64(value: int) -> int:
 
 def _parse_int64(token: str) -> int:
     """testlib's stringToLongLong, including its wrap-around overflow detection."""
+    if _PLAIN_INTEGER.fullmatch(token):  # at most 18 digits: no overflow, same value as testlib
+        return int(token)
     if token == "-9223372036854775808":
         return INT64_MIN
-    bad = quit_with(
-        Outcome.PRESENTATION_ERROR, f'Expected integer, but "{token_excerpt(token)}" found'
-    )
+
+    def bad() -> CheckerQuit:
+        excerpt = token_excerpt(token)
+        return quit_with(Outcome.PRESENTATION_ERROR, f'Expected integer, but "{excerpt}" found')
+
     minus = len(token) > 1 and token[0] == "-"
     if len(token) > 20:
-        raise bad
+        raise bad()
     digits = token[1:] if minus else token
     if not digits or any(not "0" <= ch <= "9" for ch in digits):
-        raise bad
+        raise bad()
     value = 0
     for ch in digits:  # int64 arithmetic that wraps, as in C
         value = _wrap64(value * 10 + ord(ch) - 48)
     zeroes = len(digits) - len(digits.lstrip("0"))
     if value < 0 or (zeroes > 0 and (value != 0 or minus)) or zeroes > 1:
-        raise bad
+        raise bad()
     value = -value if minus else value
     if len(token) < 19 or str(value) == token:
         return value

@@ -11,6 +11,8 @@ import statistics
 from collections import Counter
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from judges.polyomino.checker import Instance, check, parse_instance
 from judges.polyomino.generator import generate_instance, piece_count, write_suite
@@ -22,7 +24,15 @@ from judges.polyomino.shapes import (
     normalize,
     transform,
 )
-from judges.testlib import Outcome, strip_trailing_zeroes, token_excerpt
+from judges.testlib import (
+    INT64_MAX,
+    INT64_MIN,
+    CheckerQuit,
+    Outcome,
+    OutputReader,
+    strip_trailing_zeroes,
+    token_excerpt,
+)
 
 PUBLISHED_COUNTS = [1, 1, 2, 5, 12, 35, 108, 369, 1285, 4655]  # OEIS A000105, sizes 1..10
 
@@ -280,3 +290,18 @@ def test_testlib_number_and_token_formatting() -> None:
 def test_malformed_inputs_are_refused_with_the_offending_value(text: str, problem: str) -> None:
     with pytest.raises(ValueError, match=problem):
         parse_instance(text)
+
+
+@given(st.integers(min_value=INT64_MIN, max_value=INT64_MAX))
+def test_every_int64_reads_back_exactly(value: int) -> None:
+    assert OutputReader(f" {value}\n".encode()).read_long(INT64_MIN, INT64_MAX, "v") == value
+
+
+@given(st.integers(min_value=INT64_MAX + 1, max_value=10**21), st.booleans())
+def test_integers_beyond_int64_are_format_errors(magnitude: int, negative: bool) -> None:
+    token = f"-{magnitude}" if negative else str(magnitude)
+    if token == str(INT64_MIN):
+        return
+    with pytest.raises(CheckerQuit) as stop:
+        OutputReader(token.encode()).read_long(INT64_MIN, INT64_MAX, "v")
+    assert stop.value.verdict.outcome is Outcome.PRESENTATION_ERROR

@@ -40,6 +40,7 @@ class Instance:
 
     @property
     def total_cells(self) -> int:
+        """Number of cells over all pieces (the numerator of the ratio)."""
         return sum(len(piece) for piece in self.pieces)
 
 
