@@ -253,8 +253,8 @@ async def serve(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> None:
     """Console entry (`guidance-ttt-judge`, `python -m judges`): parse flags and serve.
 
-    Exits 0 after SIGTERM/SIGINT, 2 with a one-line reason when the problems or the sandbox
-    cannot be set up.
+    Exits 0 after SIGTERM/SIGINT, 2 with a one-line reason when the problems, the state
+    directory, the port or the sandbox cannot be set up.
     """
     args = _parser().parse_args(argv)
     logging.basicConfig(
@@ -264,6 +264,6 @@ def main(argv: list[str] | None = None) -> None:
     )
     try:
         asyncio.run(serve(args))
-    except (ProblemError, SandboxUnavailable, ValueError) as error:
+    except (ProblemError, SandboxUnavailable, ValueError, OSError) as error:
         print(f"guidance-ttt-judge: error: {error}", file=sys.stderr, flush=True)
         sys.exit(2)

@@ -86,6 +86,8 @@ def test_multipart_submission_is_judged_and_its_result_can_be_read_again(
         width, height = re.search(r"W=(\d+), H=(\d+)", case["msg"]).groups()
         assert case["output"].splitlines()[0] == f"{width} {height}"  # the program's stdout
     assert httpx.get(f"{judge.url}/result/{sid}").json() == result  # not read-once
+    short = httpx.get(f"{judge.url}/result/{sid}", params={"short": "1"}).json()
+    assert short == {"status": "done", "passed": False}
 
 
 def test_json_and_urlencoded_submissions_accept_the_lang_aliases(judge: JudgeProcess) -> None:
@@ -199,6 +201,15 @@ def test_full_queue_refuses_with_503_and_retry_after(tmp_path: Path) -> None:
         for answer in answers[:accepted]:
             assert wait_final(judge.url, answer.json()["sid"])["status"] == "done"
         assert submit(judge.url, SHELF).status_code == 200  # room again once judged
+
+
+def test_port_in_use_is_a_startup_failure(tmp_path: Path, judge: JudgeProcess) -> None:
+    port = judge.url.rsplit(":", 1)[1]
+    command = [sys.executable, "-m", "judges", "--port", port, "--generated-cases", "1"]
+    command += ["--state-dir", str(tmp_path / "state")]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 2
+    assert "guidance-ttt-judge: error:" in finished.stderr
 
 
 def test_startup_failure_is_one_line_and_exit_status_2(tmp_path: Path) -> None:
