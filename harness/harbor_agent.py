@@ -34,6 +34,7 @@ import dataclasses
 import importlib
 import importlib.metadata
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Mapping
@@ -46,7 +47,9 @@ from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
 from harness.contract import load_contract
-from harness.events import EventLog
+from harness.cost import PriceTable, load_prices
+from harness.events import EventLog, Fanout
+from harness.progress import ProgressDisplay
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.runner import RunResult, event_log_path, production_services, run_steps
 from harness.training_bridge import TrainingBridge
@@ -103,6 +106,15 @@ def load_bridge_factory(reference: str) -> Any:
     if not callable(factory):
         raise ValueError(f"training_bridge {reference!r} does not name a callable")
     return factory
+
+
+def _prices(settings: RunSettings) -> PriceTable | None:
+    """The price table for the live cost estimate; a broken one only costs the estimate."""
+    try:
+        return load_prices(serve_yaml=settings.config_path)
+    except (OSError, ValueError) as exc:
+        logging.getLogger(__name__).warning("no cost estimate: %s", exc)
+        return None
 
 
 class HarborAgent(BaseAgent):
@@ -177,15 +189,17 @@ class HarborAgent(BaseAgent):
         bridge: TrainingBridge | None = None
         if self.options.training_bridge:
             bridge = load_bridge_factory(self.options.training_bridge)(settings)
-        events = EventLog(event_log_path(settings))
         services = production_services(
-            settings,
-            task_dir,
-            executor_url=self.options.executor_url,
-            bridge=bridge,
-            events=events,
+            settings, task_dir, executor_url=self.options.executor_url, bridge=bridge
         )
-        services.closers.append(events.close)
+        log_file = EventLog(event_log_path(settings))
+        display = ProgressDisplay(
+            prices=_prices(settings),
+            models=(settings.model, services.executor.backend.model),
+            direction=load_contract(task_dir).score_direction,
+        )
+        services.events = Fanout(log_file, display)  # a failing display never reaches the run
+        services.closers += [display.close, log_file.close]
         overrides = {}
         if self.options.poll_interval_s is not None:
             overrides["poll_interval_s"] = self.options.poll_interval_s
