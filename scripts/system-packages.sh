@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the system packages the project needs, if any are missing:
 #   git-lfs (Reef's artifact store), bubblewrap (the judge sandbox), g++ (compiling candidates),
-#   shellcheck (linting the project's shell scripts in the test suite).
+#   and the shell linter (linting the project's shell scripts in the test suite).
 set -euo pipefail
 
 declare -A command_of=([git-lfs]=git-lfs [bubblewrap]=bwrap [g++]=g++ [shellcheck]=shellcheck)
