@@ -192,8 +192,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from harness.library import Archive
     from harness.progress import ProgressDisplay
     from harness.reef_channel import ReefChannel
+    from harness.resume_state import RunIdentity
     from harness.rollout import RolloutSettings
-    from harness.run_controller import ControllerSettings, RunController, RunIdentity
+    from harness.run_controller import ControllerSettings, RunController
     from harness.runner import load_seed
     from harness.scorer import FrontierCSScorer, JudgeSettings
     from harness.state import ArchiveConfig

@@ -25,6 +25,7 @@ from harness.crash_hook import crash_point
 from harness.events import EventSink, NullSink
 from harness.library import Archive
 from harness.reef_channel import ReefChannel
+from harness.resume_state import StepOutcome
 from harness.rollout import (
     Executor,
     FinishedRollout,
@@ -34,7 +35,6 @@ from harness.rollout import (
     report_body,
     run_rollout,
 )
-from harness.run_controller import StepOutcome
 from harness.scorer import JudgeUnavailableError, Scorer
 from harness.state import EXECUTION_ERROR, LibraryEntry
 from harness.store import ArchiveStore, JournalRecord

@@ -28,7 +28,7 @@ from harness.cost import CostEstimate, PriceTable, StepUsage, Usage, total_usage
 from harness.events import EVENTS_FILE, read_events
 from harness.library import Archive
 from harness.library_json import library_json_bytes, read_library_json
-from harness.run_controller import RESUME_STATE, ResumeState
+from harness.resume_state import RESUME_STATE, ResumeState
 from harness.state import GUIDANCE_FORMAT_ERROR, LibraryEntry, LibraryNode
 from harness.store import HEAD, journal_name, read_committed
 

@@ -16,16 +16,15 @@ does not pair with the committed state. `complete_step()` returns only after
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NoReturn
 
-from harness.atomic import atomic_write_json
+from harness.events import EventSink, NullSink
 from harness.reef_status import (
     ReefStatusUnavailable,
     StatusSource,
@@ -33,6 +32,7 @@ from harness.reef_status import (
     format_slots,
     read_step_status,
 )
+from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
 from harness.training_bridge import TrainingBridge
 
 log = logging.getLogger(__name__)
@@ -53,199 +53,6 @@ class ResumeRefused(RuntimeError):
 
 class QualificationError(RuntimeError):
     """A trained step failed the qualification gate; it is not committed."""
-
-
-class ResumeStateError(RuntimeError):
-    """resume-state.json is not a format-1 record this code can trust."""
-
-
-FORMAT_VERSION = 1
-RESUME_STATE = Path("guidance-run") / "resume-state.json"
-STATE_KEYS = frozenset(
-    {"format_version", "identity", "executor_backend", "prompt_mode", "next_step", "step_summaries"}
-)
-SUMMARY_KEYS = (
-    "step",
-    "elapsed_s",
-    "sampled_rollouts",
-    "valid_rollouts",
-    "well_formed_guidance",
-    "nonconstant_groups",
-    "degenerate_step",
-    "retained_trajectories",
-    "grad_norm",
-    "best_raw_score",
-    "train_metrics",
-    "recovered_commit",  # ours: trained before this process began, re-committed on resume
-)
-
-
-@dataclass(frozen=True)
-class RunIdentity:
-    """The settings a run is bound to: resuming with any other value is refused (SPEC §7)."""
-
-    model: str
-    executor: str
-    gpt_oss_reasoning_effort: str | None
-    groups_per_step: int
-    rollouts_per_group: int
-    guidance_max_tokens: int
-    sequence_length: int
-    lora_rank: int
-    tensor_parallel_size: int
-
-    def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
-            if f.name == "gpt_oss_reasoning_effort" and value is None:
-                continue
-            text = f.name in ("model", "executor", "gpt_oss_reasoning_effort")
-            if not (isinstance(value, str) and value != "" if text else _pos(value)):
-                raise ValueError(f"run identity {f.name} is {value!r}, which is not valid")
-
-    @classmethod
-    def from_dict(cls, data: Any, where: str = "run identity") -> RunIdentity:
-        """Build from stored JSON; unknown or missing keys are an error naming them."""
-        _exact_keys(data, {f.name for f in fields(cls)}, where)
-        return cls(**data)
-
-    def first_difference(self, other: RunIdentity) -> tuple[str, Any, Any] | None:
-        """The first key (in SPEC order) whose value differs, with this and the other value."""
-        for f in fields(self):
-            if getattr(self, f.name) != getattr(other, f.name):
-                return f.name, getattr(self, f.name), getattr(other, f.name)
-        return None
-
-
-@dataclass(frozen=True)
-class StepOutcome:
-    """What the step loop hands over once all G·R rollouts of `step` are reported: rewards in
-    group-major order (one inner sequence per group), counts, and the best judged raw score."""
-
-    step: int
-    elapsed_s: float
-    group_rewards: Sequence[Sequence[float]]
-    valid_rollouts: int
-    well_formed_guidance: int
-    best_raw_score: float | None
-
-    def __post_init__(self) -> None:
-        rewards = tuple(tuple(float(x) for x in group) for group in self.group_rewards)
-        if not all(math.isfinite(x) for group in rewards for x in group):
-            raise ValueError(f"step {self.step} has a non-finite reward: {rewards} (a bug)")
-        object.__setattr__(self, "group_rewards", rewards)
-
-    @property
-    def sampled_rollouts(self) -> int:
-        return sum(len(group) for group in self.group_rewards)
-
-    @property
-    def nonconstant_groups(self) -> int:
-        """Groups whose rewards are not all equal: the only ones that carry a gradient."""
-        return sum(1 for group in self.group_rewards if len(set(group)) > 1)
-
-    def summary(self, r: int, metrics: Mapping[str, Any], recovered: bool) -> dict[str, Any]:
-        """The step's `step_summaries` entry. `retained_trajectories` counts what Reef trains on:
-        the non-constant groups, or the one kept group of a degenerate step."""
-        grad_norm = metrics.get("train/grad_norm")
-        return dict(
-            zip(
-                SUMMARY_KEYS,
-                (
-                    self.step,
-                    round(self.elapsed_s, 3),
-                    self.sampled_rollouts,
-                    self.valid_rollouts,
-                    self.well_formed_guidance,
-                    self.nonconstant_groups,
-                    self.nonconstant_groups == 0,
-                    (self.nonconstant_groups or 1) * r,
-                    None if grad_norm is None else float(grad_norm),
-                    self.best_raw_score,
-                    dict(metrics),
-                    recovered,
-                ),
-                strict=True,
-            )
-        )
-
-
-@dataclass(frozen=True)
-class ResumeState:
-    """The commit record `resume-state.json` (format 1): written last in a step's commit, so the
-    step it names as `next_step` is the one a restarted run continues."""
-
-    identity: RunIdentity
-    executor_backend: Mapping[str, Any]
-    prompt_mode: str
-    next_step: int
-    step_summaries: tuple[Mapping[str, Any], ...]
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "format_version": FORMAT_VERSION,
-            "identity": asdict(self.identity),
-            "executor_backend": dict(self.executor_backend),
-            "prompt_mode": self.prompt_mode,
-            "next_step": self.next_step,
-            "step_summaries": [dict(s) for s in self.step_summaries],
-        }
-
-    def save(self, path: Path) -> None:
-        """Write atomically (temp file in the same directory, fsync, rename)."""
-        atomic_write_json(path, self.to_json())
-
-    @classmethod
-    def load(cls, path: Path) -> ResumeState | None:
-        """Read and validate `path`; None when it does not exist (nothing committed yet). Any
-        defect — bad JSON, wrong format_version, unknown or missing keys, summaries that do not
-        count 0..next_step-1 — is a `ResumeStateError` naming it."""
-        if not path.exists():
-            return None
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ResumeStateError(f"{path} cannot be read as JSON: {exc}") from exc
-        _exact_keys(data, STATE_KEYS, str(path))
-        if data["format_version"] != FORMAT_VERSION:
-            raise ResumeStateError(
-                f"{path}: format_version {data['format_version']!r} is not {FORMAT_VERSION}; this "
-                "state was written by another version — use a new state directory"
-            )
-        next_step, summaries = data["next_step"], data["step_summaries"]
-        if not _pos(next_step, zero=True) or not isinstance(summaries, list):
-            raise ResumeStateError(f"{path}: next_step {next_step!r} / step_summaries malformed")
-        for index, entry in enumerate(summaries):
-            _exact_keys(entry, set(SUMMARY_KEYS), f"{path} step_summaries[{index}]")
-            if entry["step"] != index:
-                raise ResumeStateError(f"{path}: step_summaries[{index}] is step {entry['step']}")
-        if len(summaries) != next_step:
-            raise ResumeStateError(
-                f"{path}: {len(summaries)} step summaries for next_step {next_step}"
-            )
-        if not isinstance(data["executor_backend"], dict) or not isinstance(
-            data["prompt_mode"], str
-        ):
-            raise ResumeStateError(f"{path}: executor_backend or prompt_mode malformed")
-        try:
-            identity = RunIdentity.from_dict(data["identity"], f"{path} identity")
-        except ValueError as exc:
-            raise ResumeStateError(f"{path}: {exc}") from exc
-        return cls(
-            identity, data["executor_backend"], data["prompt_mode"], next_step, tuple(summaries)
-        )
-
-
-def _pos(value: Any, zero: bool = False) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool) and value >= (0 if zero else 1)
-
-
-def _exact_keys(data: Any, expected: set[str] | frozenset[str], where: str) -> None:
-    if not isinstance(data, dict):
-        raise ResumeStateError(f"{where} is {type(data).__name__}, not a JSON object")
-    unknown, missing = sorted(set(data) - expected), sorted(expected - set(data))
-    if unknown or missing:
-        raise ResumeStateError(f"{where}: unknown keys {unknown}, missing keys {missing}")
 
 
 @dataclass(frozen=True)
@@ -302,7 +109,8 @@ class RunController:
     `commit_archive(step)` must write the working archive as committed for `step` atomically and
     be idempotent (it is called again for a step whose commit was interrupted). `archive_step`,
     when given, returns the step the committed archive carries (None before the first commit);
-    `begin()` then checks that it pairs with resume-state.json.
+    `begin()` then checks that it pairs with resume-state.json. `events` receives a
+    `training_wait` event each time the barrier logs its progress (default: dropped).
     """
 
     def __init__(
@@ -314,6 +122,7 @@ class RunController:
         status: StatusSource,
         commit_archive: Callable[[int], None],
         archive_step: Callable[[], int | None] | None = None,
+        events: EventSink | None = None,
     ) -> None:
         self.settings = settings
         self.identity = identity
@@ -322,6 +131,7 @@ class RunController:
         self._status = status
         self._commit_archive = commit_archive
         self._archive_step = archive_step
+        self._events: EventSink = events if events is not None else NullSink()
         self._start: RunStart | None = None
         self._next_step = 0
         self._summaries: list[dict[str, Any]] = []
@@ -487,6 +297,13 @@ class RunController:
                 log.info(
                     "step %d: waiting for Reef training (%.0fs) — %s", step, now - started, note
                 )
+                self._events.emit(
+                    "training_wait",
+                    step=step,
+                    phase=health.get("phase"),
+                    elapsed_s=round(now - started, 1),
+                    missing_slots=_slot_pairs(page),
+                )
                 last_note, last_log = note, now
             if now >= deadline:
                 raise TrainingTimeoutError(
@@ -561,6 +378,13 @@ def _progress(health: Mapping[str, Any], expected: int, page: StepStatus | None)
         f"phase {health.get('phase')}, completed {health.get('completed_train_steps')}/{expected},"
         f" last rollout {health.get('last_train_rollout_id')}; {slots}"
     )
+
+
+def _slot_pairs(page: StepStatus | None) -> list[list[int]]:
+    # The event's JSON form of the missing slots: [group, rollout] pairs, empty when unknown.
+    if page is None or page.missing_slots is None:
+        return []
+    return [[group, rollout] for group, rollout in page.missing_slots]
 
 
 def _int_field(health: Mapping[str, Any], key: str) -> int:

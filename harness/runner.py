@@ -30,13 +30,9 @@ from harness.execution import ExecutionClient, backend_from_name
 from harness.library import Archive
 from harness.reef_channel import ReefChannel
 from harness.reef_status import ReefStatusClient, StatusSource
+from harness.resume_state import RESUME_STATE, RunIdentity
 from harness.rollout import Executor, RolloutSettings
-from harness.run_controller import (
-    RESUME_STATE,
-    ControllerSettings,
-    RunController,
-    RunIdentity,
-)
+from harness.run_controller import ControllerSettings, RunController
 from harness.run_settings import RunSettings
 from harness.scorer import FrontierCSScorer, Scorer
 from harness.state import ArchiveConfig, LibraryEntry
@@ -192,6 +188,7 @@ def run_steps(
             services.status,
             commit_archive,
             lambda: committed[0] if committed[0] >= 0 else None,
+            events=services.events,
         )
         start = controller.begin()
         events = services.events

@@ -340,7 +340,7 @@ def install_write_crash_points() -> None:
     (`archive_head_write`; the store's creation is write 1, step 0's commit write 2) and
     `resume_state_write`. Each leaves a fully written temp file that was never renamed, exactly
     what a kill between fsync and rename leaves."""
-    import harness.run_controller as controller_module
+    import harness.resume_state as resume_state_module
     import harness.store as store_module
 
     def cut_short(path: Path, data: bytes, point: str) -> None:
@@ -352,7 +352,7 @@ def install_write_crash_points() -> None:
         temp.unlink()
 
     write_bytes = store_module.atomic_write_bytes
-    write_json = controller_module.atomic_write_json
+    write_json = resume_state_module.atomic_write_json
 
     def head_write(path: Path, data: bytes) -> None:
         if Path(path).name == HEAD:
@@ -364,7 +364,7 @@ def install_write_crash_points() -> None:
         write_json(path, value)
 
     store_module.atomic_write_bytes = head_write
-    controller_module.atomic_write_json = state_write
+    resume_state_module.atomic_write_json = state_write
 
 
 def main(argv: Sequence[str] | None = None) -> int:

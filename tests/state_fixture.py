@@ -22,7 +22,7 @@ from typing import Any
 
 from harness.events import EVENTS_FILE, EventLog
 from harness.library import Archive
-from harness.run_controller import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
+from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
 from harness.search import rollout_entry
 from harness.state import (
     EXECUTION_ERROR,

@@ -20,14 +20,14 @@ import pytest
 from bridge_fake import BridgeFaults, FakeTrainingBridge, StatusServer, status_page
 
 from harness.atomic import atomic_write_json
+from harness.events import EventSink
 from harness.reef_status import ReefStatusClient
+from harness.resume_state import RunIdentity, StepOutcome
 from harness.run_controller import (
     CHECKPOINT_MARKER,
     ControllerSettings,
     QualificationError,
     RunController,
-    RunIdentity,
-    StepOutcome,
     TrainingTimeoutError,
 )
 
@@ -106,7 +106,11 @@ class Rig:
         return json.loads(self.archive.read_text())["step"] if self.archive.exists() else None
 
     def controller(
-        self, steps: int = 3, identity: RunIdentity = IDENTITY, **settings: Any
+        self,
+        steps: int = 3,
+        identity: RunIdentity = IDENTITY,
+        events: EventSink | None = None,
+        **settings: Any,
     ) -> RunController:
         assert self.bridge is not None
         options = {"poll_interval_s": 0.005, "deadline_s": 20.0, **settings}
@@ -119,6 +123,7 @@ class Rig:
             self.clients[-1],
             lambda step: self.commit_archive(step),  # late-bound: a test may swap in a crash
             self.archive_step,
+            events=events,
         )
 
     def run_step(self, controller: RunController, step: int, rewards: Any = MIXED) -> dict:

@@ -21,7 +21,8 @@ from test_run_controller import BACKEND, IDENTITY, MIXED, SCENARIO, outcome
 
 from harness.atomic import atomic_write_json
 from harness.reef_status import ReefStatusClient, ReefStatusUnavailable, read_step_status
-from harness.run_controller import ControllerSettings, RunController, RunIdentity
+from harness.resume_state import RunIdentity
+from harness.run_controller import ControllerSettings, RunController
 from harness.training_bridge import BridgeAddress, RayTrainingBridge
 
 REEF_BLOCK = {

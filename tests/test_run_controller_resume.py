@@ -19,7 +19,8 @@ import pytest
 from bridge_fake import FakeTrainingBridge
 from test_run_controller import IDENTITY, LOG, MIXED, SCENARIO, TOKEN, Rig, outcome, rig
 
-from harness.run_controller import CHECKPOINT_MARKER, ResumeRefused, ResumeStateError
+from harness.resume_state import ResumeStateError
+from harness.run_controller import CHECKPOINT_MARKER, ResumeRefused
 
 __all__ = ["rig"]  # the fixture, shared with test_run_controller.py
 
@@ -248,7 +249,8 @@ sys.path.insert(0, {tests!r})
 from bridge_fake import FakeTrainingBridge
 from harness.atomic import atomic_write_json
 from harness.reef_status import ReefStatusClient
-from harness.run_controller import ControllerSettings, RunController, RunIdentity, StepOutcome
+from harness.resume_state import RunIdentity, StepOutcome
+from harness.run_controller import ControllerSettings, RunController
 
 state = Path({state!r})
 archive = state / "guidance-run" / "committed-library.json"
