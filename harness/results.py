@@ -23,14 +23,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import atomic_write_bytes, read_complete_lines
+from harness.atomic import atomic_write_bytes
 from harness.cost import CostEstimate, PriceTable, StepUsage, Usage, total_usage, usage_by_step
 from harness.events import EVENTS_FILE, read_events
 from harness.library import Archive
 from harness.library_json import library_json_bytes, read_library_json
 from harness.resume_state import RESUME_STATE, ResumeState
 from harness.state import GUIDANCE_FORMAT_ERROR, LibraryEntry, LibraryNode
-from harness.store import HEAD, journal_name, read_committed
+from harness.store import HEAD, missing_slots, read_committed, read_in_flight
 
 SCHEMA_VERSION = 1
 TRAJECTORY_FIELDS = ("task", "update", "cumulative_best", "valid_rollouts", "sampled_rollouts")
@@ -68,14 +68,7 @@ class RunView:
 
     def missing_slots(self) -> list[tuple[int, int]]:
         """The `(group, rollout)` slots of the in-flight step with no journaled rollout."""
-        done = {(g, r) for g, r, _ in self.in_flight}
-        cfg = self.archive.config
-        return [
-            (g, r)
-            for g in range(cfg.groups_per_batch)
-            for r in range(cfg.rollout_n)
-            if (g, r) not in done
-        ]
+        return missing_slots(self.archive.config, ((g, r) for g, r, _ in self.in_flight))
 
     def events_of(self, kind: str) -> list[dict[str, Any]]:
         """The logged events of one kind, oldest first."""
@@ -90,20 +83,6 @@ def find_store(state_dir: Path) -> Path | None:
     return None
 
 
-def _read_in_flight(store: Path, step: int) -> list[tuple[int, int, LibraryEntry]]:
-    """Journaled rollouts of `step` (lock-free; a torn tail or an unsealed groups line ends it)."""
-    path = store / journal_name(step)
-    if not path.exists():
-        return []
-    rows = []
-    for line in read_complete_lines(path)[0]:
-        record = json.loads(line)
-        if "groups" in record:
-            break
-        rows.append((record["group"], record["rollout"], LibraryEntry.from_dict(record["entry"])))
-    return rows
-
-
 def load_run(state_dir: Path) -> RunView:
     """Read a run's state directory: the archive store (or, for an archive made elsewhere,
     `guidance-run/committed-library.json`), the resume state and the event log. Raises
@@ -114,7 +93,7 @@ def load_run(state_dir: Path) -> RunView:
     in_flight: list[tuple[int, int, LibraryEntry]] = []
     if store is not None:
         archive, committed = read_committed(store)
-        in_flight = _read_in_flight(store, committed + 1)
+        in_flight = [(r.group, r.rollout, r.entry) for r in read_in_flight(store, committed + 1)]
         source = store
     elif (state_dir / COMMITTED_LIBRARY).is_file():
         source = state_dir / COMMITTED_LIBRARY

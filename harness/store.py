@@ -19,6 +19,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -97,14 +98,19 @@ class Restored:
 
     def missing_slots(self) -> list[tuple[int, int]]:
         """`(group, rollout)` slots of `next_step` that have no journaled rollout, in order."""
-        done = {(r.group, r.rollout) for r in self.in_flight}
-        cfg = self.archive.config
-        return [
-            (g, r)
-            for g in range(cfg.groups_per_batch)
-            for r in range(cfg.rollout_n)
-            if (g, r) not in done
-        ]
+        return missing_slots(self.archive.config, ((r.group, r.rollout) for r in self.in_flight))
+
+
+def missing_slots(config: ArchiveConfig, done: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The `(group, rollout)` slots of a step's grid that are not in `done`, in group-major
+    order."""
+    filled = set(done)
+    return [
+        (g, r)
+        for g in range(config.groups_per_batch)
+        for r in range(config.rollout_n)
+        if (g, r) not in filled
+    ]
 
 
 # --- reading ---------------------------------------------------------------------------------
@@ -213,6 +219,12 @@ def _replay(archive: Archive, step: int, records: list[JournalRecord], path: Pat
             archive.submit(step, record.group, record.entry)
         except ArchiveError as exc:
             raise StoreError(f"{path}: journaled rollout does not replay: {exc}") from exc
+
+
+def read_in_flight(root: Path, step: int) -> list[JournalRecord]:
+    """Lock-free read of the rollouts journaled so far for the in-flight `step`, in journal order,
+    for inspection while a run is writing (a torn last line is left out)."""
+    return _read_journal(Path(root) / journal_name(step), step)[0]
 
 
 def read_committed(root: Path) -> tuple[Archive, int]:
