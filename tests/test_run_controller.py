@@ -21,12 +21,12 @@ from bridge_fake import BridgeFaults, FakeTrainingBridge, StatusServer, status_p
 
 from harness.atomic import atomic_write_json
 from harness.events import EventSink
+from harness.qualification import QualificationError
 from harness.reef_status import ReefStatusClient
 from harness.resume_state import RunIdentity, StepOutcome
 from harness.run_controller import (
     CHECKPOINT_MARKER,
     ControllerSettings,
-    QualificationError,
     RunController,
     TrainingTimeoutError,
 )
