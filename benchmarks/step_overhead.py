@@ -186,9 +186,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from rich.console import Console
 
     from harness.agent import GuidanceHarness, step_outcome
+    from harness.backends import backend_from_name
     from harness.contract import load_contract
     from harness.events import EventLog, Fanout
-    from harness.execution import ExecutionClient, backend_from_name
+    from harness.execution import ExecutionClient
     from harness.library import Archive
     from harness.progress import ProgressDisplay
     from harness.reef_channel import ReefChannel

@@ -26,14 +26,8 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.execution import (
-    BUILTIN_BACKENDS,
-    ExecutionBackend,
-    ExecutionClient,
-    ExecutionError,
-    MissingAPIKeyError,
-    backend_from_name,
-)
+from harness.backends import BUILTIN_BACKENDS, ExecutionBackend, backend_from_name
+from harness.execution import ExecutionClient, ExecutionError, MissingAPIKeyError
 from harness.scorer import FrontierCSScorer
 from harness.state import VerificationResult
 

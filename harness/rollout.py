@@ -20,8 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from harness.backends import ExecutionBackend
 from harness.contract import TaskContract
-from harness.execution import ExecutionBackend, ExecutionResult
+from harness.execution import ExecutionResult
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
 from harness.scorer import Scorer
 from harness.search import GuidanceFormatError, extract_solution, extract_summary, parse_guidance

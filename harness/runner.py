@@ -22,11 +22,12 @@ from typing import Any
 
 from harness.agent import GuidanceHarness, StepRun, step_entries
 from harness.atomic import remove_stale_temps
+from harness.backends import backend_from_name
 from harness.contract import load_contract
 from harness.cost import usage_by_step
 from harness.crash_hook import crash_point
 from harness.events import EVENTS_FILE, EventSink, NullSink
-from harness.execution import ExecutionClient, backend_from_name
+from harness.execution import ExecutionClient
 from harness.library import Archive
 from harness.reef_channel import ReefChannel
 from harness.reef_status import ReefStatusClient, StatusSource

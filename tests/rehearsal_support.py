@@ -39,9 +39,10 @@ if str(REPO) not in sys.path:  # the driver runs as `python -m tests.rehearsal_s
 
 from harness.agent import StepInterrupted  # noqa: E402
 from harness.atomic import temp_path_for  # noqa: E402
+from harness.backends import backend_from_name  # noqa: E402
 from harness.crash_hook import ENV_VAR, crash_point  # noqa: E402
 from harness.events import EventLog  # noqa: E402
-from harness.execution import ExecutionClient, backend_from_name  # noqa: E402
+from harness.execution import ExecutionClient  # noqa: E402
 from harness.reef_channel import ReefChannel  # noqa: E402
 from harness.reef_status import ReefStatusClient  # noqa: E402
 from harness.run_settings import RunSettings  # noqa: E402

@@ -24,15 +24,14 @@ from typing import Any
 
 import pytest
 
+from harness.backends import ExecutionBackend, backend_from_name
 from harness.execution import (
-    ExecutionBackend,
     ExecutionClient,
     ExecutionError,
     ExecutionHTTPError,
     ExecutionResponseError,
     ExecutionTransportError,
     MissingAPIKeyError,
-    backend_from_name,
 )
 
 pytestmark = pytest.mark.timeout(60)

@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from harness.execution import backend_from_name
+from harness.backends import backend_from_name
 from harness.preflight import (
     CheckResult,
     PreflightReport,

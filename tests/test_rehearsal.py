@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.execution import backend_from_name
+from harness.backends import backend_from_name
 from harness.library_json import read_library_json
 from harness.run_controller import ResumeRefused
 from harness.run_settings import RunSettings
