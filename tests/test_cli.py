@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness import cli, results
+from harness import cli, cli_views, results
 from tests.bridge_fake import status_page
 from tests.reef_fixtures import free_port, running_reef
 from tests.state_fixture import FixtureRun, build_state_dir
@@ -235,7 +235,7 @@ def test_plot_writes_a_png_whose_series_match_trajectory_csv(run, tmp_path):
     rows = results.trajectory(view.archive, "polyomino", view.committed_step)
     results.write_records(out, {"task": "polyomino"}, rows)
     png = tmp_path / "plot.png"
-    data = cli.plot_trajectory(results.read_trajectory_csv(out / "trajectory.csv"), png, "t")
+    data = cli_views.plot_trajectory(results.read_trajectory_csv(out / "trajectory.csv"), png, "t")
     assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 10_000
     csv_rows = results.read_trajectory_csv(out / "trajectory.csv")
     assert data.updates == [r.update for r in csv_rows]

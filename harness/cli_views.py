@@ -1,0 +1,313 @@
+"""What the read-only `guidance-ttt` commands show: the status report and its table, the
+inspect tables, and the trajectory plot.
+
+`status_report` gathers plain data (it probes Reef and the judge over HTTP but never raises for a
+service that is down); the `render_*` functions only print; `plot_trajectory` only draws. Argument
+parsing and dispatch live in `harness.cli`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+from rich import box
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from harness import results
+from harness.cost import PriceTable, Usage
+from harness.progress import format_duration, format_tokens
+from harness.reef_status import ReefStatusClient, format_slots, read_step_status
+
+HEALTH_TIMEOUT_S = 3.0
+
+
+# --- where the services are ---------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Services:
+    """Where Reef and the judge listen, the Reef token and scenario (from serve.yaml or flags)."""
+
+    reef_url: str
+    judge_url: str
+    token: str | None
+    scenario: str | None
+    config: Path | None
+
+
+def probe(url: str, token: str | None = None, timeout_s: float = HEALTH_TIMEOUT_S) -> str:
+    """`ok` when GET `url` answers 200 within `timeout_s`, else `unreachable (...)` or
+    `unhealthy (HTTP n)`; never raises."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    try:
+        response = httpx.get(url, headers=headers, timeout=timeout_s)
+    except httpx.HTTPError as exc:
+        return f"unreachable ({type(exc).__name__})"
+    return "ok" if response.status_code == 200 else f"unhealthy (HTTP {response.status_code})"
+
+
+# --- status ------------------------------------------------------------------------------------
+
+
+def status_report(
+    view: results.RunView,
+    services: Services,
+    prices: PriceTable,
+    *,
+    timeout_s: float = HEALTH_TIMEOUT_S,
+    guidance: dict[str, Usage] | None = None,
+    now: float | None = None,
+) -> dict[str, Any]:
+    """Everything `status` shows, as plain data: where the run is, its best score, the health of
+    Reef and the judge, the missing slots of the open step, the tokens and the cost so far."""
+    direction = view.direction
+    rows = results.trajectory(view.archive, "run", view.committed_step)
+    started = view.events_of("run_started")
+    steps_total = started[-1].get("steps") if started else None
+    summaries = list(view.resume.step_summaries) if view.resume else []
+    last_event = view.events[-1] if view.events else None
+    reef = probe(services.reef_url.rstrip("/") + "/healthz", services.token, timeout_s)
+    reef_missing = None
+    if reef == "ok" and services.scenario:
+        client = ReefStatusClient(services.reef_url, token=services.token, timeout_s=timeout_s)
+        try:
+            page = client.fetch()
+            slots = read_step_status(page, services.scenario, view.next_step).missing_slots
+            reef_missing = None if slots is None else [list(s) for s in slots]
+        except Exception as exc:  # a status page we cannot read degrades the report only
+            reef = f"ok (status page unreadable: {exc})"
+        finally:
+            client.close()
+    usage, cost = results.run_cost(view, prices, guidance)
+    return {
+        "state_dir": str(view.state_dir),
+        "next_step": view.next_step,
+        "committed_steps": view.committed_step + 1,
+        "steps_total": steps_total,
+        "grid": [view.archive.config.groups_per_batch, view.archive.config.rollout_n],
+        "score_direction": direction,
+        "seed_score": rows[0].cumulative_best,
+        "best_score": rows[-1].cumulative_best,
+        "best_update": results.best_update(rows, direction),
+        "last_step": summaries[-1] if summaries else None,
+        "in_flight": {
+            "step": view.next_step,
+            "journaled": len(view.in_flight),
+            "missing_slots": [list(s) for s in view.missing_slots()] if view.in_flight else None,
+        },
+        "reef": {"url": services.reef_url, "health": reef, "missing_slots": reef_missing},
+        "judge": {
+            "url": services.judge_url,
+            "health": probe(services.judge_url.rstrip("/") + "/health", None, timeout_s),
+        },
+        "last_event": None
+        if last_event is None
+        else {
+            "event": last_event.get("event"),
+            "age_s": (now or time.time()) - float(last_event.get("ts", 0.0)),
+        },
+        "usage": usage.to_dict(),
+        "cost": cost.to_dict(),
+        "cost_text": cost.describe(),
+    }
+
+
+def render_status(report: dict[str, Any], console: Console) -> None:
+    """Print a `status_report` as a two-column table: run, step, best score, last step, open
+    step, the health of Reef and the judge, the last event, tokens and cost. Rows whose data
+    the report lacks (no step summary yet, no open step, no event) are left out."""
+    table = Table(box=None, show_header=False, padding=(0, 2))
+    table.add_column(style="bold")
+    table.add_column(overflow="fold")
+    total = report["steps_total"]
+    g, r = report["grid"]
+    state = "in progress" if report["in_flight"]["journaled"] else "next to run"
+    of_total = f" of {total}" if total else ""
+    table.add_row("run", report["state_dir"])
+    table.add_row(
+        "step",
+        f"{report['next_step']} {state} ({report['committed_steps']}{of_total} committed), {g}×{r}",
+    )
+    gain = report["best_score"] - report["seed_score"]
+    table.add_row(
+        "best score",
+        f"{report['best_score']:.4f} at update {report['best_update']} "
+        f"(seed {report['seed_score']:.4f}, {gain:+.4f}; {report['score_direction']} is better)",
+    )
+    last = report["last_step"]
+    if last:
+        grad = last.get("grad_norm")
+        table.add_row(
+            "last step",
+            f"step {last['step']}: valid {last['valid_rollouts']}/{last['sampled_rollouts']}, "
+            f"well-formed {last['well_formed_guidance']}/{last['sampled_rollouts']}, grad norm "
+            f"{'--' if grad is None else f'{grad:.4g}'}, {format_duration(last['elapsed_s'])}",
+        )
+    flight = report["in_flight"]
+    if flight["missing_slots"] is not None:
+        missing = format_slots(tuple(tuple(s) for s in flight["missing_slots"]))
+        table.add_row(
+            "open step",
+            f"step {flight['step']}: {flight['journaled']}/{g * r} journaled; missing {missing}",
+        )
+    reef = report["reef"]
+    reef_note = reef["health"]
+    if reef["missing_slots"] is not None:
+        reef_note += f"; Reef still misses {format_slots(tuple(map(tuple, reef['missing_slots'])))}"
+    table.add_row("reef", f"{reef['url']} {reef_note}")
+    table.add_row("judge", f"{report['judge']['url']} {report['judge']['health']}")
+    if report["last_event"]:
+        age = format_duration(report["last_event"]["age_s"])
+        table.add_row("last event", f"{report['last_event']['event']}, {age} ago")
+    usage = report["usage"]
+    guide = usage["guidance"]
+    guide_text = (
+        f"guidance {format_tokens(guide['prompt_tokens'] + guide['completion_tokens'])} "
+        f"({guide['calls']} calls)"
+        if guide["calls"]
+        else "guidance not recorded (add --reef-records to read Reef's records)"
+    )
+    executor = usage["executor"]
+    table.add_row(
+        "tokens",
+        f"executor {format_tokens(executor['prompt_tokens'] + executor['completion_tokens'])} "
+        f"({executor['calls']} calls), {guide_text}",
+    )
+    table.add_row("cost so far", report["cost_text"])
+    console.print(table)
+
+
+# --- inspect -----------------------------------------------------------------------------------
+
+
+def _short(text: str, limit: int) -> str:
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def render_inspect(view: results.RunView, console: Console, top: int, cases: int) -> None:
+    """Print what a run found: the `top` best candidates, the lineage of the best one with the
+    guidance behind each generation, the outcome counts per step, and `cases` case studies of
+    the largest parent-to-child gains."""
+    archive = view.archive
+    table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
+    for column in ("#", "score", "update", "node", "parent score", "summary"):
+        table.add_column(column, overflow="fold")
+    for rank, node in enumerate(results.best_nodes(archive, top), 1):
+        entry = archive.entry_of(node.id)
+        parent = results.parent_score(archive, entry) if entry.timestep else None
+        table.add_row(
+            str(rank),
+            f"{node.raw_score:.4f}",
+            str(node.timestep),
+            node.id[:8],
+            "-" if parent is None else f"{parent:.4f}",
+            _short(entry.summary, 70),
+        )
+    console.print(table)
+
+    best = results.best_nodes(archive, 1)
+    if best:
+        chain = Table(title="Lineage of the best", box=box.SIMPLE_HEAD)
+        for column in ("gen", "update", "score", "change", "entry", "guidance that produced it"):
+            chain.add_column(column, overflow="fold")
+        previous = None
+        for gen, node in enumerate(results.lineage(archive, best[0].id)):
+            entry = archive.entry_of(node.id)
+            change = "" if previous is None else f"{node.raw_score - previous:+.4f}"
+            guidance = "(seed)" if entry.timestep == 0 else _short(entry.guidance, 70)
+            chain.add_row(
+                str(gen), str(node.timestep), f"{node.raw_score:.4f}", change, entry.id, guidance
+            )
+            previous = node.raw_score
+        console.print(chain)
+
+    modes = results.failure_modes(archive)
+    kinds = sorted({k for counts in modes.values() for k in counts}, key=lambda k: k != "valid")
+    failures = Table(title="Outcomes per step", box=box.SIMPLE_HEAD)
+    failures.add_column("step")
+    for kind in kinds:
+        failures.add_column(kind, justify="right")
+    for step, counts in modes.items():
+        failures.add_row(str(step), *(str(counts.get(k, 0)) for k in kinds))
+    console.print(failures)
+
+    for number, case in enumerate(results.case_studies(archive, cases), 1):
+        console.print(
+            Text(
+                f"Case {number}: update {case.update}, parent {case.parent_score:.4f} → "
+                f"child {case.candidate_score:.4f} ({case.gain:+.4f})",
+                style="bold",
+            )
+        )
+        console.print(Text("guidance:", style="italic"))
+        console.print(Text("  " + case.entry.guidance.strip().replace("\n", "\n  ")))
+        console.print(Text("executor's summary of the child:", style="italic"))
+        console.print(Text("  " + case.entry.summary.strip().replace("\n", "\n  ")))
+        console.print(Text(f"entry {case.entry.id}  node {case.node_id}  update {case.update}\n"))
+
+
+# --- plot ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PlotData:
+    """The series a plot drew, read back from the figure (so tests compare what is on it)."""
+
+    updates: list[int]
+    cumulative_best: list[float]
+    seed: float
+    valid_fraction: list[float]  # updates 1..n
+
+
+def plot_trajectory(rows: Sequence[results.TrajectoryRow], path: Path, title: str) -> PlotData:
+    """Draw the cumulative best per update (with the seed as a dashed line) above the valid
+    fraction per update, save a PNG at `path`, and return the series as drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    rows = sorted(rows, key=lambda r: r.update)
+    updates = [r.update for r in rows]
+    best = [r.cumulative_best for r in rows]
+    stepped = [r for r in rows if r.update > 0 and r.sampled_rollouts]
+    figure, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=(2, 1))
+    try:
+        (line,) = top.plot(
+            updates, best, drawstyle="steps-post", marker="o", markersize=3, label="cumulative best"
+        )
+        seed_line = top.axhline(best[0], linestyle="--", color="gray", label="seed")
+        top.set_ylabel("cumulative best score")
+        top.set_title(title)
+        top.legend(loc="best")
+        top.grid(alpha=0.3)
+        bars = bottom.bar(
+            [r.update for r in stepped],
+            [(r.valid_rollouts or 0) / r.sampled_rollouts for r in stepped],
+            color="tab:green",
+        )
+        bottom.set_ylim(0, 1.05)
+        bottom.set_ylabel("valid fraction")
+        bottom.set_xlabel("update")
+        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
+        bottom.grid(alpha=0.3)
+        figure.tight_layout()
+        path.parent.mkdir(parents=True, exist_ok=True)
+        figure.savefig(path, dpi=120)
+        return PlotData(
+            [int(x) for x in line.get_xdata()],
+            [float(y) for y in line.get_ydata()],
+            float(seed_line.get_ydata()[0]),
+            [float(bar.get_height()) for bar in bars],
+        )
+    finally:
+        plt.close(figure)
