@@ -148,6 +148,7 @@ def write_serve_yaml(
     rollouts: int,
     steps: int,
     task: str = "polyomino_packing",
+    executor_backend: str = "gpt_oss_120b",
 ) -> RunSettings:
     """A serve.yaml for a test run (the repository's file with the grid, STEPS, ports and state
     moved), and the `RunSettings` the harness reads from it."""
@@ -163,7 +164,7 @@ def write_serve_yaml(
         checkpoint_dir=str(state_dir / "checkpoints"),
     )
     config["harness"] = {
-        "executor_backend": "gpt_oss_120b",
+        "executor_backend": executor_backend,
         "gpt_oss_reasoning_effort": "high",
         "judge_url": judge_url,
         "judge_problem_id": "0",
