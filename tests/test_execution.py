@@ -2,7 +2,9 @@
 
 The server below is scripted: each POST takes the next scripted reply (status, headers, body,
 delay, or a dropped connection) and records the arrival time, headers and body, so retries,
-backoff waits and concurrency are measured on the server side.
+backoff waits and concurrency are measured on the server side. A request counts as in flight from
+its arrival until the server starts to answer it, so a client that waits for one answer before
+sending the next request can never be seen overlapping with it.
 """
 
 from __future__ import annotations
@@ -56,6 +58,12 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay_s: float = 0.0
     drop: bool = False  # close the connection without answering
+    # Hold the answer until this many requests are in flight at once (at most HOLD_LIMIT_S), so a
+    # test can prove that concurrent calls really overlap without betting on thread scheduling.
+    await_in_flight: int = 0
+
+
+HOLD_LIMIT_S = 5.0
 
 
 @dataclass
@@ -74,6 +82,7 @@ class ScriptedServer:
         self.in_flight = 0
         self.max_in_flight = 0
         self.lock = threading.Lock()
+        self.in_flight_changed = threading.Condition(self.lock)
         outer = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -81,18 +90,29 @@ class ScriptedServer:
                 arrived = time.monotonic()
                 raw = self.rfile.read(int(self.headers.get("content-length", 0)))
                 headers = {k.lower(): v for k, v in self.headers.items()}
-                with outer.lock:
+                with outer.in_flight_changed:
                     outer.seen.append(Seen(arrived, headers, json.loads(raw)))
                     reply = outer.script.popleft() if outer.script else Reply()
                     outer.in_flight += 1
                     outer.max_in_flight = max(outer.max_in_flight, outer.in_flight)
+                    outer.in_flight_changed.notify_all()
+                    outer.in_flight_changed.wait_for(
+                        lambda: outer.in_flight >= reply.await_in_flight, timeout=HOLD_LIMIT_S
+                    )
                 try:
                     time.sleep(reply.delay_s)
-                    if reply.drop:
-                        self.close_connection = True
-                        return
-                    body = reply.body(headers) if callable(reply.body) else reply.body
-                    data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                finally:
+                    # Leave the count before the first byte goes out: the client may send its
+                    # next request as soon as it has this answer.
+                    with outer.in_flight_changed:
+                        outer.in_flight -= 1
+                        outer.in_flight_changed.notify_all()
+                if reply.drop:
+                    self.close_connection = True
+                    return
+                body = reply.body(headers) if callable(reply.body) else reply.body
+                data = (body if isinstance(body, str) else json.dumps(body)).encode()
+                try:
                     self.send_response(reply.status)
                     self.send_header("content-type", "application/json")
                     self.send_header("content-length", str(len(data)))
@@ -100,9 +120,8 @@ class ScriptedServer:
                         self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(data)
-                finally:
-                    with outer.lock:
-                        outer.in_flight -= 1
+                except (BrokenPipeError, ConnectionResetError):
+                    self.close_connection = True  # the client gave up waiting (read timeout)
 
             def log_message(self, *args: Any) -> None:
                 pass
@@ -365,7 +384,10 @@ def test_choice_text_and_reasoning_field_are_fallbacks(server):
 
 def test_concurrency_bound_limits_in_flight_requests_across_clients(server):
     backend = backend_from_name("gpt_oss_120b", base_url=server.url, concurrency=2)
-    server.script.extend([Reply(delay_s=0.2) for _ in range(6)])
+    # The first two calls are held until both are in flight; a third call, if the bound let one
+    # through, would arrive during those holds or the 0.2 s each later call is held.
+    server.script.extend([Reply(delay_s=0.2, await_in_flight=2) for _ in range(2)])
+    server.script.extend([Reply(delay_s=0.2) for _ in range(4)])
     clients = [ExecutionClient(backend), ExecutionClient(backend)]  # equal backends share a bound
 
     with ThreadPoolExecutor(max_workers=6) as pool:
