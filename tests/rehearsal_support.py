@@ -46,7 +46,7 @@ from harness.execution import ExecutionClient  # noqa: E402
 from harness.reef_channel import ReefChannel  # noqa: E402
 from harness.reef_status import ReefStatusClient  # noqa: E402
 from harness.run_settings import RunSettings  # noqa: E402
-from harness.runner import RunServices, event_log_path, run_steps  # noqa: E402
+from harness.runner import RunResult, RunServices, event_log_path, run_steps  # noqa: E402
 from harness.scorer import FrontierCSScorer  # noqa: E402
 from harness.store import HEAD  # noqa: E402
 from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402
@@ -334,6 +334,25 @@ def services(settings: RunSettings, executor_url: str, task: Path) -> RunService
     )
 
 
+def run_cpu_steps(
+    settings: RunSettings, executor_url: str, task: Path, *, workers: int | None = None
+) -> RunResult:
+    """Run (or resume) the configured steps with the CPU rehearsal's adapters and a fast barrier
+    poll, closing the adapters afterwards."""
+    adapters = services(settings, executor_url, task)
+    try:
+        return run_steps(
+            settings,
+            task,
+            (task / "instruction.md").read_text(),
+            adapters,
+            workers=workers,
+            controller_overrides={"poll_interval_s": POLL_S, "deadline_s": 120.0},
+        )
+    finally:
+        adapters.close()
+
+
 # --- the crash driver --------------------------------------------------------------------------
 
 
@@ -380,22 +399,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     install_write_crash_points()
     settings = RunSettings.load(args.serve_yaml, environ={}, base_dir=args.serve_yaml.parent)
-    adapters = services(settings, args.executor_url, args.task_dir)
-    problem = (args.task_dir / "instruction.md").read_text()
     try:
-        result = run_steps(
-            settings,
-            args.task_dir,
-            problem,
-            adapters,
-            workers=args.workers,
-            controller_overrides={"poll_interval_s": POLL_S, "deadline_s": 120.0},
-        )
+        result = run_cpu_steps(settings, args.executor_url, args.task_dir, workers=args.workers)
     except StepInterrupted as exc:
         print(f"interrupted: {exc}", file=sys.stderr)
         return 3
-    finally:
-        adapters.close()
     print(json.dumps(result.reef_metadata()))
     return 0
 

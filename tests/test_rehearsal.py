@@ -26,13 +26,13 @@ from harness.store import read_committed
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import running_reef
 from tests.rehearsal_support import (
-    POLL_S,
     GuidanceScript,
     Journaled,
     ReefReports,
     StoredReport,
     executor_reply,
     journal,
+    run_cpu_steps,
     services,
     task_dir,
     write_serve_yaml,
@@ -77,17 +77,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
             rollouts=R,
             steps=STEPS,
         )
-        adapters = services(settings, executor.v1_url, task)
-        try:
-            result = run_steps(
-                settings,
-                task,
-                (task / "instruction.md").read_text(),
-                adapters,
-                controller_overrides={"poll_interval_s": POLL_S, "deadline_s": 120.0},
-            )
-        finally:
-            adapters.close()
+        result = run_cpu_steps(settings, executor.v1_url, task)
         stored = ReefReports(reef.url, settings.scenario)
         yield Rehearsal(
             settings,

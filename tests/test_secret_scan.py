@@ -16,14 +16,12 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.runner import run_steps
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import running_reef
 from tests.rehearsal_support import (
-    POLL_S,
     GuidanceScript,
     executor_reply,
-    services,
+    run_cpu_steps,
     task_dir,
     write_serve_yaml,
 )
@@ -58,17 +56,7 @@ def test_openrouter_key_is_in_no_file_log_or_report_of_a_run(
             steps=1,
             executor_backend="openrouter_glm_5_2",
         )
-        adapters = services(settings, executor.v1_url, task)
-        try:
-            result = run_steps(
-                settings,
-                task,
-                (task / "instruction.md").read_text(),
-                adapters,
-                controller_overrides={"poll_interval_s": POLL_S, "deadline_s": 120.0},
-            )
-        finally:
-            adapters.close()
+        result = run_cpu_steps(settings, executor.v1_url, task)
         reef_log = reef.log_text()
 
     # The scan proves something only if the key really travelled to the executor.
