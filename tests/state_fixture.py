@@ -34,6 +34,7 @@ from harness.state import (
     VerificationResult,
 )
 from harness.store import ArchiveStore
+from tests.archive_builders import make_seed
 
 STORE_DIR = Path("guidance-run") / "archive"
 SEED_SCORE = 27.8105
@@ -78,23 +79,7 @@ def _identity(groups: int, rollouts: int) -> RunIdentity:
 
 
 def _seed() -> LibraryEntry:
-    return LibraryEntry(
-        id="seed-0000",
-        parent_id=None,
-        problem_id="polyomino_packing",
-        timestep=0,
-        guidance="",
-        execution_thinking="",
-        solution=SEED_SOLUTION,
-        verifier_reward=SEED_SCORE / 100,
-        verifier_raw_score=SEED_SCORE,
-        verifier_status=VALID,
-        verifier_message="70/70 cases accepted",
-        summary="Places every piece in input order on a fixed-width shelf.",
-        reusable_idea="Places every piece in input order on a fixed-width shelf.",
-        failure_mode=None,
-        metadata={"bootstrap": True},
-    )
+    return make_seed(score=SEED_SCORE, solution=SEED_SOLUTION)
 
 
 def _status_for(rng: random.Random, g: int, r: int) -> str:
