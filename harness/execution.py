@@ -22,7 +22,8 @@ from harness.backends import ExecutionBackend, build_request_body
 
 log = logging.getLogger(__name__)
 
-#: HTTP statuses that mean "try again later" (SPEC §4); every other status fails at once.
+#: HTTP statuses that mean "try again later"; every other status fails at once, except a 200
+#: that carries an error object or a non-JSON body, which is transient too (docs/executors.md).
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
 #: How much of an error body an exception carries.
 ERROR_BODY_LIMIT = 500
@@ -121,6 +122,18 @@ def _retry_after_s(response: httpx.Response) -> float | None:
     except ValueError:
         return None
     return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _success_payload(response: httpx.Response) -> tuple[Any, str | None]:
+    """The JSON body of a 2xx answer, and what makes it a transient failure (None when it is an
+    answer): a body that is not JSON, or a JSON object carrying an `"error"` object."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return None, "a non-JSON body"
+    if isinstance(payload, Mapping) and isinstance(payload.get("error"), Mapping):
+        return payload, "an error object in the body"
+    return payload, None
 
 
 # ---------------------------------------------------------------------------------------- client
@@ -247,26 +260,30 @@ class ExecutionClient:
                     f"(attempt {attempt}): {_redact(str(exc), key)}"
                 )
             else:
-                if response.is_success:
-                    try:
-                        return response.json(), attempt
-                    except ValueError:
-                        raise ExecutionResponseError(
-                            f"executor {name}: HTTP {response.status_code} with a non-JSON body: "
-                            f"{_redact(response.text[:ERROR_BODY_LIMIT], key)}"
-                        ) from None
                 text = _redact(response.text[:ERROR_BODY_LIMIT], key)
-                failure = ExecutionHTTPError(
-                    f"executor {name} returned HTTP {response.status_code} "
-                    f"(attempt {attempt}): {text}",
-                    status=response.status_code,
-                    body=text,
-                )
-                if response.status_code not in RETRYABLE_STATUSES:
-                    raise failure
-                retry_after = _retry_after_s(response)
-                if retry_after is not None:
-                    wait = min(retry_after, self.backend.timeout_s)
+                payload, problem = _success_payload(response)
+                if response.is_success and problem is None:
+                    return payload, attempt
+                if response.is_success:
+                    # OpenRouter answers 200 with an error object, or with a body that is not
+                    # JSON, when an upstream provider fails: transient, as the reference treats
+                    # them (retried while retries remain; the local backend has none).
+                    failure = ExecutionResponseError(
+                        f"executor {name}: HTTP {response.status_code} with {problem} "
+                        f"(attempt {attempt}): {text}"
+                    )
+                else:
+                    failure = ExecutionHTTPError(
+                        f"executor {name} returned HTTP {response.status_code} "
+                        f"(attempt {attempt}): {text}",
+                        status=response.status_code,
+                        body=text,
+                    )
+                    if response.status_code not in RETRYABLE_STATUSES:
+                        raise failure
+                    retry_after = _retry_after_s(response)
+                    if retry_after is not None:
+                        wait = min(retry_after, self.backend.timeout_s)
             if attempt > max_retries:
                 raise failure
             log.warning(

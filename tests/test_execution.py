@@ -283,6 +283,54 @@ def test_non_transient_status_fails_at_once_with_status_and_truncated_body(serve
     assert len(caught.value.body) == 500
 
 
+def test_openrouter_retries_a_200_with_an_error_object_then_succeeds(server, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-error-body")
+    backend = fast(backend_from_name("openrouter_glm_5_2", base_url=server.url))
+    upstream_failed = {"error": {"message": "Provider returned error", "code": 502}}
+    server.script.extend([Reply(body=upstream_failed), Reply(body=upstream_failed)])
+
+    result = call(backend)
+
+    assert result.attempts == 3
+    assert result.text == "<solution>x</solution>"
+    assert len(server.seen) == 3
+    for gap, expected in zip(server.gaps(), [0.05, 0.1], strict=True):
+        assert expected <= gap < expected + 0.5
+
+
+def test_openrouter_retries_a_200_with_a_non_json_body_then_succeeds(server, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-non-json")
+    backend = fast(backend_from_name("openrouter_glm_5_2", base_url=server.url))
+    server.script.append(Reply(body="<html>upstream gateway timed out</html>"))
+
+    result = call(backend)
+
+    assert result.attempts == 2
+    assert len(server.seen) == 2
+
+
+def test_openrouter_gives_up_on_error_bodies_after_six_retries(server, monkeypatch):
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-give-up")
+    backend = fast(backend_from_name("openrouter_glm_5_2", base_url=server.url), retry_backoff_s=0)
+    server.script.extend([Reply(body={"error": {"message": "overloaded"}})] * 7)
+
+    with pytest.raises(ExecutionResponseError, match=r"error object.*attempt 7.*overloaded"):
+        call(backend)
+    assert len(server.seen) == 7
+
+
+@pytest.mark.parametrize(
+    "body", [{"error": {"message": "Provider returned error"}}, "not json at all"]
+)
+def test_local_backend_fails_a_200_error_body_at_once(server, body):
+    backend = backend_from_name("gpt_oss_120b", base_url=server.url)
+    server.script.append(Reply(body=body))
+
+    with pytest.raises(ExecutionResponseError, match="attempt 1"):
+        call(backend)
+    assert len(server.seen) == 1
+
+
 def test_numeric_retry_after_replaces_the_backoff(server):
     backend = fast(
         backend_from_name("gpt_oss_120b", base_url=server.url), max_retries=1, retry_backoff_s=0.01
