@@ -146,6 +146,9 @@ The problem statement above is authoritative. The parent code is the runnable ba
 from it, apply the guidance faithfully, and preserve the behaviour the guidance does not touch. \
 Score direction: {contract.score_direction}.
 
+Reason carefully about the problem, the parent and the guidance before you write the improved \
+program: work out what the guidance asks for and how it fits the parent, then write the program.
+
 {contract.solution_contract}
 
 Reply with exactly two top-level blocks, in this order, and end your reply with </summary>:

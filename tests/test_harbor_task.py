@@ -29,6 +29,7 @@ from judge_fakes import (
 
 from harness.contract import load_task
 from harness.scorer import FrontierCSScorer, JudgeUnavailableError
+from judges.polyomino import checker
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 SEED_PROGRAM = (TASK_DIR / "solution" / "solution.cpp").read_text()
@@ -87,6 +88,42 @@ def test_contract_and_instruction_load_through_the_harness() -> None:
         assert needed in instruction, f"instruction.md lost {needed!r}"
     assert "g++ main.cpp -O2 -pipe -std=gnu++17" in instruction
     assert "256 MiB" in instruction and "2 seconds" in instruction
+
+
+def test_instruction_carries_every_rule_of_the_frontiercs_statement() -> None:
+    """The facts of FrontierCS problem 0's statement, in this project's words: the tie rule, the
+    transform order, the input bounds, the holes, the generation rule, the statement's W = H
+    remark and leaderboard formula next to what the judge actually scores."""
+    instruction = " ".join((TASK_DIR / "instruction.md").read_text().split())
+    for fact in (
+        "the one with the smaller `H` is preferred, and when `H` is equal too, the one with the "
+        "smaller `W`",
+        "`100 ≤ n ≤ 10000`",
+        "`1 ≤ k ≤ 10`",
+        "may enclose holes",
+        "may be negative",
+        "4-connected",
+        "mirror, then turn, then move",
+        "`W = H`",
+        "`10^5 · Σk / A`",
+        "the other tests still count",
+        "uniformly, with replacement",
+        "`p` uniform in `[2, 4]`",
+        "-O2 -pipe -std=gnu++17",
+    ):
+        assert fact in instruction, f"instruction.md lost {fact!r}"
+
+
+def test_instruction_example_is_a_valid_answer_with_ratio_one(monkeypatch) -> None:
+    """The worked example of instruction.md, judged by the project's checker (whose piece-count
+    floor of 100 is lowered for this three-piece example)."""
+    instruction = (TASK_DIR / "instruction.md").read_text()
+    example = instruction[instruction.index("## Example") : instruction.index("## Scoring")]
+    blocks = example.split("```")[1::2]
+    assert len(blocks) == 2
+    monkeypatch.setattr(checker, "MIN_PIECES", 1)
+    verdict = checker.check(checker.parse_instance(blocks[0].strip()), blocks[1].strip().encode())
+    assert verdict.points == 1.0, verdict.message
 
 
 def test_environment_passes_the_judge_address_to_the_container() -> None:

@@ -96,6 +96,7 @@ def test_executor_prompt_always_contains_the_parent_code_and_the_guidance():
         "</selected_parent>",
         "<guidance>\nGUIDANCE: use a skyline\n</guidance>",
         "Score direction: max.",
+        "Reason carefully about the problem, the parent and the guidance before you write",
         "SOLUTION-CONTRACT",
         "<solution>\n```cpp",
         "<summary>",
