@@ -206,8 +206,8 @@ def _execute(
 def _audit_metadata(
     task: RolloutTask, prompt: dict[str, str], guidance_text: str, candidate: _Candidate
 ) -> dict[str, Any]:
-    """The entry metadata of SPEC §6 (plus the slot and the parent's search value, so a report
-    can be rebuilt from the entry alone on resume)."""
+    """The entry metadata of the rollout record (docs/running.md), plus the slot, so a report can
+    be rebuilt from the entry alone on resume."""
     slot, result = task.slot, candidate.result
     return {
         "group_uid": group_uid(slot.step + 1, slot.group),
@@ -216,7 +216,6 @@ def _audit_metadata(
         "selected_parent_solution_sha256": hashlib.sha256(
             task.parent_entry.solution.strip().encode("utf-8")
         ).hexdigest(),
-        "search_value": task.parent.value,
         "step": slot.step,
         "group": slot.group,
         "rollout": slot.rollout,
@@ -234,7 +233,8 @@ def _audit_metadata(
 
 def report_body(entry: LibraryEntry, groups_per_step: int, rollouts_per_group: int) -> dict:
     """The `/reef/report` body of a journaled rollout (the receipt goes in `references`): score =
-    reward (0 for every failure kind), feedback `"<status>: <message>"`, and the grid metadata.
+    reward (0 for every failure kind), feedback `"<status>: <message>"`, the grid metadata and
+    `search_value`, the child's raw verifier score.
     Built from the entry alone, so a resumed run posts exactly what the crashed one would have."""
     meta = entry.metadata
     step, group = int(meta["step"]), int(meta["group"])
@@ -252,7 +252,9 @@ def report_body(entry: LibraryEntry, groups_per_step: int, rollouts_per_group: i
             "algorithm": ALGORITHM,
             "comparison_set": f"tttd-step-{step}-group-{group}",
             "parent_id": entry.parent_id,
-            "search_value": meta["search_value"],
+            # The reference's search value: the raw verifier score of the candidate this rollout
+            # produced (null when it produced none), not the parent's value.
+            "search_value": entry.verifier_raw_score,
             "guidance_ttt": True,
             "prompt_mode": PROMPT_MODE,
             "archive_timestep": entry.timestep,

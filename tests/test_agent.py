@@ -63,7 +63,6 @@ def entry(*, parent: str, step: int, group: int, rollout: int, reward: float) ->
             "step": step,
             "group": group,
             "rollout": rollout,
-            "search_value": 47.5,
             "agent_record_id": f"receipt-{group}-{rollout}",
             "guidance_format_ok": True,
         },
@@ -95,7 +94,7 @@ def test_report_body_carries_reward_feedback_and_grid_metadata() -> None:
             "algorithm": "ttt-discover",
             "comparison_set": "tttd-step-3-group-1",
             "parent_id": "node-1",
-            "search_value": 47.5,
+            "search_value": 51.25,  # the child's raw score, not the parent's value
             "guidance_ttt": True,
             "prompt_mode": "summary_only",
             "archive_timestep": 4,

@@ -183,6 +183,30 @@ def test_archive_journal_and_reef_reports_agree_slot_by_slot(rehearsal: Rehearsa
         assert entry["id"] in group.entry_ids and group.selected_node_id == entry["parent_id"]
 
 
+def test_search_value_is_the_childs_raw_score_in_reefs_records(rehearsal: Rehearsal) -> None:
+    by_entry = {j.entry["id"]: j.entry for j in rehearsal.journal}
+    differs_from_parent = 0
+    for report in rehearsal.reports:
+        child = by_entry[report.metadata["library_entry_id"]]
+        assert report.metadata["search_value"] == child["verifier_raw_score"]
+        parent = by_entry.get(child["metadata"]["selected_parent_entry_id"])
+        parent_score = (
+            parent["verifier_raw_score"] if parent is not None else rehearsal_seed_score(rehearsal)
+        )
+        differs_from_parent += report.metadata["search_value"] != parent_score
+    valid = [r for r in rehearsal.reports if r.feedback.startswith("valid:")]
+    assert valid and all(isinstance(r.metadata["search_value"], float) for r in valid)
+    failed = [r for r in rehearsal.reports if not r.feedback.startswith("valid:")]
+    assert failed and all(r.metadata["search_value"] is None for r in failed)
+    assert differs_from_parent > 0, "the check must see a child whose score is not its parent's"
+
+
+def rehearsal_seed_score(rehearsal: Rehearsal) -> float:
+    archive, _ = read_committed(rehearsal.settings.state_dir / "guidance-run/archive")
+    (seed,) = {e.verifier_raw_score for e in archive.entries.values() if e.timestep == 0}
+    return seed
+
+
 def test_entries_carry_the_audit_metadata(rehearsal: Rehearsal) -> None:
     statuses = Counter(j.entry["verifier_status"] for j in rehearsal.journal)
     assert statuses["valid"] > 0 and statuses["invalid"] > 0
