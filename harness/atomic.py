@@ -3,8 +3,8 @@
 `atomic_write_bytes` writes a temp file in the target's directory, fsyncs it, renames it over
 the target and fsyncs the directory, so a reader (or a restart after a crash or power loss)
 sees either the old file or the new one, never a mix. `append_durable_line` appends one
-newline-terminated record and fsyncs it before returning; `read_complete_lines` reads such a
-file back and ignores a torn final line. Every write is counted in `METER` so benchmarks can
+newline-terminated record and fsyncs it before returning (`harness.state_files` reads such a
+file back safely and ignores a torn final line). Every write is counted in `METER` so benchmarks can
 report the bytes that actually reached the file system.
 """
 
@@ -118,15 +118,6 @@ def append_durable_line(path: Path, line: bytes) -> int:
     if created:
         fsync_dir(path.parent)
     return size
-
-
-def read_complete_lines(path: Path, limit: int | None = None) -> tuple[list[bytes], int]:
-    """The newline-terminated lines of `path` (within its first `limit` bytes, if given) and the
-    byte length they span. A final line without its newline is a torn append and is left out."""
-    with open(path, "rb") as handle:
-        data = handle.read() if limit is None else handle.read(limit)
-    end = data.rfind(b"\n") + 1
-    return data[:end].split(b"\n")[:-1], end
 
 
 def truncate_durable(path: Path, size: int) -> None:

@@ -12,13 +12,22 @@ Layout of a store directory (see docs/archive.md for the crash-safety argument):
 Per rollout the store writes one journal line (O(size of the rollout)); per step it appends
 one groups line and atomically replaces the head, whose size is bounded by the node count.
 Entries are never rewritten. `library.json` is only produced on export.
+
+Tamper evidence: every record (each journal and segment line, and the head) ends with its own
+`"sha256"` member, the SHA-256 of the record's bytes without that member. Every load verifies
+every record it reads; a record that was altered (one digit of a score, one character of a
+string) or lost its checksum refuses the load with `StoreError` naming file and line. A torn
+final line of the in-flight journal (a crash mid-append) is still cut off silently: it never
+reached the disk whole, so it was never reported.
 """
 
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +36,6 @@ from typing import Any
 from harness.atomic import (
     append_durable_line,
     atomic_write_bytes,
-    read_complete_lines,
     remove_stale_temps,
     truncate_durable,
 )
@@ -37,14 +45,18 @@ from harness.state import (
     ArchiveConfig,
     LibraryEntry,
     LibraryNode,
+    RecordError,
     read_fields,
 )
+from harness.state_files import StateFileError, complete_lines, decode_object, read_bytes
 
 HEAD = "archive-head.json"
 BASE_SEGMENT = "entries-base.jsonl"
 LOCK = ".writer.lock"
 FORMAT = "guidance-ttt-archive"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: every record carries its own sha256
+CHECKSUM_KEY = "sha256"
+_CHECKSUM_TAIL = re.compile(rb',"sha256":"([0-9a-f]{64})"\}\Z')
 
 
 class StoreError(RuntimeError):
@@ -57,7 +69,30 @@ def journal_name(step: int) -> str:
 
 
 def _encode(obj: dict[str, Any]) -> bytes:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    """A record as stored: compact JSON with its own checksum as the last member."""
+    if CHECKSUM_KEY in obj:
+        raise ValueError(f"a store record must not carry its own {CHECKSUM_KEY!r} key")
+    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
+    digest = hashlib.sha256(body).hexdigest()
+    return body[:-1] + f',"{CHECKSUM_KEY}":"{digest}"}}'.encode()
+
+
+def _verified(line: bytes, where: str) -> bytes:
+    """The record's bytes without its checksum member, once the checksum matches them."""
+    found = _CHECKSUM_TAIL.search(line)
+    if found is None:
+        raise StoreError(
+            f"{where}: the record carries no checksum; the file was altered or written by "
+            "another version — restore it, or use a new state directory"
+        )
+    body = line[: found.start()] + b"}"
+    if hashlib.sha256(body).hexdigest() != found[1].decode():
+        raise StoreError(
+            f"{where}: the record does not match its checksum (it was altered after it was "
+            "written); the run cannot trust this state — restore the file, or use a new state "
+            "directory"
+        )
+    return body
 
 
 @dataclass(frozen=True)
@@ -131,20 +166,22 @@ _ROLLOUT_SCHEMA = {"step": "int", "group": "int", "rollout": "int", "entry": "di
 
 
 def _parse_line(line: bytes, where: str) -> dict[str, Any]:
+    """A stored record: its checksum verified, then parsed as a JSON object."""
     try:
-        obj = json.loads(line)
-    except ValueError as exc:
-        raise StoreError(f"{where}: not valid JSON ({exc})") from exc
-    if not isinstance(obj, dict):
-        raise StoreError(f"{where}: expected a JSON object")
-    return obj
+        return decode_object(_verified(line, where), where)
+    except StateFileError as exc:
+        raise StoreError(str(exc)) from exc
 
 
 def _read_head(root: Path) -> dict[str, Any]:
     path = root / HEAD
-    if not path.exists():
+    if not os.path.lexists(path):
         raise StoreError(f"{root} holds no archive ({HEAD} is missing); create the store first")
-    head = read_fields(_parse_line(path.read_bytes(), str(path)), _HEAD_SCHEMA, str(path))
+    try:
+        data = read_bytes(path)
+        head = read_fields(_parse_line(data.rstrip(b"\n"), f"{path}:1"), _HEAD_SCHEMA, str(path))
+    except (StateFileError, RecordError) as exc:
+        raise StoreError(str(exc)) from exc
     if head["format"] != FORMAT or head["format_version"] != FORMAT_VERSION:
         raise StoreError(
             f"{path}: format {head['format']!r} v{head['format_version']} is not "
@@ -164,10 +201,12 @@ def _read_committed(root: Path) -> tuple[Archive, int, dict[str, int]]:
         if not isinstance(size, int) or isinstance(size, bool):
             raise StoreError(f"{root / HEAD}: segment {name} has no byte length")
         path = root / name
+        if not os.path.lexists(path):
+            raise StoreError(f"committed segment {path} is missing")
         try:
-            lines, end = read_complete_lines(path, limit=size)
-        except FileNotFoundError as exc:
-            raise StoreError(f"committed segment {path} is missing") from exc
+            lines, end = complete_lines(path, limit=size)
+        except StateFileError as exc:
+            raise StoreError(str(exc)) from exc
         if end != size:
             raise StoreError(f"committed segment {path} is shorter than its committed {size} bytes")
         for number, line in enumerate(lines, 1):
@@ -189,19 +228,25 @@ def _read_committed(root: Path) -> tuple[Archive, int, dict[str, int]]:
 def _read_journal(path: Path, step: int) -> tuple[list[JournalRecord], int]:
     """The rollout records of an in-flight journal and the byte length they span. A torn final
     line and anything from an uncommitted groups line on are left out."""
-    if not path.exists():
+    if not os.path.lexists(path):
         return [], 0
-    lines, _ = read_complete_lines(path)
+    try:
+        lines, _ = complete_lines(path)
+    except StateFileError as exc:
+        raise StoreError(str(exc)) from exc
     records: list[JournalRecord] = []
     end = 0
     for number, line in enumerate(lines, 1):
         obj = _parse_line(line, f"{path}:{number}")
         if "groups" in obj:  # sealed, but the head was never replaced: the commit did not happen
             break
-        fields = read_fields(obj, _ROLLOUT_SCHEMA, f"{path}:{number}")
+        try:
+            fields = read_fields(obj, _ROLLOUT_SCHEMA, f"{path}:{number}")
+            entry = LibraryEntry.from_dict(fields.pop("entry"))
+        except RecordError as exc:
+            raise StoreError(f"{path}:{number}: {exc}") from exc
         if fields["step"] != step:
             raise StoreError(f"{path}:{number}: record of step {fields['step']}, expected {step}")
-        entry = LibraryEntry.from_dict(fields.pop("entry"))
         records.append(JournalRecord(entry=entry, **fields))
         end += len(line) + 1
     return records, end
