@@ -183,8 +183,9 @@ def _model_dir_problem(model_dir: Path) -> str | None:
 
 def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | None) -> CheckResult:
     """The judge answers `GET /health` with `{"ok": true}` and, unless `score_seed` is None, judges
-    the seed candidate as valid. `score_seed` is the caller's scorer bound to the seed program
-    (e.g. `FrontierCSScorer`), so the check exercises the same client the run uses."""
+    the seed candidate as valid with a non-zero score. `score_seed` is the caller's scorer bound
+    to the seed program (e.g. `FrontierCSScorer`), so the check exercises the same client the run
+    uses."""
     url = judge_url.rstrip("/")
     fix = f"start the judge (guidance-ttt-judge, or the FrontierCS compose stack) at {url}"
     try:
@@ -201,10 +202,13 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
         verdict = score_seed()
     except Exception as exc:  # JudgeUnavailableError, unreadable seed, ...: all are "not ready"
         return _missing("judge", f"{url} healthy but scoring the seed failed: {exc}", fix)
-    if not verdict.valid:
+    if not verdict.valid or not verdict.raw_score:
+        # A seed on which every case scored 0 is a valid candidate to the run, but as a
+        # preflight answer it says the judge's problem package does not fit the task.
         return _missing(
             "judge",
-            f"{url} judged the seed {verdict.status}: {verdict.message}",
+            f"{url} judged the seed {verdict.status} with score {verdict.raw_score}: "
+            f"{verdict.message}",
             "check the judge's problem package and the task's judge_problem_id",
         )
     return _ready("judge", f"{url} healthy; seed scored {verdict.raw_score}")

@@ -3,13 +3,18 @@
 A scorer turns one candidate program into one `VerificationResult`. The FrontierCS client speaks
 the judge's HTTP protocol (multipart submit, poll `GET /result/{sid}`) and hardens what it reads:
 
-* **Candidate failures** become `invalid` with reward 0 and the judge's message: a compile error,
-  a `done` result in which no case scored, a score that disagrees with its per-case verdicts, a
-  non-finite score or ratio, an evaluation still queued at the deadline, a submission too large.
+* **A consistent `done` result is a valid candidate**, whatever its score: one in which every case
+  failed is `valid` with score 0, as in the reference (it becomes an archive child).
+* **Candidate failures** become `invalid` with reward 0 and the judge's message: a compile error
+  of the candidate, a score that disagrees with its per-case verdicts (the stderr `Ratio:`
+  exploit among them), a non-finite score or ratio, an evaluation still queued at the deadline,
+  a submission too large.
 * **Judge infrastructure faults** are never a reward: unreachable judge, 5xx, a body that is not
-  JSON or misses its fields, a judge-side exception, a result the judge lost. Each attempt that
-  hits one is retried with exponential backoff; when the attempts are spent the client raises
-  `JudgeUnavailableError` and the caller stops before reporting the slot (SPEC §10).
+  JSON or misses its fields, a judge-side exception (an `error` answer that is not the
+  candidate's compile failure, e.g. "checker compile failed"), a result the judge lost. Each
+  attempt that hits one is retried with exponential backoff; when the attempts are spent the
+  client raises `JudgeUnavailableError` and the caller stops before reporting the slot
+  (docs/judge.md).
 
 A non-finite score is `invalid`, not an infrastructure fault: the judge derives every ratio by
 regex from a case message, and a failed run's message is the candidate's own stderr, so the
@@ -46,15 +51,17 @@ CaseCheck = Callable[[Mapping[str, Any]], "str | None"]
 #: Where a task directory keeps its case check; the in-container verifier imports the same file.
 SCORE_CHECK_PATH = Path("tests") / "score_check.py"
 
-#: `error` answers whose message contains one of these are the candidate's compile failure;
-#: every other `error` answer is a judge-side exception (infrastructure). An explicit
-#: `errorKind` ("compile" or "judge", set by the local judge) takes precedence.
+#: `error` answers whose message contains one of these are the candidate's compile failure,
+#: unless the words before it name a judge-side program (`JUDGE_PROGRAMS`: "checker compile
+#: failed" is the judge's own fault); every other `error` answer is a judge-side exception
+#: (infrastructure). An explicit `errorKind` ("compile" or "judge", set by the local judge) wins.
 COMPILE_FAILURE_MARKERS = (
     "compile failed",
     "compilation failed",
     "compile error",
     "compilation error",
 )
+JUDGE_PROGRAMS = ("checker", "interactor", "validator", "testlib", "generator")
 
 SCORE_TOLERANCE = 1e-6
 MESSAGE_LIMIT = 600
@@ -269,9 +276,7 @@ def judge_verdict(
     if status == "error":
         message = str(answer.get("error", ""))
         kind = answer.get("errorKind")  # the local judge labels its errors; FrontierCS does not
-        if kind == "compile" or (
-            kind is None and any(marker in message.lower() for marker in COMPILE_FAILURE_MARKERS)
-        ):
+        if kind == "compile" or (kind is None and is_candidate_compile_failure(message)):
             return VerificationResult.failure(INVALID, _clip(message), **artifacts)
         raise JudgeFault(f"judge-side exception: {_clip(message)}")
     cases, score = answer.get("cases"), answer.get("score")
@@ -301,15 +306,23 @@ def judge_verdict(
             f"score {score!r} disagrees with 100 × mean case ratio {expected!r}", artifacts
         )
     artifacts["case_ratios"] = ratios
+    # Every case failing is still a judged candidate: valid with score 0, as in the reference.
     failed = [(i, case) for i, case in enumerate(cases, start=1) if ratios[i - 1] == 0.0]
-    if len(failed) == len(cases):
-        return VerificationResult.failure(
-            INVALID, f"no case scored; {_describe_case(*failed[0])}", **artifacts
-        )
     message = f"score {float(score):.6f} over {len(cases)} cases"
     if failed:
         message += f"; {len(failed)} cases scored 0, first: {_describe_case(*failed[0])}"
     return VerificationResult(float(score), float(score), True, VALID, _clip(message), artifacts)
+
+
+def is_candidate_compile_failure(message: str) -> bool:
+    """Whether a FrontierCS `error` message is the candidate's compile failure (a candidate
+    failure) rather than a judge-side fault such as the checker failing to compile."""
+    text = message.lower()
+    for marker in COMPILE_FAILURE_MARKERS:
+        at = text.find(marker)
+        if at >= 0 and not any(program in text[:at] for program in JUDGE_PROGRAMS):
+            return True
+    return False
 
 
 def load_case_check(path: Path) -> CaseCheck:

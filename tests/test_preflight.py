@@ -289,6 +289,19 @@ def test_seed_judged_invalid_is_missing_with_the_judge_message(judge, task_dir):
     assert "compile failed" in result.detail
 
 
+def test_seed_on_which_every_case_scored_zero_is_missing(judge, task_dir):
+    zero = {"ok": False, "status": "Runtime Error", "msg": "", "scoreRatio": 0.0}
+    judge.routes[("GET", "/result/7")] = Route(
+        200, {**DONE, "score": 0.0, "scoreUnbounded": 0.0, "cases": [zero, zero]}
+    )
+
+    result = check_judge(judge.url, seed_scorer(task_dir, judge.url))
+
+    assert not result.ready
+    assert "judged the seed valid with score 0.0" in result.detail
+    assert "judge_problem_id" in result.fix
+
+
 def test_judge_that_cannot_score_is_missing(judge, task_dir):
     judge.routes[("GET", "/result/7")] = Route(500, {"error": "boom"})
     judge.routes[("POST", "/submit")] = Route(500, {"error": "judge crashed"})

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
+from archive_builders import Spec, tree_archive
 from judge_fakes import (
     NOT_FOUND,
     QUEUED,
@@ -30,6 +31,8 @@ from harness.scorer import (
     JudgeUnavailableError,
     load_case_check,
 )
+from harness.search import rollout_entry
+from harness.state import ArchiveConfig
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 PROGRAM = "int main() { return 0; }\n"
@@ -121,13 +124,72 @@ def test_compile_error_is_invalid_with_the_judges_message() -> None:
     assert judge.count("submit") == 1
 
 
-def test_crash_on_every_case_is_invalid_naming_the_first_failure() -> None:
+def test_crash_on_every_case_is_a_valid_candidate_with_score_zero() -> None:
     crashed = done([failed_run_case("boom", status="Runtime Error")] * 2)
     with FakeJudge([SUBMITTED], [crashed]) as judge:
         verdict = scorer_for(judge.url)(PROGRAM)
-    assert verdict.status == "invalid" and verdict.reward == 0.0
-    assert verdict.message.startswith("no case scored; case 1")
+    assert (verdict.status, verdict.valid) == ("valid", True)
+    assert (verdict.reward, verdict.raw_score) == (0.0, 0.0)
+    assert verdict.message.startswith(
+        "score 0.000000 over 2 cases; 2 cases scored 0, first: case 1"
+    )
     assert "boom" in verdict.message
+
+
+def test_done_with_score_zero_becomes_a_child_and_sets_the_parents_best_child_value() -> None:
+    archive = tree_archive(
+        ArchiveConfig(rollout_n=2, groups_per_batch=1), [Spec("root", None, 30.0)]
+    )
+    parent = archive.select_parent(0, 0)
+    crashed = done([failed_run_case("", status="Time Limit Exceeded")] * 3)
+    with FakeJudge([SUBMITTED], [crashed]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    entry = rollout_entry(
+        parent=parent,
+        step=0,
+        guidance="pack rows",
+        execution_thinking="",
+        solution=PROGRAM,
+        verification=verdict,
+        raw_summary="a program that times out",
+        metadata={},
+    )
+
+    child = archive.submit(0, 0, entry)
+
+    assert child is not None and child.raw_score == 0.0 and child.parent_id == "root"
+    assert archive.nodes["root"].children == (child.id,)
+    assert archive.puct_m == {"root": 0.0}
+    assert entry.failure_mode is None and entry.verifier_reward == 0.0
+
+
+def test_every_case_failing_with_a_stderr_ratio_is_still_invalid() -> None:
+    # All cases failed, but the judge scored them from the candidate's stderr: the exploit
+    # guard wins over "a done result is a valid candidate".
+    with FakeJudge([SUBMITTED], [exploit_answer("Ratio: 1.0", cases=2)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert verdict.status == "invalid" and verdict.reward == 0.0
+    assert verdict.raw_score is None
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        "Error: checker compile failed: chk.cc:3: testlib.h: No such file",
+        "Error: Checker compilation failed",
+        "Error: interactor compile error",
+    ],
+)
+def test_judge_program_compile_failure_is_infrastructure_not_a_candidate_failure(
+    message: str,
+) -> None:
+    broken = Reply(200, {"status": "error", "error": message})
+    with (
+        FakeJudge([SUBMITTED], [broken]) as judge,
+        pytest.raises(JudgeUnavailableError, match="judge-side exception"),
+    ):
+        scorer_for(judge.url)(PROGRAM)
+    assert judge.count("submit") == 3
 
 
 def test_some_failed_cases_still_count_as_zero_in_a_valid_score() -> None:

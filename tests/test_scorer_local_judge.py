@@ -51,9 +51,12 @@ def claims_on_stderr(text: str) -> str:
     ],
 )
 def test_program_claiming_a_ratio_on_stderr_gets_reward_zero(judge: LocalJudge, claim: str) -> None:
+    # The local judge never reads a ratio from a failed run: every case scores 0, which is a
+    # judged candidate with score 0 (the fooled FrontierCS judge's case is in test_scorer.py).
     verdict = score(judge, claims_on_stderr(claim))
-    assert verdict.reward == 0.0 and verdict.raw_score is None
-    assert verdict.status == "invalid"
+    assert verdict.reward == 0.0 and verdict.raw_score == 0.0
+    assert verdict.status == "valid"
+    assert verdict.artifacts["case_ratios"] == [0.0] * CASES
 
 
 def test_seed_program_scores_its_density(judge: LocalJudge) -> None:
@@ -69,7 +72,7 @@ def test_compile_error_is_invalid_with_the_compilers_message(judge: LocalJudge) 
     assert "compil" in verdict.message.lower()
 
 
-def test_overlapping_output_is_invalid(judge: LocalJudge) -> None:
+def test_overlapping_output_is_a_valid_candidate_with_score_zero(judge: LocalJudge) -> None:
     # Every piece at the same spot: the checker's overlap verdict, no ratio.
     program = (
         '#include <cstdio>\nint main(){int n,k;long long x,y;std::scanf("%d",&n);'
@@ -78,8 +81,8 @@ def test_overlapping_output_is_invalid(judge: LocalJudge) -> None:
         'std::printf("1000 1000\\n");for(int i=0;i<n;++i)std::printf("500 500 0 0\\n");}\n'
     )
     verdict = score(judge, program)
-    assert verdict.status == "invalid" and verdict.reward == 0.0
-    assert "no case scored" in verdict.message
+    assert verdict.status == "valid" and verdict.reward == 0.0 and verdict.raw_score == 0.0
+    assert f"{CASES} cases scored 0" in verdict.message
 
 
 def test_task_verifier_reaches_the_clients_score(judge: LocalJudge, tmp_path: Path) -> None:
