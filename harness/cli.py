@@ -211,7 +211,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         service.main(argv[1:])
         return 0
     args = build_parser().parse_args(argv)
-    console = Console(width=max(Console().width, 100))
+    console = Console()
     try:
         return _COMMANDS[args.command](args, console)
     except (results.RunNotFound, ValueError, OSError, RuntimeError) as exc:

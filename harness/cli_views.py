@@ -26,6 +26,8 @@ from harness.progress import format_duration, format_tokens
 from harness.reef_status import ReefStatusClient, format_slots, read_step_status
 
 HEALTH_TIMEOUT_S = 3.0
+#: Where a missing price is set (docs/observability.md, "What did it cost?").
+PRICE_HINT = "set prices under training.config.harness.pricing in serve.yaml"
 
 
 # --- where the services are ---------------------------------------------------------------------
@@ -86,16 +88,22 @@ def status_report(
         finally:
             client.close()
     usage, cost = results.run_cost(view, prices, guidance)
+    committed = view.committed_step + 1
+    finished = not view.in_flight and (
+        (isinstance(steps_total, int) and committed >= steps_total)
+        or any(e.get("next_step") == view.next_step for e in view.events_of("run_finished"))
+    )
     return {
         "state_dir": str(view.state_dir),
         "next_step": view.next_step,
-        "committed_steps": view.committed_step + 1,
+        "committed_steps": committed,
         "steps_total": steps_total,
+        "finished": finished,
         "grid": [view.archive.config.groups_per_batch, view.archive.config.rollout_n],
         "score_direction": direction,
         "seed_score": rows[0].cumulative_best,
         "best_score": rows[-1].cumulative_best,
-        "best_update": results.best_update(rows, direction),
+        "best_step": results.best_step(rows, direction),
         "last_step": summaries[-1] if summaries else None,
         "in_flight": {
             "step": view.next_step,
@@ -126,21 +134,10 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     table = Table(box=None, show_header=False, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column(overflow="fold")
-    total = report["steps_total"]
     g, r = report["grid"]
-    state = "in progress" if report["in_flight"]["journaled"] else "next to run"
-    of_total = f" of {total}" if total else ""
     table.add_row("run", report["state_dir"])
-    table.add_row(
-        "step",
-        f"{report['next_step']} {state} ({report['committed_steps']}{of_total} committed), {g}×{r}",
-    )
-    gain = report["best_score"] - report["seed_score"]
-    table.add_row(
-        "best score",
-        f"{report['best_score']:.4f} at update {report['best_update']} "
-        f"(seed {report['seed_score']:.4f}, {gain:+.4f}; {report['score_direction']} is better)",
-    )
+    table.add_row("step", step_text(report))
+    table.add_row("best score", best_text(report))
     last = report["last_step"]
     if last:
         grad = last.get("grad_norm")
@@ -180,8 +177,34 @@ def render_status(report: dict[str, Any], console: Console) -> None:
         f"executor {format_tokens(executor['prompt_tokens'] + executor['completion_tokens'])} "
         f"({executor['calls']} calls), {guide_text}",
     )
-    table.add_row("cost so far", report["cost_text"])
+    cost_text = report["cost_text"]
+    if report["cost"]["unpriced_models"]:
+        cost_text += f"; {PRICE_HINT}"
+    table.add_row("cost so far", cost_text)
     console.print(table)
+
+
+def step_text(report: dict[str, Any]) -> str:
+    """The `step` row: `finished, 2 of 2 steps committed, 2×4`, `3 in progress (…)` or
+    `3 next to run (…)`."""
+    total, committed = report["steps_total"], report["committed_steps"]
+    g, r = report["grid"]
+    of_total = f" of {total}" if total else ""
+    if report.get("finished"):
+        return f"finished, {committed}{of_total} steps committed, {g}×{r}"
+    state = "in progress" if report["in_flight"]["journaled"] else "next to run"
+    return f"{report['next_step']} {state} ({committed}{of_total} committed), {g}×{r}"
+
+
+def best_text(report: dict[str, Any]) -> str:
+    """The `best score` row: the best, the step that reached it (or the seed), the seed's score
+    and the gain over it, and the score direction."""
+    best, seed, direction = report["best_score"], report["seed_score"], report["score_direction"]
+    better = "higher" if direction == "max" else "lower"
+    if report["best_step"] is None:
+        return f"{best:.4f}, the seed's (no step beat it yet); {better} is better"
+    step = report["best_step"]
+    return f"{best:.4f} at step {step}; seed {seed:.4f} ({best - seed:+.4f}); {better} is better"
 
 
 # --- inspect -----------------------------------------------------------------------------------
@@ -192,13 +215,19 @@ def _short(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def _step_label(entry_or_node: Any) -> str:
+    return "seed" if entry_or_node.timestep == 0 else str(entry_or_node.timestep - 1)
+
+
 def render_inspect(view: results.RunView, console: Console, top: int, cases: int) -> None:
     """Print what a run found: the `top` best candidates, the lineage of the best one with the
     guidance behind each generation, the outcome counts per step, and `cases` case studies of
-    the largest parent-to-child gains."""
+    the largest parent-to-child gains (only children that improved on their parent). Steps are
+    numbered as `status` and the progress display number them; ids in tables are shortened to
+    8 characters, the case studies print them in full."""
     archive = view.archive
     table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
-    for column in ("#", "score", "update", "node", "parent score", "summary"):
+    for column in ("#", "score", "step", "node", "parent", "summary"):
         table.add_column(column, overflow="fold")
     for rank, node in enumerate(results.best_nodes(archive, top), 1):
         entry = archive.entry_of(node.id)
@@ -206,25 +235,25 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
         table.add_row(
             str(rank),
             f"{node.raw_score:.4f}",
-            str(node.timestep),
+            _step_label(node),
             node.id[:8],
             "-" if parent is None else f"{parent:.4f}",
-            _short(entry.summary, 70),
+            _short(entry.summary, 36),
         )
     console.print(table)
 
     best = results.best_nodes(archive, 1)
     if best:
         chain = Table(title="Lineage of the best", box=box.SIMPLE_HEAD)
-        for column in ("gen", "update", "score", "change", "entry", "guidance that produced it"):
+        for column in ("gen", "step", "score", "change", "entry", "guidance that produced it"):
             chain.add_column(column, overflow="fold")
         previous = None
         for gen, node in enumerate(results.lineage(archive, best[0].id)):
             entry = archive.entry_of(node.id)
             change = "" if previous is None else f"{node.raw_score - previous:+.4f}"
-            guidance = "(seed)" if entry.timestep == 0 else _short(entry.guidance, 70)
+            guidance = "(seed)" if entry.timestep == 0 else _short(entry.guidance, 60)
             chain.add_row(
-                str(gen), str(node.timestep), f"{node.raw_score:.4f}", change, entry.id, guidance
+                str(gen), _step_label(node), f"{node.raw_score:.4f}", change, entry.id[:8], guidance
             )
             previous = node.raw_score
         console.print(chain)
@@ -234,15 +263,18 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     failures = Table(title="Outcomes per step", box=box.SIMPLE_HEAD)
     failures.add_column("step")
     for kind in kinds:
-        failures.add_column(kind, justify="right")
+        failures.add_column(kind.replace("_", " "), justify="right")
     for step, counts in modes.items():
         failures.add_row(str(step), *(str(counts.get(k, 0)) for k in kinds))
     console.print(failures)
 
-    for number, case in enumerate(results.case_studies(archive, cases), 1):
+    studies = results.case_studies(archive, cases)
+    if cases and not studies:
+        console.print(Text("No case studies: no valid child improved on its parent yet.\n"))
+    for number, case in enumerate(studies, 1):
         console.print(
             Text(
-                f"Case {number}: update {case.update}, parent {case.parent_score:.4f} → "
+                f"Case {number}: step {case.update - 1}, parent {case.parent_score:.4f} → "
                 f"child {case.candidate_score:.4f} ({case.gain:+.4f})",
                 style="bold",
             )
@@ -251,7 +283,8 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
         console.print(Text("  " + case.entry.guidance.strip().replace("\n", "\n  ")))
         console.print(Text("executor's summary of the child:", style="italic"))
         console.print(Text("  " + case.entry.summary.strip().replace("\n", "\n  ")))
-        console.print(Text(f"entry {case.entry.id}  node {case.node_id}  update {case.update}\n"))
+        node = f"node {case.node_id}" if case.node_id else "not kept as an archive node"
+        console.print(Text(f"entry {case.entry.id}\n{node}\n"))
 
 
 # --- plot ----------------------------------------------------------------------------------------

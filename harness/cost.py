@@ -115,9 +115,13 @@ class CostEstimate:
     unpriced: tuple[str, ...] = ()
 
     def describe(self) -> str:
-        """`$1.23`, or `$1.23 + unpriced z-ai/glm-5.2` when part of the run has no price."""
+        """`$1.23`; `$1.23 + unknown (no price for z-ai/glm-5.2)` when part of the usage has no
+        price; `unknown (no price for z-ai/glm-5.2)` when no priced model used any tokens."""
         text = f"${self.usd:,.2f}"
-        return f"{text} + unpriced {', '.join(self.unpriced)}" if self.unpriced else text
+        if not self.unpriced:
+            return text
+        missing = f"unknown (no price for {', '.join(self.unpriced)})"
+        return f"{text} + {missing}" if self.usd > 0 else missing
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON form: `usd` and the unpriced model list."""

@@ -6,7 +6,8 @@ thread-safe (rollouts finish on worker threads) and must never raise into the ru
 observer failing cannot be allowed to lose a rollout.
 
 Kinds and their fields (every event also gets `ts`, seconds since the epoch):
-- `run_started`: state_dir, start_step, steps, groups, rollouts
+- `run_started`: state_dir, start_step, steps, groups, rollouts, best_raw_score (the
+  archive's best when the run starts), guidance_model, executor_model
 - `step_started`: step, groups, rollouts, parents (list of node ids), resumed_slots
 - `rollout_stage`: step, group, rollout, stage (`guidance`, `executor`, `judge`, `reported`,
   `failed`)

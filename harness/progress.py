@@ -6,8 +6,13 @@ candidate failure (reward 0), `✗` failed before reporting — above a line of 
 time and an estimate of the time left. When the step's summary arrives the grid is replaced
 by one line:
 
-    step 3 | valid 121/128 | well-formed 128/128 | best 88.1183 (+1.3537) | grad norm 0.412 |
-    tokens 1.23M (executor 1.10M, guidance 0.13M) | cost $3.21
+    step 3 | valid 121/128 | well-formed 128/128 | step best 87.9021 |
+    run best 88.1183 (+1.3537) | grad norm 0.412 | tokens 1.23M (executor 1.10M, guidance
+    0.13M) | cost $3.21
+
+`step best` is the best valid score of that step alone; `run best` is the best of the whole run
+(the seed included) after it, shown only when the run's best before the step is known (the
+`run_started` event carries it), so a step worse than the seed is never called the best.
 
 Not attached to a terminal (a log file, CI), it prints plain lines instead: one per finished
 rollout, one per training phase change, errors, and the same summary line. The estimate is
@@ -75,9 +80,10 @@ def summary_line(
     usage: StepUsage | None = None,
     cost: CostEstimate | None = None,
 ) -> str:
-    """The one-line step summary from a `step_summary` event (SPEC §7 keys; `best_raw_score` is
-    the step's best). It shows the run's best after the step and its change from
-    `previous_best` (the run's best before it) when known, tokens by role and `cost` when given."""
+    """The one-line step summary from a `step_summary` event (keys in docs/observability.md;
+    `best_raw_score` is the step's own best). It shows the step's best, and the run's best after
+    the step with its change from `previous_best` (the run's best before it, the seed included)
+    when that is known; tokens by role and `cost` when given."""
     sampled = summary.get("sampled_rollouts", 0)
     parts = [
         f"step {summary.get('step')}",
@@ -85,13 +91,10 @@ def summary_line(
         f"well-formed {summary.get('well_formed_guidance')}/{sampled}",
     ]
     step_best = summary.get("best_raw_score")
-    best = run_best(direction, previous_best, step_best)
-    if best is None:
-        parts.append("best --")
-    elif previous_best is None:
-        parts.append(f"best {best:.4f}")
-    else:
-        parts.append(f"best {best:.4f} ({best - previous_best:+.4f})")
+    parts.append("step best --" if step_best is None else f"step best {step_best:.4f}")
+    if previous_best is not None:
+        best = run_best(direction, previous_best, step_best)
+        parts.append(f"run best {best:.4f} ({best - previous_best:+.4f})")
     grad = summary.get("grad_norm")
     degenerate = " (degenerate step)" if summary.get("degenerate_step") else ""
     parts.append(f"grad norm {'--' if grad is None else f'{grad:.4g}'}{degenerate}")
@@ -185,6 +188,9 @@ class ProgressDisplay:
     # --- handlers ---------------------------------------------------------------------------
 
     def _on_run_started(self, f: dict[str, Any]) -> None:
+        start_best = f.get("best_raw_score")
+        if self._best is None and isinstance(start_best, int | float):
+            self._best = float(start_best)
         self._line(
             f"run: steps {f.get('start_step')}..{(f.get('steps') or 1) - 1}, "
             f"{f.get('groups')}×{f.get('rollouts')} rollouts per step, state {f.get('state_dir')}"
@@ -264,7 +270,7 @@ class ProgressDisplay:
         line = summary_line(
             f, previous_best=self._best, direction=self._direction, usage=usage, cost=cost
         )
-        self.console.print(Text(line, style="bold"))
+        self.console.print(Text(line, style="bold"), soft_wrap=True)
         step_best = f.get("best_raw_score")
         self._best = run_best(
             self._direction, self._best, float(step_best) if step_best is not None else None
@@ -275,7 +281,9 @@ class ProgressDisplay:
 
     def _on_run_finished(self, f: dict[str, Any]) -> None:
         self._stop_live()
-        self._line(f"run finished at step {f.get('next_step')}; best {f.get('best_raw_score')}")
+        best = f.get("best_raw_score")
+        shown = f"{best:.4f}" if isinstance(best, int | float) else "--"
+        self._line(f"run finished: {f.get('next_step')} steps committed; run best {shown}")
 
     def _on_error(self, f: dict[str, Any]) -> None:
         self._line(f"error in {f.get('where')}: {f.get('message')}", "bold red")
@@ -334,11 +342,20 @@ class ProgressDisplay:
                 grid.add_row(f"g{g}", row)
             counts = self.counts()
             done = step.finished()
-            valid = sum(1 for s in step.statuses.values() if s == "valid")
+            reported = Counter(
+                step.statuses.get(slot)
+                for slot, stage in step.stages.items()
+                if stage == "reported"
+            )
+            candidate_failures = sum(
+                n for status, n in reported.items() if status not in (None, "valid", "resumed")
+            )
+            resumed = f" · resumed {step.resumed}" if step.resumed else ""
             flight = ", ".join(f"{k} {counts[k]}" for k in ("guidance", "executor", "judge"))
             header = Text(
-                f"step {step.step} · {done}/{step.total} done · valid {valid} · "
-                f"failed {counts['failed']} · in flight: {flight} · "
+                f"step {step.step} · {done}/{step.total} done · valid {reported['valid']} · "
+                f"candidate failures {candidate_failures} · failed {counts['failed']}{resumed} · "
+                f"in flight: {flight} · "
                 f"elapsed {format_duration(self._elapsed(step))} · "
                 f"eta {format_duration(self._eta(step, done))}"
             )

@@ -38,6 +38,8 @@ RUN_DIR = RESUME_STATE.parent  # guidance-run
 #: Where the run keeps its archive store, relative to the state directory (`harness.runner`).
 STORE_CANDIDATES = (RUN_DIR / "archive",)
 COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
+#: The model name `models` gives when the state directory does not record it yet.
+UNKNOWN_MODEL = "unknown model"
 
 
 class RunNotFound(FileNotFoundError):
@@ -171,6 +173,18 @@ def best_update(rows: Sequence[TrajectoryRow], direction: str) -> int:
     return next(r.update for r in rows if not better(direction, final, r.cumulative_best))
 
 
+def best_step(rows: Sequence[TrajectoryRow], direction: str) -> int | None:
+    """The step (0-based, as the CLI and progress count them) whose rollouts first reached the
+    final cumulative best; None when no step beat the seed."""
+    update = best_update(rows, direction)
+    return None if update == 0 else update - 1
+
+
+def step_of(entry: LibraryEntry) -> int | None:
+    """The step that made `entry` (None for the seed and its replicas)."""
+    return entry.timestep - 1 if entry.timestep >= 1 else None
+
+
 def trajectory_csv(rows: Iterable[TrajectoryRow]) -> str:
     """The rows as CSV text with the header (`repr` floats, an empty valid count for the seed)."""
     out = io.StringIO()
@@ -259,8 +273,8 @@ def parent_score(archive: Archive, entry: LibraryEntry) -> float | None:
 
 
 def case_studies(archive: Archive, limit: int) -> list[CaseStudy]:
-    """The `limit` valid rollouts that improved most on their parent, largest gain first (ties:
-    earlier update, then entry id)."""
+    """The `limit` valid rollouts that improved on their parent (gain > 0) most, largest gain
+    first (ties: earlier update, then entry id); fewer, or none, when fewer improved."""
     sign = 1.0 if archive.config.score_direction == "max" else -1.0
     node_of_entry = {n.entry_id: n.id for n in archive.nodes.values()}
     cases = []
@@ -269,6 +283,8 @@ def case_studies(archive: Archive, limit: int) -> list[CaseStudy]:
         if parent is None or not entry.is_valid:
             continue
         child = float(entry.verifier_raw_score)  # type: ignore[arg-type] - is_valid checked
+        if sign * (child - parent) <= 0:
+            continue
         cases.append(
             CaseStudy(
                 entry.timestep,
@@ -329,11 +345,19 @@ def run_usage(
 
 
 def models(view: RunView) -> tuple[str, str]:
-    """(guidance model, executor model) ids from the resume state (`?` when not yet known)."""
-    if view.resume is None:
-        return "?", "?"
-    executor = view.resume.executor_backend.get("model") or view.resume.identity.executor
-    return view.resume.identity.model, str(executor)
+    """(guidance model, executor model) ids: from the resume state, or before the first commit
+    from the last `run_started` event and the journaled entries' executor backend (`unknown`
+    when none of them names it)."""
+    if view.resume is not None:
+        executor = view.resume.executor_backend.get("model") or view.resume.identity.executor
+        return view.resume.identity.model, str(executor)
+    started = view.events_of("run_started")
+    last = started[-1] if started else {}
+    backends = [e.metadata.get("execution_backend") for _, _, e in view.in_flight]
+    named = [str(b["model"]) for b in backends if isinstance(b, dict) and b.get("model")]
+    guide = last.get("guidance_model") or UNKNOWN_MODEL
+    executor = last.get("executor_model") or (named[0] if named else UNKNOWN_MODEL)
+    return str(guide), str(executor)
 
 
 def run_cost(

@@ -200,6 +200,9 @@ def run_steps(
             steps=start.steps,
             groups=settings.groups_per_step,
             rollouts=settings.rollouts_per_group,
+            best_raw_score=_best_score(archive),
+            guidance_model=settings.model,
+            executor_model=services.executor.backend.model,
         )
         harness = GuidanceHarness(
             archive=archive,
@@ -248,6 +251,12 @@ def run_steps(
         raise
     finally:
         store.close()
+
+
+def _best_score(archive: Archive) -> float | None:
+    """The archive's best raw score (the seed's before the first step), for the progress line."""
+    best = archive.best_entry()
+    return None if best is None else best.verifier_raw_score
 
 
 def _open_store(root: Path, config: ArchiveConfig, task_dir: Path) -> ArchiveStore:

@@ -5,7 +5,9 @@ but with scripted model answers and judge verdicts: the real `Archive` selects p
 PUCT), the real `ArchiveStore` journals every rollout and commits every step, `ResumeState`
 writes `resume-state.json` with the controller's own step summaries (`StepOutcome.summary`),
 and the real `EventLog` writes `events.jsonl`. The last step is left in flight with some slots
-journaled, as after a crash or while a run is going. Nothing here talks to a model, a judge or
+journaled, as after a crash or while a run is going; with `in_flight_slots=0` the run is a
+finished one (its `run_started` asked for exactly the committed steps, and `run_finished` is
+logged, as `harness.runner` does). Nothing here talks to a model, a judge or
 Reef: verdicts and token counts come from a seeded generator, and the train metrics are the
 illustrative ones a bridge fake would report.
 
@@ -59,6 +61,7 @@ class FixtureRun:
     statuses: dict[int, dict[str, int]] = field(default_factory=dict)  # step -> status counts
     cumulative_best: list[float] = field(default_factory=list)  # per update 0..committed
     valid: list[int] = field(default_factory=list)  # per step
+    step_best: list[float | None] = field(default_factory=list)  # per step, valid only
     in_flight_done: list[tuple[int, int]] = field(default_factory=list)
     executor_tokens: tuple[int, int] = (0, 0)  # committed + in-flight (prompt, completion)
     guidance_tokens: tuple[int, int] = (0, 0)
@@ -99,6 +102,7 @@ def _rollout(
     r: int,
     parent_entry: LibraryEntry,
     parent_node_id: str,
+    score_change: tuple[float, float],
 ) -> tuple[LibraryEntry, dict[str, int], dict[str, int] | None]:
     status = _status_for(rng, g, r)
     guidance_usage = {"prompt_tokens": 900 + rng.randrange(200), "completion_tokens": 300}
@@ -108,7 +112,7 @@ def _rollout(
         None if status == GUIDANCE_FORMAT_ERROR else f"Step {step} idea {g}.{r}: try ring {r}"
     )
     if status == VALID:
-        score = round(min(parent_score + rng.uniform(-2.0, 9.0), 99.0), 4)
+        score = round(min(parent_score + rng.uniform(*score_change), 99.0), 4)
         verdict = VerificationResult(score / 100, score, True, VALID, "70/70 cases accepted")
         solution: str | None = f"// step {step} g{g} r{r}\nint main() {{ return {r}; }}"
     elif status == GUIDANCE_FORMAT_ERROR:
@@ -159,9 +163,12 @@ def build_state_dir(
     committed_steps: int = 3,
     in_flight_slots: int = 3,
     seed: int = 7,
+    score_change: tuple[float, float] = (-2.0, 9.0),
 ) -> FixtureRun:
     """Play `committed_steps` committed steps and one in-flight step with `in_flight_slots`
-    journaled rollouts into `state_dir`, with the real store, resume state and event log."""
+    journaled rollouts into `state_dir`, with the real store, resume state and event log. A
+    valid child scores its parent's score plus a change drawn uniformly from `score_change`
+    (`(0.0, 0.0)`: every valid child is an unchanged copy of its parent)."""
     rng = random.Random(seed)
     config = ArchiveConfig(rollout_n=rollouts, groups_per_batch=groups)
     archive = Archive.from_seed(config, _seed())
@@ -179,9 +186,12 @@ def build_state_dir(
         "run_started",
         state_dir=str(state_dir),
         start_step=0,
-        steps=total_steps + 2,
+        steps=total_steps + 2 if in_flight_slots else committed_steps,
         groups=groups,
         rollouts=rollouts,
+        best_raw_score=SEED_SCORE,
+        guidance_model=GUIDANCE_MODEL,
+        executor_model=EXECUTOR_MODEL,
     )
     for step in range(total_steps):
         parents = archive.select_parents(step)
@@ -199,10 +209,11 @@ def build_state_dir(
             slots = slots[:in_flight_slots]
         rewards: list[list[float]] = [[] for _ in range(groups)]
         counts: dict[str, int] = {}
+        step_best: float | None = None
         for g, r in slots:
             parent = parents[g]
             entry, guide_usage, exec_usage = _rollout(
-                rng, archive, step, g, r, archive.entry_of(parent.id), parent.id
+                rng, archive, step, g, r, archive.entry_of(parent.id), parent.id, score_change
             )
             store.record_rollout(archive, step, g, r, entry)
             for role, usage in (("guidance", guide_usage), ("executor", exec_usage)):
@@ -229,6 +240,8 @@ def build_state_dir(
             rewards[g].append(entry.verifier_reward)
             counts[entry.verifier_status] = counts.get(entry.verifier_status, 0) + 1
             score = entry.verifier_raw_score
+            if entry.is_valid and score is not None:
+                step_best = score if step_best is None else max(step_best, score)
             if entry.is_valid and score is not None and score > best:
                 best, best_entry, best_update = score, entry, step + 1
         if in_flight:
@@ -241,7 +254,7 @@ def build_state_dir(
             group_rewards=rewards,
             valid_rollouts=valid,
             well_formed_guidance=groups * rollouts - counts.get(GUIDANCE_FORMAT_ERROR, 0),
-            best_raw_score=best,
+            best_raw_score=step_best,  # the step's own best, as `harness.agent.step_outcome`
         )
         metrics = {"train/grad_norm": 0.4 + step / 10, "train/global_batch_size": groups * rollouts}
         summary = outcome.summary(rollouts, metrics, False)
@@ -258,7 +271,10 @@ def build_state_dir(
         events.emit("step_committed", step=step, next_step=step + 1)
         fact.statuses[step] = counts
         fact.valid.append(valid)
+        fact.step_best.append(step_best)
         fact.cumulative_best.append(best)
+    if not in_flight_slots:
+        events.emit("run_finished", next_step=committed_steps, best_raw_score=best)
     events.close()
     store.close()
     fact.best_score = best

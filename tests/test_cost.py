@@ -53,7 +53,8 @@ def test_estimate_sums_priced_models_and_names_unpriced_ones():
         }
     )
     assert estimate == CostEstimate(3.0, ("mystery", "unlisted"))
-    assert estimate.describe() == "$3.00 + unpriced mystery, unlisted"
+    assert estimate.describe() == "$3.00 + unknown (no price for mystery, unlisted)"
+    assert CostEstimate(0.0, ("z-ai/glm-5.2",)).describe() == "unknown (no price for z-ai/glm-5.2)"
     assert CostEstimate(12.345).describe() == "$12.35"
 
 

@@ -97,8 +97,8 @@ def test_plain_lines_without_a_terminal_report_each_rollout_with_counts_and_esti
         "training step 0: training (0:12)"  # printed once per phase, not per poll
     ]
     assert lines[-1] == (
-        "step 0 | valid 6/8 | well-formed 7/8 | best 31.5000 (+3.6895) | grad norm 0.4123 | "
-        "tokens 12.0k (executor 10.0k, guidance 2.0k)"
+        "step 0 | valid 6/8 | well-formed 7/8 | step best 31.5000 | run best 31.5000 (+3.6895) | "
+        "grad norm 0.4123 | tokens 12.0k (executor 10.0k, guidance 2.0k)"
     )
 
 
@@ -128,14 +128,16 @@ def test_terminal_draws_the_grid_of_stages_then_replaces_it_with_the_summary():
     text = ANSI.sub("", rendered.getvalue())
     assert "g0 gej·" in text  # guidance, executor, judge, waiting
     assert "g1 ●○✗●" in text  # valid, candidate failure, failed, resumed
-    assert "step 4 · 4/8 done · valid 1 · failed 1" in text  # 3 reported + 1 failed
+    # 1 valid + 1 candidate failure + 1 failed + 1 resumed: every done slot counted once
+    assert "step 4 · 4/8 done · valid 1 · candidate failures 1 · failed 1 · resumed 1" in text
     display.emit("step_summary", **{**SUMMARY, "step": 4})
     display.close()
     output = buffer.getvalue()
     assert "\x1b[" in output  # drawn with escape codes on a terminal
     plain = ANSI.sub("", output)
     assert "step 4: 2×4 rollouts, 1 resumed from the journal" in plain
-    assert "step 4 | valid 6/8 | well-formed 7/8 | best 31.5000 | grad norm 0.4123" in plain
+    # no run best known before the step: only the step's own best, never called the run's
+    assert "step 4 | valid 6/8 | well-formed 7/8 | step best 31.5000 | grad norm 0.4123" in plain
 
 
 def test_concurrent_events_from_worker_threads_are_all_counted():
@@ -190,14 +192,43 @@ def test_summary_line_shows_cost_and_a_degenerate_step():
         usage=usage,
         cost=cost,
     )
-    assert "best 25.0000 (+0.0000)" in line  # a worse step leaves the run's best unchanged
+    assert "step best 20.0000 | run best 25.0000 (+0.0000)" in line  # a worse step: unchanged
     assert "grad norm -- (degenerate step)" in line
     assert "tokens 2.13M (executor 2.00M, guidance 130.0k)" in line
     assert line.endswith(f"cost ${0.6 * 1.5 + 2.2 * 0.5:,.2f}")
     low = summary_line({**SUMMARY, "best_raw_score": 900.0}, previous_best=1000.0, direction="min")
-    assert "best 900.0000 (-100.0000)" in low
+    assert "run best 900.0000 (-100.0000)" in low
     unpriced = CostEstimate(1.0, ("z-ai/glm-5.2",))
-    assert summary_line(SUMMARY, cost=unpriced).endswith("cost $1.00 + unpriced z-ai/glm-5.2")
+    unknown = "cost $1.00 + unknown (no price for z-ai/glm-5.2)"
+    assert summary_line(SUMMARY, cost=unpriced).endswith(unknown)
+
+
+def test_a_step_below_the_seed_is_never_called_the_runs_best():
+    """The run's best before the first step is the seed's score, carried by `run_started`; a
+    first step that stays below it shows as the step's best, and the run best stays the seed's.
+    The final line rounds the score as every other line does."""
+    console, buffer = _console(terminal=False)
+    display = ProgressDisplay(console)
+    display.emit(
+        "run_started",
+        state_dir="s",
+        start_step=0,
+        steps=2,
+        groups=2,
+        rollouts=4,
+        best_raw_score=45.80666666666666,
+    )
+    display.emit("step_started", step=0, groups=2, rollouts=4, parents=["a", "b"], resumed_slots=[])
+    display.emit("step_summary", **{**SUMMARY, "best_raw_score": 31.5}, usage=None)
+    display.emit("step_started", step=1, groups=2, rollouts=4, parents=["a", "b"], resumed_slots=[])
+    display.emit("step_summary", **{**SUMMARY, "step": 1, "best_raw_score": 50.25}, usage=None)
+    display.emit("run_finished", next_step=2, best_raw_score=50.250000000000014)
+    display.close()
+    lines = buffer.getvalue().splitlines()
+    first, second = (line for line in lines if line.startswith("step ") and " | " in line)
+    assert "step best 31.5000 | run best 45.8067 (+0.0000)" in first
+    assert "step best 50.2500 | run best 50.2500 (+4.4433)" in second
+    assert lines[-1] == "run finished: 2 steps committed; run best 50.2500"
 
 
 @pytest.mark.parametrize(
