@@ -32,6 +32,7 @@ import hashlib
 import importlib.util
 import logging
 import math
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -124,12 +125,25 @@ class JudgeSettings:
             )
 
 
+_SUBMIT_LOCKS: dict[str, threading.Lock] = {}
+_SUBMIT_LOCKS_GUARD = threading.Lock()
+
+
+def _submit_lock(base_url: str) -> threading.Lock:
+    """The one lock that serialises `POST /submit` to a judge URL across every client of this
+    process."""
+    with _SUBMIT_LOCKS_GUARD:
+        return _SUBMIT_LOCKS.setdefault(base_url.rstrip("/"), threading.Lock())
+
+
 class FrontierCSScorer:
     """A `Scorer` backed by a FrontierCS-protocol judge (the external one or `judges/`).
 
     Thread-safe: rollouts score concurrently from a worker pool through one shared connection
     pool (one TLS context and keep-alive connections, instead of a client per candidate, which
-    cost ~20 ms of CPU each). Call `close()` when done.
+    cost ~20 ms of CPU each). Submits to one judge URL are serialised across every client of the
+    process (the FrontierCS judge gives concurrent submits the same sid); polling stays
+    concurrent. Call `close()` when done.
     """
 
     def __init__(self, settings: JudgeSettings, case_check: CaseCheck | None = None) -> None:
@@ -181,9 +195,13 @@ class FrontierCSScorer:
         )
 
     def _evaluate_once(self, code: str, attempt: int) -> VerificationResult:
-        started = time.monotonic()
-        deadline = started + self.settings.deadline_s
-        sid = self._submit(self._client, code, deadline)
+        # One submit at a time per judge: the FrontierCS Node judge hands the same sid to
+        # concurrent submits (and then serves one program's result to all of them). The deadline
+        # starts once this client may submit, so queueing here costs no judging time.
+        with _submit_lock(self.settings.base_url):
+            started = time.monotonic()
+            deadline = started + self.settings.deadline_s
+            sid = self._submit(self._client, code, deadline)
         if isinstance(sid, VerificationResult):
             return sid
         answer = self._poll(self._client, sid, deadline)

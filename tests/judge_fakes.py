@@ -20,6 +20,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from email.parser import BytesParser
@@ -118,6 +119,94 @@ class FakeJudge:
                     self.wfile.write(raw)
                 except OSError:  # the client gave up on a hanging answer
                     pass
+
+        return Handler
+
+
+class RacySidJudge:
+    """A judge with the FrontierCS Node judge's submit race (January 2026 version): a submit reads
+    the next sid, spends `window_s` storing the program (an await in the real judge), and only
+    then advances the counter, so submits that overlap get the same sid and the last program
+    stored under it is the one judged for all of them.
+
+    A program's result is one problem-0 checker case with `cells` cells on a 10×10 board, read
+    from a `// cells N` line of the program, so the score (= N) tells whose program was judged.
+    """
+
+    def __init__(self, window_s: float = 0.15) -> None:
+        self.window_s = window_s
+        self.next_sid = 1
+        self.programs: dict[int, str] = {}
+        self.sids_given: list[int] = []
+        self.in_submit = 0
+        self.max_in_submit = 0
+        self.polls_during_submit = 0
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def __enter__(self) -> RacySidJudge:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _submit(self, program: str) -> int:
+        with self._lock:
+            sid = self.next_sid
+            self.in_submit += 1
+            self.max_in_submit = max(self.max_in_submit, self.in_submit)
+        time.sleep(self.window_s)  # the await between reading and advancing the counter
+        with self._lock:
+            self.next_sid = sid + 1
+            self.programs[sid] = program
+            self.sids_given.append(sid)
+            self.in_submit -= 1
+        return sid
+
+    def _result(self, sid: int) -> Reply:
+        with self._lock:
+            program = self.programs.get(sid)
+            self.polls_during_submit += self.in_submit > 0
+        found = re.search(r"// cells (\d+)", program or "")
+        if found is None:
+            return Reply(404, {"error": "not found"})
+        return done([checker_case(int(found[1]), 10, 10)])
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        judge = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                _, files = _parse_multipart(
+                    self.headers.get("Content-Type", ""), self.rfile.read(length)
+                )
+                sid = judge._submit(files["code"][2].decode())
+                self._answer(Reply(200, {"sid": sid}))
+
+            def do_GET(self) -> None:
+                found = re.fullmatch(r"/result/(\d+)", self.path)
+                reply = judge._result(int(found[1])) if found else Reply(404, {})
+                self._answer(reply)
+
+            def _answer(self, reply: Reply) -> None:
+                raw = json.dumps(reply.body).encode()
+                self.send_response(reply.status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(raw)))
+                self.end_headers()
+                self.wfile.write(raw)
 
         return Handler
 

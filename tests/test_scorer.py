@@ -7,9 +7,12 @@ whole file runs in a few seconds.
 from __future__ import annotations
 
 import math
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx
 import pytest
 from archive_builders import Spec, tree_archive
 from judge_fakes import (
@@ -17,6 +20,7 @@ from judge_fakes import (
     QUEUED,
     SUBMITTED,
     FakeJudge,
+    RacySidJudge,
     Reply,
     checker_case,
     closed_port_url,
@@ -350,3 +354,45 @@ def test_task_without_a_case_check_gets_only_the_generic_hardening(tmp_path: Pat
     scorer = FrontierCSScorer.for_task(tmp_path, "http://127.0.0.1:1", "0")
     assert scorer.case_check is None
     assert FrontierCSScorer.for_task(TASK_DIR, "http://127.0.0.1:1", "0").case_check is not None
+
+
+# --- concurrent submits to the FrontierCS judge -------------------------------------------------
+
+
+def cells_program(cells: int) -> str:
+    return f"// cells {cells}\nint main() {{ return 0; }}\n"
+
+
+def test_the_racy_judge_gives_overlapping_submits_the_same_sid() -> None:
+    # The fake reproduces the race: four submits at once, fewer than four distinct sids.
+    start = threading.Barrier(4)
+
+    def submit(cells: int) -> int:
+        start.wait()
+        response = httpx.post(
+            f"{judge.url}/submit",
+            data={"pid": "0", "lang": "cpp"},
+            files={"code": ("solution.cpp", cells_program(cells).encode(), "text/x-c++src")},
+            timeout=10,
+        )
+        return response.json()["sid"]
+
+    with RacySidJudge() as judge, ThreadPoolExecutor(4) as pool:
+        sids = list(pool.map(submit, [10, 20, 30, 40]))
+    assert len(set(sids)) < 4
+
+
+def test_concurrent_scoring_submits_one_at_a_time_so_each_candidate_gets_its_own_result() -> None:
+    cells = [5 * k for k in range(1, 13)]  # 12 candidates, each with its own score
+    with RacySidJudge() as judge:
+        scorers = [scorer_for(judge.url, deadline_s=30.0), scorer_for(judge.url, deadline_s=30.0)]
+        with ThreadPoolExecutor(4) as pool:
+            verdicts = list(
+                pool.map(lambda i: scorers[i % 2](cells_program(cells[i])), range(len(cells)))
+            )
+        for scorer in scorers:
+            scorer.close()
+    assert [v.raw_score for v in verdicts] == pytest.approx([float(c) for c in cells])
+    assert len({v.artifacts["judge_sid"] for v in verdicts}) == 12
+    assert judge.max_in_submit == 1, "submits to one judge URL must not overlap"
+    assert judge.polls_during_submit > 0, "polling must go on while another candidate submits"
