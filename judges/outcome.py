@@ -28,11 +28,14 @@ class Limits:
 
     cpu_seconds: float
     wall_seconds: float
-    memory_bytes: int  # RLIMIT_AS
+    memory_bytes: int  # the run's cgroup memory bound, and RLIMIT_AS unless address_space=False
     processes: int  # RLIMIT_NPROC, counted inside the sandbox's user namespace
     file_bytes: int  # RLIMIT_FSIZE: caps every file written, stdout and stderr included
     tmpfs_bytes: int  # size of the private /tmp
     stack_bytes: int = 0  # RLIMIT_STACK; 0 keeps the default
+    # False leaves the address space unlimited, for runtimes that reserve large virtual areas
+    # (e.g. Python with numpy); only sound where a cgroup bounds the run's memory.
+    address_space: bool = True
 
 
 @dataclass(frozen=True)
@@ -86,20 +89,32 @@ class Report:
             return None
 
 
-def classify(report: Report, limits: Limits, stdout_bytes: int, output_cap: int) -> tuple[str, str]:
+def classify(
+    report: Report,
+    limits: Limits,
+    stdout_bytes: int,
+    output_cap: int,
+    oom_kills: int = 0,
+) -> tuple[str, str]:
     """Status and human-readable detail of a finished program (pure function).
 
-    Order: time (wall-clock kill, CPU over the limit, SIGXCPU), output (over the cap, SIGXFSZ),
-    memory (failed near the address-space limit), signal, exit status, accepted.
+    Order: memory (the run's cgroup killed a process at its bound), time (wall-clock kill, CPU
+    over the limit, SIGXCPU), output (over the cap, SIGXFSZ), memory (failed near the limit),
+    signal, exit status, accepted. `report.memory_bytes` is the run's peak (the group's).
     """
     cpu = report.cpu_ns / 1e9
     sig = report.signal
+    if oom_kills:
+        return MEMORY_LIMIT, memory_exceeded(oom_kills, limits.memory_bytes)
     if report.timed_out:
         return TIME_LIMIT, f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
     if cpu > limits.cpu_seconds or sig == signal.SIGXCPU:
         return TIME_LIMIT, f"CPU time {cpu:.3f} s exceeds the limit of {limits.cpu_seconds:g} s"
-    if stdout_bytes > output_cap or sig == signal.SIGXFSZ:
+    if stdout_bytes > output_cap:
         return OUTPUT_LIMIT, f"output exceeds the limit of {output_cap} bytes"
+    if sig == signal.SIGXFSZ:
+        limit = limits.file_bytes
+        return OUTPUT_LIMIT, f"a file it wrote exceeds the file-size limit of {limit} bytes"
     failed = sig is not None or report.exit_code != 0
     if failed and report.memory_bytes >= _MEMORY_FAILURE_FRACTION * limits.memory_bytes:
         return MEMORY_LIMIT, (
@@ -115,3 +130,11 @@ def classify(report: Report, limits: Limits, stdout_bytes: int, output_cap: int)
     if report.exit_code != 0:
         return NONZERO_EXIT, f"exit status {report.exit_code}"
     return ACCEPTED, "exit status 0"
+
+
+def memory_exceeded(oom_kills: int, limit_bytes: int) -> str:
+    """The detail of a run whose cgroup reached its memory bound and killed its processes."""
+    return (
+        f"the run's processes together reached the memory limit of {limit_bytes} bytes; "
+        f"the kernel killed {oom_kills} of them"
+    )

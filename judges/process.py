@@ -5,6 +5,7 @@
 
 The service is started with `--port 0`; its announced line `judge listening on http://…` gives
 the URL. `stop()` sends SIGTERM and returns the exit status (0 for a clean stop).
+`cgroup_missing()` says whether runs can be bounded by a cgroup here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,19 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
+from judges.cgroups import CgroupUnavailable, detect
+
 _ANNOUNCE = re.compile(r"judge listening on (http://\S+)")
+
+
+def cgroup_missing() -> str | None:
+    """None where the judge can bound runs with a cgroup here, else the one-line reason
+    (tests skip what needs the bound with it)."""
+    try:
+        detect("auto").close()
+    except CgroupUnavailable as error:
+        return f"no cgroup bound on this host: {error}"
+    return None
 
 
 class JudgeProcess:
@@ -34,7 +47,14 @@ class JudgeProcess:
         self.log_path = Path(state_dir) / "service.log"
 
     def start(self) -> JudgeProcess:
-        """Start the service and wait for its announcement; RuntimeError with its log if not."""
+        """Start the service and wait for its announcement; RuntimeError with its log if not.
+
+        Where no cgroup can bound runs on this host and the flags do not choose, the service is
+        started with `--accept-per-process-limits` (tests that need the bound skip themselves).
+        """
+        chosen = {"--cgroup", "--accept-per-process-limits"} & set(self.command)
+        if not chosen and cgroup_missing() is not None:
+            self.command.append("--accept-per-process-limits")
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
         self.process = subprocess.Popen(

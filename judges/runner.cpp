@@ -2,10 +2,12 @@
 // candidate. Compiled by the judge at startup (see judges/sandbox.py); not candidate code.
 //
 // usage: judge-runner REPORT_FD WALL_MS CPU_SOFT CPU_HARD AS_BYTES NPROC FSIZE STACK -- CMD...
+//        judge-runner --enter-cgroups FD[,FD...] -- CMD...   (outside the sandbox, see below)
 //
 // It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so orphans are re-parented
 // to it and the program cannot signal it. It sets the rlimits on the program only (CPU seconds
-// soft/hard, address space, processes, file size, stack when STACK > 0, no core dumps), runs
+// soft/hard, address space when AS > 0, processes, file size, stack when STACK > 0, no core
+// dumps) and makes the program the first victim of an out-of-memory kill, runs
 // it, kills it at WALL_MS, then kills and reaps every leftover process and writes one report
 // line to REPORT_FD, after a first line `started` written as soon as the sandbox is up:
 //   exit=<status|-1> signal=<number|0> cpu_ns=<n> wall_ns=<n> maxrss_kb=<n> timed_out=<0|1>
@@ -59,7 +61,28 @@ static long long nanoseconds(const struct timeval& value) {
     return (long long)value.tv_sec * 1000000000LL + (long long)value.tv_usec * 1000LL;
 }
 
+// Outside the sandbox: write "0" (this process) to each inherited cgroup.procs descriptor,
+// close them and execute CMD, so bubblewrap and everything it starts is in the run's groups.
+static int enter_cgroups(int argc, char** argv) {
+    if (argc < 5 || strcmp(argv[3], "--") != 0) {
+        fprintf(stderr, "usage: judge-runner --enter-cgroups FD[,FD...] -- CMD...\n");
+        return 125;
+    }
+    for (char* item = strtok(argv[2], ","); item != nullptr; item = strtok(nullptr, ",")) {
+        int fd = (int)parse(item, "cgroup.procs fd");
+        if (write(fd, "0", 1) != 1) {
+            fprintf(stderr, "judge-runner: cannot enter the run's cgroup: %s\n", strerror(errno));
+            return 125;
+        }
+        close(fd);
+    }
+    execv(argv[4], argv + 4);
+    fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[4], strerror(errno));
+    return 125;
+}
+
 int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "--enter-cgroups") == 0) return enter_cgroups(argc, argv);
     if (argc < 11 || strcmp(argv[9], "--") != 0) {
         fprintf(stderr, "usage: judge-runner FD WALL_MS CPU_SOFT CPU_HARD AS NPROC FSIZE STACK -- CMD...\n");
         return 120;
@@ -87,10 +110,16 @@ int main(int argc, char** argv) {
     if (pid == 0) {
         limit(RLIMIT_CORE, 0, 0);
         limit(RLIMIT_CPU, cpu_soft, cpu_hard);
-        limit(RLIMIT_AS, address_space, address_space);
+        if (address_space > 0) limit(RLIMIT_AS, address_space, address_space);
         limit(RLIMIT_FSIZE, file_size, file_size);
         if (stack > 0) limit(RLIMIT_STACK, stack, stack);
         limit(RLIMIT_NPROC, processes, processes);
+        // Under a memory bound, the kernel's OOM killer picks the program, not this supervisor.
+        int adjust = open("/proc/self/oom_score_adj", O_WRONLY);
+        if (adjust >= 0) {
+            if (write(adjust, "1000", 4) != 4) perror("judge-runner: oom_score_adj");
+            close(adjust);
+        }
         execvp(argv[10], argv + 10);
         fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[10], strerror(errno));
         _exit(127);

@@ -1,10 +1,11 @@
-"""Run untrusted programs (the compiler, then the candidate) under bubblewrap with rlimits.
+"""Run untrusted programs (the compiler, then the candidate) under bubblewrap, a cgroup and rlimits.
 
 Every sandboxed program runs inside `bwrap` with new user, PID, IPC, UTS, network and cgroup
-namespaces (`--unshare-all`: no network, only a loopback of its own); no host file system except
-read-only `/usr` (with the `/bin`, `/lib*` links and the loader cache); a fresh `/proc`, a minimal
-`/dev`; a private, size-limited tmpfs at `/tmp` as the only writable place at run time;
-`--die-with-parent` and `--new-session`.
+namespaces (`--unshare-all`: no network, only a loopback of its own); no further user
+namespace can be created inside (`--disable-userns`, so no mount of an unsized tmpfs); no host
+file system except read-only `/usr` (with the `/bin`, `/lib*` links and the loader cache); a
+fresh `/proc`, a minimal `/dev`; a private, size-limited tmpfs at `/tmp` as the only writable
+place at run time; `--die-with-parent` and `--new-session`.
 
 Inside, `judge-runner` (judges/runner.cpp, built at startup) is PID 1 of the sandbox, so the
 program can neither kill nor stop it, and it is not dumpable, so its report descriptor is out of
@@ -13,6 +14,12 @@ limit), stack, processes, file size (this also caps stdout and stderr, which are
 the judge) and no core dumps — kills it at the wall-clock limit, kills its leftovers and reports
 exit status, signal, CPU time and peak memory, which bubblewrap alone would lose. A timer in the
 judge kills the whole sandbox a few seconds later still, should anything hang.
+
+With a cgroup bound (`judges.cgroups`), each run gets its own group before bubblewrap starts:
+the memory of all its processes together — tmpfs and memfd pages included — is held to the
+memory limit without swap, its processes to the process limit, its reported memory is the
+group's peak and a kill at the bound is Memory Limit Exceeded. Without one, only the
+per-process rlimits apply (the service refuses that unless told to accept it).
 
 The judge's own files (sources, state directory, test data) are never mounted: input arrives on
 stdin from a sealed in-memory file (a copy the program cannot write to, even by reopening
@@ -29,6 +36,7 @@ the thread that started it, which is why those threads live as long as the servi
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import fcntl
 import logging
 import math
@@ -41,14 +49,17 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
+from judges.cgroups import CgroupBound, GroupUsage, RunGroup
 from judges.outcome import (
     INTERNAL_ERROR,
+    MEMORY_LIMIT,
     SIGNALLED,
     TIME_LIMIT,
     Limits,
     Report,
     RunOutcome,
     classify,
+    memory_exceeded,
 )
 
 log = logging.getLogger("judges.sandbox")
@@ -71,10 +82,16 @@ class Sandbox:
     `scratch` is a directory for the runner binary and the programs' build and output files; it
     must be traversable by the sandbox uid (the constructor sets mode 0711). `uid`/`gid` are
     used only when the judge runs as root; otherwise programs keep the judge's own uid.
+    `bound` (from `judges.cgroups.detect`) puts each run in its own cgroup; without it only
+    the per-process rlimits apply.
     """
 
     def __init__(
-        self, scratch: Path, uid: int = DEFAULT_SANDBOX_UID, gid: int | None = None
+        self,
+        scratch: Path,
+        uid: int = DEFAULT_SANDBOX_UID,
+        gid: int | None = None,
+        bound: CgroupBound | None = None,
     ) -> None:
         missing = [tool for tool in ("bwrap", "g++") if shutil.which(tool) is None]
         if missing:
@@ -82,6 +99,7 @@ class Sandbox:
                 f"not found on PATH: {missing}; install the Debian packages bubblewrap and g++"
             )
         self._bwrap = shutil.which("bwrap") or "bwrap"
+        self.bound = bound
         self._as_root = os.geteuid() == 0
         self.uid = uid if self._as_root else os.geteuid()
         self.gid = (uid if gid is None else gid) if self._as_root else os.getegid()
@@ -127,7 +145,7 @@ class Sandbox:
         command: list[str],
         *,
         limits: Limits,
-        stdin: bytes | None,
+        stdin: bytes | Path | None,
         stdout: Path,
         stderr: Path,
         binds: list[tuple[str, Path, str]],
@@ -136,16 +154,58 @@ class Sandbox:
     ) -> RunOutcome:
         """Run `command` in a fresh sandbox and wait; candidate faults are outcomes, not errors.
 
-        `binds` are (kind, host path, sandbox path) with kind `ro` or `rw`. stdin is the given
-        bytes (or /dev/null); stdout and stderr are files, each capped at `limits.file_bytes`;
-        stdout beyond `output_cap` (default: that limit minus one byte) is an output failure.
+        This is the one entry point for every untrusted program (compilers, candidates,
+        checkers, interactors). `binds` are (kind, host path, sandbox path) with kind `ro` or
+        `rw` (a writable directory). stdin is the given bytes or the content of the given file
+        (a sealed copy), or /dev/null; stdout and stderr are files, each capped at
+        `limits.file_bytes`; stdout beyond `output_cap` (default: that limit minus one byte) is
+        an output failure. With a cgroup bound the whole run (every process, tmpfs and memfd
+        page) is held to `limits.memory_bytes` and `limits.processes`, `memory_bytes` of the
+        outcome is the group's peak, and reaching the bound is Memory Limit Exceeded.
         Status INTERNAL_ERROR means the sandbox itself failed, not the program.
         """
-        cap = limits.file_bytes - 1 if output_cap is None else output_cap
         if self._closed:
             return RunOutcome(INTERNAL_ERROR, "the sandbox is shut down", None, None, 0, 0, 0, 0)
+        try:
+            group = self.bound.create(limits.memory_bytes, limits.processes) if self.bound else None
+        except OSError as error:
+            detail = f"cannot create the run's cgroup: {error}"
+            return RunOutcome(INTERNAL_ERROR, detail, None, None, 0, 0, 0, 0)
+        try:
+            return self._execute(
+                command,
+                limits,
+                stdin,
+                stdout,
+                stderr,
+                binds,
+                workdir,
+                group,
+                limits.file_bytes - 1 if output_cap is None else output_cap,
+            )
+        finally:
+            if group is not None:
+                try:
+                    group.remove()
+                except OSError as error:  # a leftover empty group is not the program's fault
+                    log.warning("cannot remove the run's cgroup: %s", error)
+
+    def _execute(
+        self,
+        command: list[str],
+        limits: Limits,
+        stdin: bytes | Path | None,
+        stdout: Path,
+        stderr: Path,
+        binds: list[tuple[str, Path, str]],
+        workdir: str,
+        group: RunGroup | None,
+        cap: int,
+    ) -> RunOutcome:
         report_read, report_write = os.pipe()
         argv = self._argv(command, limits, binds, workdir, report_write)
+        if group is not None:
+            argv = [*group.enter_argv(self.runner), *argv]
         try:
             with (
                 _sealed_input(stdin) as stdin_file,
@@ -157,7 +217,7 @@ class Sandbox:
                     stdin=stdin_file,
                     stdout=stdout_file,
                     stderr=stderr_file,
-                    pass_fds=(report_write,),
+                    pass_fds=(report_write, *(group.procs_fds if group else ())),
                     start_new_session=True,
                     env={"PATH": SANDBOX_PATH, "LANG": "C"},
                     **self._identity(),
@@ -168,6 +228,9 @@ class Sandbox:
             return RunOutcome(
                 INTERNAL_ERROR, f"cannot start bwrap: {error}", None, None, 0, 0, 0, 0
             )
+        finally:
+            if group is not None:
+                group.close_fds()
         os.close(report_write)
         with self._lock:
             self._live.add(process.pid)
@@ -187,13 +250,17 @@ class Sandbox:
                 self._live.discard(process.pid)
             report_text = _drain(report_read)
         wall = time.monotonic() - started
+        usage = group.usage() if group is not None else None
         report = Report.parse(report_text)
         stdout_bytes = stdout.stat().st_size
         if report is None:
             return self._unreported(
-                process.returncode, report_text, stderr, limits, wall, stdout_bytes
+                process.returncode, report_text, stderr, limits, wall, stdout_bytes, usage
             )
-        status, detail = classify(report, limits, stdout_bytes, cap)
+        if usage is not None and usage.peak_bytes:
+            report = dataclasses.replace(report, memory_bytes=usage.peak_bytes)
+        oom_kills = usage.oom_kills if usage is not None else 0
+        status, detail = classify(report, limits, stdout_bytes, cap, oom_kills)
         return RunOutcome(
             status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
             report.memory_bytes, stdout_bytes,
@@ -207,10 +274,16 @@ class Sandbox:
         limits: Limits,
         wall: float,
         size: int,
+        usage: GroupUsage | None,
     ) -> RunOutcome:
         """No runner report: a sandbox that never started is the judge's fault; a started one
-        whose runner vanished was stopped or killed from inside, which is the program's fault."""
+        whose runner vanished was killed at the memory bound (the group counted OOM kills), or
+        stopped or killed from inside, which is the program's fault."""
         wall_ns = round(wall * 1e9)
+        peak = usage.peak_bytes if usage is not None else 0
+        if usage is not None and usage.oom_kills and report_text.startswith("started\n"):
+            detail = memory_exceeded(usage.oom_kills, limits.memory_bytes)
+            return RunOutcome(MEMORY_LIMIT, detail, None, None, 0, wall_ns, peak, size)
         if not report_text.startswith("started\n"):
             with open(stderr, "rb") as file:
                 message = file.read(2000).decode("utf-8", "replace").strip()
@@ -220,9 +293,9 @@ class Sandbox:
             )  # fmt: skip
         if wall >= limits.wall_seconds:
             detail = f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
-            return RunOutcome(TIME_LIMIT, detail, None, None, 0, wall_ns, 0, size)
+            return RunOutcome(TIME_LIMIT, detail, None, None, 0, wall_ns, peak, size)
         detail = "the sandbox supervisor was killed from inside the sandbox"
-        return RunOutcome(SIGNALLED, detail, None, signal.SIGKILL, 0, wall_ns, 0, size)
+        return RunOutcome(SIGNALLED, detail, None, signal.SIGKILL, 0, wall_ns, peak, size)
 
     def close(self) -> None:
         """Refuse new programs and kill every sandbox still running (service shutdown)."""
@@ -248,6 +321,8 @@ class Sandbox:
         argv = [
             self._bwrap,
             "--unshare-all",
+            "--unshare-user",
+            "--disable-userns",
             "--die-with-parent",
             "--as-pid-1",
             "--new-session",
@@ -280,7 +355,7 @@ class Sandbox:
             str(math.ceil(limits.wall_seconds * 1000)),
             str(cpu_soft),
             str(cpu_soft + 1),
-            str(limits.memory_bytes),
+            str(limits.memory_bytes if limits.address_space else 0),
             str(limits.processes),
             str(limits.file_bytes),
             str(limits.stack_bytes),
@@ -288,10 +363,13 @@ class Sandbox:
         return [*argv, "--", *command]
 
 
-def _sealed_input(data: bytes | None) -> BinaryIO:
-    """A read-only view of `data`: a memfd sealed against writes and resizing (or /dev/null)."""
+def _sealed_input(data: bytes | Path | None) -> BinaryIO:
+    """A read-only view of `data` (or a file's content): a memfd sealed against writes and
+    resizing, or /dev/null."""
     if data is None:
         return open(os.devnull, "rb")
+    if isinstance(data, Path):
+        data = data.read_bytes()
     fd = os.memfd_create("judge-input", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
     view = os.fdopen(fd, "w+b")
     view.write(data)

@@ -37,6 +37,7 @@ from typing import Any
 
 from aiohttp import web
 
+from judges.cgroups import MODES, CgroupBound, CgroupUnavailable, detect
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
 from judges.judging import CompileLimits
 from judges.polyomino.generator import write_suite
@@ -173,6 +174,18 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--compile-time", type=float, default=10.0, help="compiler CPU seconds")
     parser.add_argument("--compile-memory", default="1g", help="compiler address space")
     parser.add_argument("--sandbox-uid", type=int, default=DEFAULT_SANDBOX_UID)
+    parser.add_argument(
+        "--cgroup",
+        choices=MODES,
+        default="auto",
+        help="cgroup version bounding each run's memory and processes (default: v2, else v1)",
+    )
+    parser.add_argument(
+        "--accept-per-process-limits",
+        action="store_true",
+        help="start even where no cgroup can be used, with only per-process rlimits "
+        "(a candidate's processes together can then exceed its memory limit)",
+    )
     parser.add_argument("--log-level", default="INFO")
     return parser
 
@@ -213,9 +226,10 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stop.set)
     problems = await asyncio.to_thread(load_served_problems, args)
     store = SubmissionStore(args.state_dir)
+    bound = await asyncio.to_thread(memory_bound, args.cgroup, args.accept_per_process_limits)
     scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
     try:
-        sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid)
+        sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid, None, bound)
         await asyncio.to_thread(sandbox.check)
         if stop.is_set():
             return
@@ -248,6 +262,30 @@ async def serve(args: argparse.Namespace) -> None:
             await engine.stop()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+        if bound is not None:
+            bound.close()
+
+
+def memory_bound(mode: str, accept_per_process: bool) -> CgroupBound | None:
+    """The cgroup bound for every sandboxed run, announced on stderr; None (per-process
+    rlimits only) where none can be set up and `accept_per_process` allows it, else
+    SandboxUnavailable naming why each cgroup version failed and the flag that accepts it."""
+    try:
+        bound = detect(mode)
+    except CgroupUnavailable as error:
+        if not accept_per_process:
+            raise SandboxUnavailable(
+                f"no cgroup can bound a run's memory here ({error}); fix that, or start with "
+                "--accept-per-process-limits to run with per-process rlimits only"
+            ) from None
+        log.warning(
+            "sandbox bound: PER-PROCESS RLIMITS ONLY (--accept-per-process-limits): %s; a "
+            "candidate's processes, tmpfs and memfd files together can exceed its memory limit",
+            error,
+        )
+        return None
+    log.info("sandbox bound: %s", bound.describe())
+    return bound
 
 
 def main(argv: list[str] | None = None) -> None:

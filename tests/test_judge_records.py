@@ -69,6 +69,12 @@ def test_run_classification_follows_go_judge_statuses(
     assert classify(report(**changes), LIMITS, stdout_bytes, 1 << 20)[0] == status
 
 
+def test_a_kill_at_the_run_cgroup_bound_is_memory_limit_exceeded_even_after_exit_0() -> None:
+    status, detail = classify(report(), LIMITS, 10, 1 << 20, oom_kills=3)
+    assert status == MEMORY_LIMIT
+    assert "memory limit of 268435456 bytes" in detail and "killed 3" in detail
+
+
 def test_runner_report_needs_exactly_its_two_lines() -> None:
     line = "exit=0 signal=0 cpu_ns=5 wall_ns=6 maxrss_kb=7 timed_out=0\n"
     assert Report.parse("started\n" + line) == Report(0, None, 5, 6, 7 * 1024, False)

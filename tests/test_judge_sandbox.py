@@ -19,13 +19,15 @@ import pytest
 
 import judges
 from judges.polyomino.generator import generate_instance
-from judges.process import JudgeProcess
+from judges.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parent / "programs"
 SANDBOX_UID = 64123  # a uid nothing else uses, so leftover processes can be counted
 TIME_LIMIT_S = 1.0
 
 pytestmark = pytest.mark.slow
+CGROUP_MISSING = cgroup_missing()
+needs_cgroup = pytest.mark.skipif(CGROUP_MISSING is not None, reason=f"{CGROUP_MISSING}")
 
 
 def wait_final(url: str, sid: int, timeout: float = 240.0) -> dict[str, Any]:
@@ -93,6 +95,9 @@ def results(judge: JudgeProcess, host: dict[str, Path]) -> dict[str, dict[str, A
             "stdout_flood",
             "compile_bomb",
             "fake_ratio",
+            "userns_tmpfs_fill",
+            "memfd_fill",
+            "fork_children_fill",
         )
     }
     sources["read_secrets"] = (
@@ -128,6 +133,28 @@ def test_memory_bomb_fails_at_the_memory_limit(results: dict) -> None:
     case = only_case(results, "memory_bomb")
     assert case["runStatus"] == "Memory Limit Exceeded", case
     assert 0.9 * (256 << 20) <= case["memory"] <= 256 << 20
+
+
+def test_user_namespace_and_unsized_tmpfs_cannot_be_created(results: dict) -> None:
+    case = only_case(results, "userns_tmpfs_fill")
+    assert case["msg"] == "Nonzero Exit Status: exit status 3", case
+    assert "unshare(CLONE_NEWUSER)" in case["stderr"]
+    assert case["memory"] < 256 << 20
+
+
+@needs_cgroup
+def test_memfd_fill_is_memory_limit_exceeded_at_the_run_bound(results: dict) -> None:
+    case = only_case(results, "memfd_fill")
+    assert case["runStatus"] == "Memory Limit Exceeded", case
+    assert "memory limit of 268435456 bytes" in case["msg"]
+    assert 200 << 20 < case["memory"] <= 256 << 20  # the group's peak, at most the bound
+
+
+@needs_cgroup
+def test_forked_children_together_are_memory_limit_exceeded(results: dict) -> None:
+    case = only_case(results, "fork_children_fill")
+    assert case["runStatus"] == "Memory Limit Exceeded", case
+    assert 200 << 20 < case["memory"] <= 256 << 20
 
 
 def test_fork_bomb_is_contained_by_the_process_limit(results: dict) -> None:
@@ -177,7 +204,7 @@ def test_compile_bomb_hits_the_compile_limits(results: dict) -> None:
 def test_judge_keeps_serving_and_scores_an_honest_program(
     judge: JudgeProcess, results: dict
 ) -> None:
-    assert len(results) == 9
+    assert len(results) == 12
     assert httpx.get(f"{judge.url}/health").json() == {"ok": True}
     result = wait_final(judge.url, submit(judge.url, (PROGRAMS / "shelf_packer.cpp").read_text()))
     assert result["status"] == "done" and result["score"] > 10

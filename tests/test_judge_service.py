@@ -19,13 +19,14 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.process import JudgeProcess
+from judges.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parent / "programs"
 SHELF = (PROGRAMS / "shelf_packer.cpp").read_text()
 CASES = 2
 
 pytestmark = pytest.mark.slow
+CGROUP_MISSING = cgroup_missing()
 
 
 def submit(url: str, code: str, **fields: str) -> httpx.Response:
@@ -219,3 +220,23 @@ def test_startup_failure_is_one_line_and_exit_status_2(tmp_path: Path) -> None:
     finished = subprocess.run(command, capture_output=True, text=True, timeout=60)
     assert finished.returncode == 2
     assert f"problems directory {missing} does not exist" in finished.stderr
+
+
+@pytest.mark.skipif(CGROUP_MISSING is not None, reason=f"{CGROUP_MISSING}")
+def test_startup_names_the_cgroup_bound_in_force(judge: JudgeProcess) -> None:
+    log = judge.log_path.read_text()
+    assert re.search(r"sandbox bound: cgroup v[12]: each sandboxed run gets its own group", log)
+
+
+def test_without_a_cgroup_the_judge_refuses_to_start_unless_told(tmp_path: Path) -> None:
+    command = [sys.executable, "-m", "judges", "--port", "0", "--generated-cases", "1"]
+    command += ["--state-dir", str(tmp_path / "state"), "--cgroup", "off"]
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 2
+    (line,) = [x for x in finished.stderr.splitlines() if x.startswith("guidance-ttt-judge:")]
+    assert "no cgroup can bound a run's memory here" in line
+    assert "--accept-per-process-limits" in line
+    with JudgeProcess(tmp_path / "state", "--generated-cases", "1", "--cgroup", "off",
+                      "--accept-per-process-limits") as weak:  # fmt: skip
+        assert httpx.get(f"{weak.url}/health", timeout=10).json() == {"ok": True}
+        assert "sandbox bound: PER-PROCESS RLIMITS ONLY" in weak.log_path.read_text()

@@ -1,0 +1,331 @@
+"""A memory and process bound for a whole sandboxed run: one cgroup (or v1 group pair) per run.
+
+Per-process rlimits cannot bound what a program and its children take together (forked
+children, tmpfs and memfd pages, page tables). A control group does: every process of the run
+(bubblewrap, the runner, the program and all its descendants) is placed in a fresh group before
+bubblewrap starts, and the kernel charges each page any of them allocates — anonymous memory,
+shared memory, tmpfs and memfd files, kernel memory — to that group. Over the bound, the kernel
+reclaims and then kills a process of the group (an OOM kill, counted by the group), never one
+outside it.
+
+    cgroup v2:  memory.max = limit, memory.swap.max = 0, pids.max = processes
+                peak: memory.peak; kills: `oom_kill` in memory.events
+    cgroup v1:  memory.limit_in_bytes = memory.memsw.limit_in_bytes = limit (no swap),
+                pids.max = processes (the `pids` hierarchy)
+                peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
+
+Groups live under the judge's own cgroup (from /proc/self/cgroup), in a directory
+`guidance-ttt-judge-<pid>` that `CgroupBound.close` removes. Entering a group needs no privilege
+in the child: the judge (root, or the owner of a delegated v2 subtree) opens each group's
+`cgroup.procs` and the child (`judge-runner --enter-cgroups`, already running as the sandbox
+uid) writes `0` ("this process") through that descriptor before it executes bubblewrap — the
+kernel checks the opener's credentials, not the writer's.
+
+`detect(mode)` returns the bound or raises `CgroupUnavailable` naming every reason none works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import itertools
+import os
+import signal
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+MODES = ("auto", "v2", "v1", "off")
+_PIDS_SLACK = 8  # bubblewrap's two processes, the entering shell and the runner
+_V1_CONTROLLERS = ("memory", "pids")
+
+
+class CgroupUnavailable(RuntimeError):
+    """No cgroup bound can be set up here; the message names each reason."""
+
+
+@dataclass(frozen=True)
+class GroupUsage:
+    """What a finished run's group saw: its peak charge, OOM kills and the bound in force."""
+
+    peak_bytes: int
+    oom_kills: int
+    limit_bytes: int
+
+
+class RunGroup:
+    """The group(s) of one run: descriptors to enter them, usage, cleanup."""
+
+    def __init__(self, directories: list[Path], peak: Path, events: Path, limit: int) -> None:
+        self.directories = directories
+        self._peak = peak
+        self._events = events
+        self.limit = limit
+        self.procs_fds = [os.open(path / "cgroup.procs", os.O_WRONLY) for path in directories]
+
+    def enter_argv(self, runner: Path) -> list[str]:
+        """The launcher prefix: `judge-runner --enter-cgroups` writes `0` to each descriptor,
+        closes them and executes the rest, so the command starts inside the groups."""
+        fds = ",".join(str(fd) for fd in self.procs_fds)
+        return [str(runner), "--enter-cgroups", fds, "--"]
+
+    def close_fds(self) -> None:
+        """Close the judge's copies of the entering descriptors (after the child started)."""
+        for fd in self.procs_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.procs_fds = []
+
+    def usage(self) -> GroupUsage:
+        """The peak charge and OOM kills so far (0 where the kernel does not report them)."""
+        return GroupUsage(_read_int(self._peak), _oom_kills(self._events), self.limit)
+
+    def remove(self) -> None:
+        """Kill whatever is left in the groups and remove them (waits briefly for the exits)."""
+        self.close_fds()
+        for directory in self.directories:
+            _kill_members(directory)
+            for _ in range(200):
+                try:
+                    directory.rmdir()
+                    break
+                except OSError as error:
+                    if error.errno == errno.ENOENT:
+                        break
+                    if error.errno != errno.EBUSY:
+                        raise
+                    _kill_members(directory)
+                    threading.Event().wait(0.01)
+
+
+class CgroupBound:
+    """Creates one group per run below the judge's own cgroup, for one cgroup version."""
+
+    def __init__(self, version: int, parents: list[Path]) -> None:
+        self.version = version
+        self.parents = parents  # v2: [unified]; v1: [memory, pids]
+        self._counter = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        """One line for the start-up log saying which bound is in force and where."""
+        where = ", ".join(str(path) for path in self.parents)
+        if self.version == 2:
+            files = "memory.max, memory.swap.max = 0, pids.max"
+        else:
+            files = "memory.limit_in_bytes = memory.memsw.limit_in_bytes, pids.max"
+        return (
+            f"cgroup v{self.version}: each sandboxed run gets its own group under {where} "
+            f"({files}); a run's memory (all its processes, tmpfs and memfd pages) is bounded "
+            "by its memory limit, without swap"
+        )
+
+    def create(self, memory_bytes: int, processes: int) -> RunGroup:
+        """A fresh group bounding `memory_bytes` (no swap) and `processes` (+ a small slack)."""
+        with self._lock:
+            name = f"run-{next(self._counter)}"
+        directories = [parent / name for parent in self.parents]
+        for directory in directories:
+            directory.mkdir()
+        try:
+            pids_max = str(processes + _PIDS_SLACK)
+            if self.version == 2:
+                unified = directories[0]
+                _write(unified / "memory.max", str(memory_bytes))
+                _write_if_present(unified / "memory.swap.max", "0")
+                _write(unified / "pids.max", pids_max)
+                return RunGroup(
+                    directories, unified / "memory.peak", unified / "memory.events", memory_bytes
+                )
+            memory, pids = directories
+            _write(memory / "memory.limit_in_bytes", str(memory_bytes))
+            _write_if_present(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            _write(pids / "pids.max", pids_max)
+            return RunGroup(
+                directories,
+                memory / "memory.max_usage_in_bytes",
+                memory / "memory.oom_control",
+                memory_bytes,
+            )
+        except OSError:
+            for directory in directories:
+                with contextlib.suppress(OSError):
+                    directory.rmdir()
+            raise
+
+    def close(self) -> None:
+        """Remove the judge's directories (after every run group was removed)."""
+        for parent in self.parents:
+            for child in parent.glob("run-*"):
+                _kill_members(child)
+                with contextlib.suppress(OSError):
+                    child.rmdir()
+            with contextlib.suppress(OSError):
+                parent.rmdir()
+
+
+def detect(mode: str = "auto") -> CgroupBound:
+    """The cgroup bound to use: v2 first, then v1 (mode `auto`), only the version asked for, or
+    none (`off`, for comparisons).
+
+    Creates the judge's directory and checks that a group can be bounded; raises
+    CgroupUnavailable naming why each version cannot be used.
+    """
+    if mode not in MODES:
+        raise ValueError(f"cgroup mode {mode!r} is not one of {', '.join(MODES)}")
+    if mode == "off":
+        raise CgroupUnavailable("cgroups are turned off (--cgroup off)")
+    mounts = _cgroup_mounts()
+    own = _own_paths()
+    reasons = []
+    for version, setup in ((2, _setup_v2), (1, _setup_v1)):
+        if mode not in ("auto", f"v{version}"):
+            continue
+        try:
+            bound = CgroupBound(version, setup(mounts, own))
+            _probe(bound)
+            return bound
+        except (CgroupUnavailable, OSError) as error:
+            reasons.append(f"cgroup v{version}: {error}")
+    raise CgroupUnavailable("; ".join(reasons))
+
+
+def _judge_dir_name() -> str:
+    return f"guidance-ttt-judge-{os.getpid()}"
+
+
+def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
+    parents = []
+    for controller in _V1_CONTROLLERS:
+        mount = mounts.get(controller)
+        if mount is None:
+            raise CgroupUnavailable(f"the {controller} controller is not mounted (v1)")
+        base = mount / own.get(controller, "/").lstrip("/")
+        if not base.is_dir() or not os.access(base, os.W_OK):
+            raise CgroupUnavailable(f"{base} is not writable by uid {os.geteuid()}")
+        parents.append(base / _judge_dir_name())
+    for parent in parents:
+        parent.mkdir(exist_ok=True)
+    return parents
+
+
+def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
+    mount = mounts.get("cgroup2")
+    if mount is None:
+        raise CgroupUnavailable("no cgroup2 file system is mounted")
+    base = mount / own.get("", "/").lstrip("/")
+    available = (base / "cgroup.controllers").read_text().split()
+    missing = [name for name in ("memory", "pids") if name not in available]
+    if missing:
+        raise CgroupUnavailable(
+            f"{base} does not offer the {' and '.join(missing)} controller(s) "
+            f"(cgroup.controllers: {' '.join(available) or 'none'})"
+        )
+    if not os.access(base, os.W_OK):
+        raise CgroupUnavailable(
+            f"{base} is not writable by uid {os.geteuid()}: run the judge as root or in a "
+            "delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes)"
+        )
+    _enable_children(base)
+    parent = base / _judge_dir_name()
+    parent.mkdir(exist_ok=True)
+    _write(parent / "cgroup.subtree_control", "+memory +pids")
+    return [parent]
+
+
+def _enable_children(base: Path) -> None:
+    """Enable memory and pids for `base`'s children; when `base` holds processes (v2 forbids
+    controllers then), move them into a leaf `guidance-ttt-judge-<pid>-service` first."""
+    enabled = (base / "cgroup.subtree_control").read_text().split()
+    if "memory" in enabled and "pids" in enabled:
+        return
+    try:
+        _write(base / "cgroup.subtree_control", "+memory +pids")
+        return
+    except OSError as error:
+        if error.errno != errno.EBUSY:
+            raise
+    leaf = base / f"{_judge_dir_name()}-service"
+    leaf.mkdir(exist_ok=True)
+    for pid in (base / "cgroup.procs").read_text().split():
+        with contextlib.suppress(ProcessLookupError):
+            _write(leaf / "cgroup.procs", pid)
+    _write(base / "cgroup.subtree_control", "+memory +pids")
+
+
+def _probe(bound: CgroupBound) -> None:
+    """Create, bound, read and remove one group: fail here, at start-up, not on a case."""
+    group = bound.create(64 * 1024 * 1024, 4)
+    try:
+        group.usage()
+    finally:
+        group.remove()
+
+
+def _cgroup_mounts() -> dict[str, Path]:
+    """Mount points by controller (`cgroup2` for the unified hierarchy) from mountinfo."""
+    mounts: dict[str, Path] = {}
+    for line in Path("/proc/self/mountinfo").read_text().splitlines():
+        before, _, after = line.partition(" - ")
+        fields, tail = before.split(), after.split()
+        if len(fields) < 5 or len(tail) < 3:
+            continue
+        point = Path(fields[4].replace("\\040", " "))
+        if tail[0] == "cgroup2":
+            mounts.setdefault("cgroup2", point)
+        elif tail[0] == "cgroup":
+            for option in tail[2].split(","):
+                mounts.setdefault(option, point)
+    return mounts
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup path per v1 controller, and under "" its v2 path."""
+    paths: dict[str, str] = {}
+    for line in Path("/proc/self/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            paths[controller] = path
+    return paths
+
+
+def _write(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+def _write_if_present(path: Path, value: str) -> None:
+    if path.exists():
+        _write(path, value)
+
+
+def _read_int(path: Path) -> int:
+    try:
+        return int(path.read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
+def _oom_kills(path: Path) -> int:
+    try:
+        text = path.read_text()
+    except OSError:
+        return 0
+    for line in text.splitlines():
+        key, _, value = line.partition(" ")
+        if key == "oom_kill":
+            return int(value)
+    return 0
+
+
+def _kill_members(directory: Path) -> None:
+    try:
+        members = (directory / "cgroup.procs").read_text().split()
+    except OSError:
+        return
+    for pid in members:
+        with contextlib.suppress(ProcessLookupError, ValueError):
+            os.kill(int(pid), signal.SIGKILL)
