@@ -1,50 +1,221 @@
-"""Run settings: ``serve.yaml`` read once into a frozen ``RunSettings`` record (no Reef needed).
+"""Run settings: the rules of ``serve.yaml`` declared once, and the frozen ``RunSettings`` record.
 
 ``serve.yaml`` is the single source of truth for the grid (G, R), STEPS, the token limits, the
 LoRA rank, the TP size, where Reef listens and where state lives. Reef reads the file with
-``reef serve -c serve.yaml``; the harness reads the same file here, with the same interpolation
-rules as Reef 0.1.3, and checks once that Slime's batch layout matches the grid.
+``reef serve -c serve.yaml``; the harness reads the same file (``harness.serve_document``: the same
+interpolation as Reef 0.1.3) and validates it with the models below. The tttd recipe package
+validates the same sections with the same models while Reef resolves the file
+(``tttd.recipe``, ``tttd.deployment``), so ``run.py --describe`` and
+``reef serve --print-config`` refuse the same mistakes with the same words, e.g.
+``recipe.config.groups-per-step: must be ≥ 1, got 0``.
 
-Interpolation, as Reef 0.1.3 does it: ``${VAR}`` is the environment variable (empty when unset),
-``${VAR:?}`` must be set and non-empty, and ``${dotted.path}`` refers to another setting of the
-file. Reef has no default form, so ``${VAR:-default}`` (the variable when set and non-empty,
-else ``default``) is accepted only under ``training.config.harness``, the harness's own section
-that Reef passes through untouched; anywhere else Reef would use that text literally, so it is
-refused here.
+Sections Reef owns (``reef``, ``inference``, ``recipe.config``, ``training``, ``training.options``)
+declare only the keys the harness reads; Reef refuses unknown keys there itself. Sections only
+this project reads (``training.config`` and its ``harness``) refuse unknown keys, so a misspelt
+key stops the run instead of being ignored.
+
+To add a setting: declare it on its section model (type, bounds, default; a cross-field rule as
+a validator), add the field to ``RunSettings`` and set it in ``_record``.
 """
 
 from __future__ import annotations
 
 import os
-import re
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-import yaml
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from harness.backends import BUILTIN_BACKENDS, backend_from_name
+from harness.serve_document import HARNESS_SECTION, RunSettingsError, ServeDocument
+from harness.validation import (
+    MISSING,
+    HyphenSection,
+    Integer,
+    Section,
+    error_lines,
+    fold_keys,
+    http_url,
+    join,
+    non_empty,
+)
+
+__all__ = [
+    "HARNESS_SECTION",
+    "MISSING",
+    "RunSettings",
+    "RunSettingsError",
+    "ServeDocument",
+    "ServeSettings",
+    "grid_layout_errors",
+    "section_errors",
+]
 
 #: ``serve.yaml`` at the repository root.
 DEFAULT_SERVE_YAML = Path(__file__).resolve().parents[1] / "serve.yaml"
-#: Reef 0.1.3's environment reference: ``${VAR}`` or ``${VAR:?}``.
-_ENV_REFERENCE = re.compile(r"\$\{(\w+)(:\?)?\}")
-#: The harness-only default form ``${VAR:-default}``.
-_DEFAULT_REFERENCE = re.compile(r"\$\{(\w+):-([^}]*)\}")
-#: A reference to another setting, ``${section.key...}``.
-_CONFIG_REFERENCE = re.compile(r"\$\{([\w.-]+)\}")
-#: The section whose values only the harness reads (and where ``:-`` defaults are allowed).
-HARNESS_SECTION = ("training", "config", "harness")
-EXECUTOR_BACKENDS = ("gpt_oss_120b", "openrouter_glm_5_2")
-REASONING_EFFORTS = ("low", "medium", "high")
+EXECUTOR_BACKENDS = tuple(BUILTIN_BACKENDS)
 DEFAULT_RAY_NAMESPACE = "reef"
+DEFAULT_RAY_ACTOR_NAME = "reef-train-bridge"
 #: The Slime options that must agree with the grid and STEPS.
 GRID_OPTIONS = ("global-batch-size", "rollout-batch-size", "n-samples-per-prompt", "num-rollout")
-DEFAULT_RAY_ACTOR_NAME = "reef-train-bridge"
 
 
-class RunSettingsError(ValueError):
-    """``serve.yaml`` is missing a setting, has a wrong value, or disagrees with itself."""
+def _text_of_number(value: Any) -> Any:
+    # A problem id written as a bare YAML number is still an id.
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+Text = Annotated[str, AfterValidator(non_empty)]
+Url = Annotated[str, AfterValidator(http_url)]
+Identifier = Annotated[str, BeforeValidator(_text_of_number), AfterValidator(non_empty)]
+
+
+class ReefOwned(HyphenSection):
+    """A section Reef owns and checks itself: only the keys the harness reads are declared."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --------------------------------------------------------------------------- Reef's sections
+
+
+class ReefSection(ReefOwned):
+    """``reef``: where the service listens, its token, where its services log."""
+
+    host: str = "127.0.0.1"
+    port: Integer = Field(8900, ge=1, le=65535)
+    token: str | None = None
+    run_dir: Text = ".reef/run"
+
+
+class InferenceSection(ReefOwned):
+    """``inference``: the served model and the inference engine's tensor-parallel size."""
+
+    model_path: Text
+    tensor_parallel_size: Integer = Field(ge=1)
+
+
+class RecipeConfig(ReefOwned):
+    """``recipe.config``: the tttd recipe's step grid and Reef's checkpoint cadence."""
+
+    groups_per_step: Integer = Field(ge=1)
+    #: A group of one has no relative reward.
+    rollouts_per_group: Integer = Field(ge=2)
+    checkpoint_every_n_versions: Integer = Field(1, ge=1)
+
+
+class RecipeSection(ReefOwned):
+    """``recipe``: only its ``config`` is read here."""
+
+    config: RecipeConfig
+
+
+class TrainingOptions(ReefOwned):
+    """``training.options`` (Slime's native options): the batch layout and the checkpoint paths."""
+
+    global_batch_size: Integer | None = None
+    rollout_batch_size: Integer | None = None
+    n_samples_per_prompt: Integer | None = None
+    num_rollout: Integer | None = None
+    save: Text
+    save_hf: Text
+
+
+# ------------------------------------------------------------------- this project's sections
+
+
+class HarnessConfig(Section):
+    """``training.config.harness``: the frozen executor and the judge (read by the harness only)."""
+
+    executor_backend: str
+    gpt_oss_reasoning_effort: str
+    judge_url: Url
+    judge_problem_id: Identifier
+
+    @field_validator("executor_backend")
+    @classmethod
+    def _known_backend(cls, value: str) -> str:
+        if value not in BUILTIN_BACKENDS:
+            raise ValueError(f"must be one of {', '.join(BUILTIN_BACKENDS)}")
+        return value
+
+    @field_validator("gpt_oss_reasoning_effort")
+    @classmethod
+    def _effort_the_backend_takes(cls, value: str, info: ValidationInfo) -> str:
+        backend = info.data.get("executor_backend")
+        try:  # the backend table owns which efforts each backend takes
+            backend_from_name(backend or EXECUTOR_BACKENDS[0], reasoning_effort=value)
+        except ValueError as exc:
+            raise ValueError(str(exc)) from None
+        return value
+
+
+class TrainingConfig(Section):
+    """``training.config``: run-level settings Reef keeps as the experiment's training config."""
+
+    model: Text
+    task: Text
+    steps: Integer = Field(ge=1)
+    context_length: Integer = Field(ge=1)
+    max_response_len: Integer = Field(ge=1)
+    lora_rank: Integer = Field(ge=1)
+    state_dir: Text
+    checkpoint_dir: Text
+    harness: HarnessConfig
+
+    @field_validator("max_response_len")
+    @classmethod
+    def _response_fits_the_context(cls, value: int, info: ValidationInfo) -> int:
+        context = info.data.get("context_length")
+        if context is not None and value >= context:
+            raise ValueError(
+                f"must be less than context_length ({context}): the prompt needs room in the "
+                "context too"
+            )
+        return value
+
+
+class TrainingSection(ReefOwned):
+    """``training``: the bridge actor's address, the run-level config and Slime's options."""
+
+    ray_namespace: Text = DEFAULT_RAY_NAMESPACE
+    ray_actor_name: Text = DEFAULT_RAY_ACTOR_NAME
+    config: TrainingConfig
+    options: TrainingOptions
+
+
+class ServeSettings(Section):
+    """Every section of ``serve.yaml`` the harness reads, and the rules across sections."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    reef: ReefSection = ReefSection()
+    inference: InferenceSection
+    recipe: RecipeSection
+    training: TrainingSection
+
+    @model_validator(mode="after")
+    def _batch_layout_matches_the_grid(self) -> ServeSettings:
+        grid = self.recipe.config
+        options = self.training.options.model_dump(by_alias=True)
+        errors = grid_layout_errors(
+            grid.groups_per_step, grid.rollouts_per_group, options, self.training.config.steps
+        )
+        if errors:
+            raise ValueError("; ".join(errors))
+        return self
 
 
 def grid_layout_errors(
@@ -76,14 +247,12 @@ def grid_layout_errors(
         if value is None:
             errors.append(f"training.options.{name} is not set; set it to {want} ({meaning})")
             continue
-        try:
-            number = _integer(value, f"training.options.{name}")
-        except RunSettingsError as exc:
-            errors.append(str(exc))
+        if isinstance(value, bool) or not str(value).strip().lstrip("+-").isdigit():
+            errors.append(f"training.options.{name} must be an integer, got {value!r}")
             continue
-        if number != want:
+        if int(value) != want:
             errors.append(
-                f"training.options.{name} is {number} but {meaning} = {want}; "
+                f"training.options.{name} is {int(value)} but {meaning} = {want}; "
                 f"set training.options.{name}: {want}"
             )
     return errors
@@ -91,19 +260,28 @@ def grid_layout_errors(
 
 def _option(options: Mapping[str, Any], name: str) -> Any:
     for spelling in (name, name.replace("-", "_")):
-        if spelling in options:
+        if options.get(spelling) is not None:
             return options[spelling]
     return None
 
 
-def _integer(value: Any, where: str) -> int:
-    if isinstance(value, bool):
-        raise RunSettingsError(f"{where} must be an integer, got {value!r}")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and re.fullmatch(r"\s*[+-]?\d+\s*", value):
-        return int(value)
-    raise RunSettingsError(f"{where} must be an integer, got {value!r}")
+def section_errors(model: type[BaseModel], data: Any, where: str) -> list[str]:
+    """Validate ``data`` (one section, already resolved) with ``model``; one line per problem.
+
+    ``where`` is the section's path in ``serve.yaml``. Keys are folded to the model's spelling
+    first, as Reef folds them. The recipe package calls this on Reef's view of the file.
+    """
+    spelling = "-" if issubclass(model, HyphenSection) else "_"
+    try:
+        model.model_validate(fold_keys(data, spelling, where))
+    except ValidationError as exc:
+        return error_lines(exc, where, model)
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
+# --------------------------------------------------------------------------- the record
 
 
 @dataclass(frozen=True)
@@ -159,7 +337,8 @@ class RunSettings:
         return self.groups_per_step * self.rollouts_per_group
 
     def identity(self) -> dict[str, Any]:
-        """The run-identity fields a resume must match (SPEC §7), without the executor record."""
+        """The run-identity fields a resume must match (docs/run-controller.md), without the
+        executor record."""
         return {
             "model": self.model,
             "executor": self.executor_backend,
@@ -192,225 +371,89 @@ class RunSettings:
         environ: Mapping[str, str] | None = None,
         base_dir: str | Path | None = None,
     ) -> RunSettings:
-        """Read, interpolate and check ``serve.yaml``; raise ``RunSettingsError`` naming the fix.
+        """Read, interpolate and validate ``serve.yaml``; raise ``RunSettingsError`` naming every
+        wrong key and its value.
 
         ``environ`` defaults to ``os.environ`` and ``base_dir`` (for relative paths) to the
         current directory, which is where ``reef serve`` resolves them too.
         """
         config_path = Path(path).expanduser().resolve()
         document = ServeDocument.read(config_path, os.environ if environ is None else environ)
-        base = Path.cwd() if base_dir is None else Path(base_dir)
-        return _settings_from(document, config_path, base)
-
-
-class ServeDocument:
-    """``serve.yaml`` with environment references expanded and ``${dotted.path}`` lookups."""
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self.data = data
-
-    @classmethod
-    def read(cls, path: Path, environ: Mapping[str, str]) -> ServeDocument:
-        """Load the YAML; expand ``${VAR}``, ``${VAR:?}`` and (harness section only) ``:-``."""
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
-        except OSError as exc:
-            raise RunSettingsError(f"cannot read {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise RunSettingsError(f"{path} is not valid YAML: {exc}") from exc
-        if not isinstance(loaded, dict):
-            raise RunSettingsError(f"{path} must hold a YAML mapping at the top level")
-        values = {**environ}
-        values.setdefault("REEF_PYTHON", sys.executable)
-        missing: dict[str, list[str]] = {}
-        data = _expand_environment(loaded, values, missing, ())
-        if missing:
-            listed = "; ".join(f"{name} (at {', '.join(where)})" for name, where in missing.items())
+            serve = ServeSettings.model_validate(model_input(document, (), ServeSettings))
+        except ValidationError as exc:
             raise RunSettingsError(
-                f"{path}: required environment variables are missing or empty: {listed}; "
-                "set them before starting the run"
-            )
-        return cls(data)
-
-    def get(self, *path: str, default: Any = None) -> Any:
-        """The value at a public path (``-`` and ``_`` spellings agree), references resolved."""
-        value = _lookup(self.data, path)
-        return default if value is None else self.resolve(value, ".".join(path))
-
-    def require(self, *path: str) -> Any:
-        """Like :meth:`get`, but a missing or empty setting is an error naming it."""
-        value = self.get(*path)
-        if value is None or (isinstance(value, str) and not value.strip()):
-            raise RunSettingsError(f"serve.yaml must set {'.'.join(path)}")
-        return value
-
-    def resolve(self, value: Any, where: str) -> Any:
-        """Expand ``${dotted.path}`` references in a string value (Reef's second pass)."""
-        if not isinstance(value, str):
-            return value
-        seen: set[str] = set()
-        for _ in range(64):
-            whole = _CONFIG_REFERENCE.fullmatch(value.strip())
-            if whole is not None:
-                # A value that is only a reference takes the referenced value's type.
-                target = _lookup(self.data, tuple(whole.group(1).split(".")))
-                if target is None:
-                    raise RunSettingsError(
-                        f"{where} refers to ${{{whole.group(1)}}}, which is not set"
-                    )
-                if not isinstance(target, str):
-                    return target
-                expanded = target
-            else:
-                expanded = _CONFIG_REFERENCE.sub(lambda match: self._text(match, where), value)
-            if expanded == value:
-                return value
-            if expanded in seen:
-                raise RunSettingsError(f"{where}: cyclic reference in {value!r}")
-            seen.add(value)
-            value = expanded
-        raise RunSettingsError(f"{where}: references nest more than 64 levels")
-
-    def _text(self, match: re.Match[str], where: str) -> str:
-        target = _lookup(self.data, tuple(match.group(1).split(".")))
-        if target is None:
-            raise RunSettingsError(f"{where} refers to ${{{match.group(1)}}}, which is not set")
-        return str(target)
+                f"{config_path}: " + join(error_lines(exc, "", ServeSettings))
+            ) from None
+        except ValueError as exc:
+            raise RunSettingsError(f"{config_path}: {exc}") from None
+        base = Path.cwd() if base_dir is None else Path(base_dir)
+        return _record(serve, config_path, base)
 
 
-def _expand_environment(
-    node: Any, environ: Mapping[str, str], missing: dict[str, list[str]], path: tuple[str, ...]
-) -> Any:
-    if isinstance(node, dict):
-        return {
-            key: _expand_environment(value, environ, missing, (*path, str(key)))
-            for key, value in node.items()
-        }
-    if isinstance(node, list):
-        return [
-            _expand_environment(item, environ, missing, (*path, str(index)))
-            for index, item in enumerate(node)
-        ]
-    if not isinstance(node, str):
-        return node
+def model_input(document: ServeDocument, path: tuple[str, ...], model: type[BaseModel]) -> Any:
+    """The part of ``document`` at ``path`` that ``model`` reads, with its references resolved.
+
+    A section Reef owns contributes only the keys the model declares (Reef leaves references it
+    cannot resolve as text, and a key the harness never reads must not stop the run); a section
+    of this project's contributes every key, so an unknown one is refused by name.
+    """
+    raw = document.data if not path else document.raw(*path)
     where = ".".join(path)
-    if _DEFAULT_REFERENCE.search(node):
-        normalized = tuple(part.replace("-", "_") for part in path[: len(HARNESS_SECTION)])
-        if normalized != HARNESS_SECTION:
-            raise RunSettingsError(
-                f"{where} uses ${{VAR:-default}}, which Reef 0.1.3 does not expand (it would use "
-                f"the text literally); use ${{VAR}} or ${{VAR:?}} there, or move the setting "
-                f"under {'.'.join(HARNESS_SECTION)}"
-            )
-        node = _DEFAULT_REFERENCE.sub(
-            lambda match: environ.get(match.group(1), "").strip() or match.group(2), node
-        )
-
-    def replace(match: re.Match[str]) -> str:
-        value = environ.get(match.group(1), "")
-        if match.group(2) and not value.strip():
-            missing.setdefault(match.group(1), []).append(where)
-        return value
-
-    return _ENV_REFERENCE.sub(replace, node)
+    if not isinstance(raw, Mapping):
+        return document.resolve_all(raw, where)
+    spelling = "-" if issubclass(model, HyphenSection) else "_"
+    folded = fold_keys(raw, spelling, where or "serve.yaml")
+    declared = {info.alias or name: info for name, info in model.model_fields.items()}
+    keep_unknown = model.model_config.get("extra") == "forbid"
+    values: dict[str, Any] = {}
+    for key, value in folded.items():
+        info = declared.get(key)
+        if info is None and not keep_unknown:
+            continue
+        annotation = getattr(info, "annotation", None)
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            values[key] = model_input(document, (*path, key), annotation)
+        else:
+            values[key] = document.resolve_all(value, f"{where}.{key}" if where else str(key))
+    return values
 
 
-def _lookup(data: Any, path: tuple[str, ...]) -> Any:
-    node = data
-    for index, part in enumerate(path):
-        if not isinstance(node, Mapping):
-            return None
-        spellings = [
-            name
-            for name in dict.fromkeys((part, part.replace("_", "-"), part.replace("-", "_")))
-            if name in node
-        ]
-        if len(spellings) > 1:
-            raise RunSettingsError(
-                f"serve.yaml spells {'.'.join(path[: index + 1])} twice ({spellings})"
-            )
-        if not spellings:
-            return None
-        node = node[spellings[0]]
-    return node
+def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
+    def absolute(value: str) -> Path:
+        path = Path(os.path.expanduser(value))
+        return path if path.is_absolute() else (base / path).resolve()
 
-
-def _settings_from(document: ServeDocument, config_path: Path, base: Path) -> RunSettings:
-    def integer(*path: str, default: Any = None) -> int:
-        value = document.get(*path, default=default)
-        if value is None:
-            raise RunSettingsError(f"serve.yaml must set {'.'.join(path)}")
-        return _integer(value, ".".join(path))
-
-    def directory(*path: str) -> Path:
-        value = Path(os.path.expanduser(str(document.require(*path))))
-        return value if value.is_absolute() else (base / value).resolve()
-
-    groups = integer("recipe", "config", "groups-per-step")
-    rollouts = integer("recipe", "config", "rollouts-per-group")
-    steps = integer("training", "config", "steps")
-    options = document.get("training", "options", default={})
-    if not isinstance(options, Mapping):
-        raise RunSettingsError("serve.yaml training.options must be a mapping")
-    # Only the options the checks read are resolved: Reef leaves references it cannot resolve
-    # as text, and an option the harness never reads must not stop the run.
-    resolved = {
-        name: document.resolve(value, f"training.options.{name}")
-        for name, value in options.items()
-        if name.replace("_", "-") in GRID_OPTIONS
-    }
-    errors = grid_layout_errors(groups, rollouts, resolved, steps)
-    if errors:
-        raise RunSettingsError(f"{config_path}: " + "; ".join(errors))
-    if steps < 1:
-        raise RunSettingsError(f"training.config.steps must be >= 1, got {steps}")
-
-    harness = ("training", "config", "harness")
-    backend = str(document.require(*harness, "executor_backend"))
-    if backend not in EXECUTOR_BACKENDS:
-        raise RunSettingsError(
-            f"{'.'.join(harness)}.executor_backend is {backend!r}; choose one of "
-            f"{', '.join(EXECUTOR_BACKENDS)}"
-        )
-    effort = str(document.require(*harness, "gpt_oss_reasoning_effort"))
-    if effort not in REASONING_EFFORTS:
-        raise RunSettingsError(
-            f"{'.'.join(harness)}.gpt_oss_reasoning_effort is {effort!r}; choose one of "
-            f"{', '.join(REASONING_EFFORTS)}"
-        )
-    token = document.get("reef", "token")
-    hf_template = str(document.require("training", "options", "save-hf"))
+    config, harness = serve.training.config, serve.training.config.harness
+    hf_template = serve.training.options.save_hf
     if not Path(hf_template).is_absolute():
         hf_template = str(base / hf_template)
+    token = serve.reef.token
     return RunSettings(
         config_path=config_path,
-        task=str(document.require("training", "config", "task")),
-        model=str(document.require("training", "config", "model")),
-        model_path=directory("inference", "model-path"),
-        groups_per_step=groups,
-        rollouts_per_group=rollouts,
-        steps=steps,
-        checkpoint_every_n_versions=integer(
-            "recipe", "config", "checkpoint-every-n-versions", default=1
-        ),
-        guidance_max_tokens=integer("training", "config", "max_response_len"),
-        sequence_length=integer("training", "config", "context_length"),
-        lora_rank=integer("training", "config", "lora_rank"),
-        tensor_parallel_size=integer("inference", "tensor-parallel-size"),
-        reef_host=str(document.get("reef", "host", default="127.0.0.1")),
-        reef_port=integer("reef", "port", default=8900),
+        task=config.task,
+        model=config.model,
+        model_path=absolute(serve.inference.model_path),
+        groups_per_step=serve.recipe.config.groups_per_step,
+        rollouts_per_group=serve.recipe.config.rollouts_per_group,
+        steps=config.steps,
+        checkpoint_every_n_versions=serve.recipe.config.checkpoint_every_n_versions,
+        guidance_max_tokens=config.max_response_len,
+        sequence_length=config.context_length,
+        lora_rank=config.lora_rank,
+        tensor_parallel_size=serve.inference.tensor_parallel_size,
+        reef_host=serve.reef.host,
+        reef_port=serve.reef.port,
         reef_token=(str(token).strip() or None) if token is not None else None,
-        run_dir=directory("reef", "run-dir"),
-        state_dir=directory("training", "config", "state_dir"),
-        checkpoint_dir=directory("training", "config", "checkpoint_dir"),
-        megatron_checkpoint_dir=directory("training", "options", "save"),
+        run_dir=absolute(serve.reef.run_dir),
+        state_dir=absolute(config.state_dir),
+        checkpoint_dir=absolute(config.checkpoint_dir),
+        megatron_checkpoint_dir=absolute(serve.training.options.save),
         hf_checkpoint_template=hf_template,
-        ray_actor_name=str(
-            document.get("training", "ray-actor-name", default=DEFAULT_RAY_ACTOR_NAME)
-        ),
-        ray_namespace=str(document.get("training", "ray-namespace", default=DEFAULT_RAY_NAMESPACE)),
-        executor_backend=backend,
-        gpt_oss_reasoning_effort=effort,
-        judge_url=str(document.require(*harness, "judge_url")),
-        judge_problem_id=str(document.require(*harness, "judge_problem_id")),
+        ray_actor_name=serve.training.ray_actor_name,
+        ray_namespace=serve.training.ray_namespace,
+        executor_backend=harness.executor_backend,
+        gpt_oss_reasoning_effort=harness.gpt_oss_reasoning_effort,
+        judge_url=harness.judge_url,
+        judge_problem_id=harness.judge_problem_id,
     )

@@ -69,11 +69,16 @@ def test_harness_section_takes_environment_overrides_and_falls_back_on_empty(tmp
 @pytest.mark.parametrize(
     ("variable", "value", "message"),
     [
-        ("GUIDANCE_TTT_EXECUTOR", "gpt4", "executor_backend is 'gpt4'; choose one of gpt_oss_120b"),
+        (
+            "GUIDANCE_TTT_EXECUTOR",
+            "gpt4",
+            "training.config.harness.executor_backend: must be one of gpt_oss_120b, "
+            "openrouter_glm_5_2, got 'gpt4'",
+        ),
         (
             "GUIDANCE_TTT_REASONING_EFFORT",
             "max",
-            "gpt_oss_reasoning_effort is 'max'; choose one of low",
+            "training.config.harness.gpt_oss_reasoning_effort: unknown reasoning effort 'max'",
         ),
     ],
 )
@@ -131,7 +136,7 @@ def test_default_form_outside_the_harness_section_is_refused(tmp_path):
         (
             "global-batch-size",
             "eight",
-            "training.options.global-batch-size must be an integer, got 'eight'",
+            "training.options.global-batch-size: must be a whole number, got 'eight'",
         ),
     ],
 )

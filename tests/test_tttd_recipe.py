@@ -37,8 +37,14 @@ def test_record_only_recipe_binds_the_configured_grid_into_its_report_contract()
     [
         ({"groups-per-step": 2}, "rollouts_per_group is required"),
         ({"rollouts-per-group": 4}, "groups_per_step is required"),
-        ({"groups-per-step": 2, "rollouts-per-group": 1}, "rollouts_per_group must be >= 2"),
-        ({"groups-per-step": 0, "rollouts-per-group": 4}, "groups_per_step must be >= 1"),
+        (
+            {"groups-per-step": 2, "rollouts-per-group": 1},
+            "recipe.config.rollouts-per-group: must be ≥ 2, got 1",
+        ),
+        (
+            {"groups-per-step": 0, "rollouts-per-group": 4},
+            "recipe.config.groups-per-step: must be ≥ 1, got 0",
+        ),
         ({"groups-per-step": 2, "rollouts-per-group": 4, "batch-size": 3}, "batch_size"),
     ],
 )

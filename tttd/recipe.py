@@ -24,12 +24,31 @@ from reef.recipe.errors import RecipeConfigError
 from reef.train.algos import StepScheduling
 from reef.train.pipeline import PipelineSpec
 
-from harness.run_settings import grid_layout_errors
+from harness.run_settings import (
+    MISSING,
+    InferenceSection,
+    RecipeConfig,
+    ReefSection,
+    grid_layout_errors,
+    section_errors,
+)
 from tttd.batches import StepBatches
 from tttd.grouping import StepRecords
 from tttd.objective import TTTDObjective
 from tttd.report import grid_report_type
 from tttd.samples import RolloutSamples
+
+#: Where Reef's flat ``reef`` settings come from in ``serve.yaml``: each public section, its
+#: model in ``harness.run_settings``, and the flat keys Reef keeps it under.
+SERVE_SECTIONS = (
+    (
+        "recipe.config",
+        RecipeConfig,
+        ("groups_per_step", "rollouts_per_group", "checkpoint_every_n_versions"),
+    ),
+    ("reef", ReefSection, ("host", "port", "token")),
+    ("inference", InferenceSection, ("model_path", "tensor_parallel_size")),
+)
 
 #: The objective by dotted reference, so any process (the service, the driver, the training
 #: bridge) resolves it by importing ``tttd.objective``, which registers it as ``tttd``.
@@ -48,8 +67,14 @@ class StepGrid:
     )
 
     def __post_init__(self) -> None:
-        # Refuses a grid no report could fill before any stage is built.
-        grid_report_type(self.groups_per_step, self.rollouts_per_group)
+        # Refuses a grid no report could fill before any stage is built, in run.py's words.
+        grid = {
+            "groups_per_step": self.groups_per_step,
+            "rollouts_per_group": self.rollouts_per_group,
+        }
+        errors = section_errors(RecipeConfig, grid, "recipe.config")
+        if errors:
+            raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
         super().__post_init__()  # type: ignore[misc]
 
     @property
@@ -88,26 +113,43 @@ class TTTDRecipe(StepGrid, WeightTrainingRecipe):
     def select_weight_training(
         cls, config: Mapping[str, Any]
     ) -> tuple[type[WeightTrainingRecipe], Mapping[str, Any]] | None:
-        """Refuse a Slime batch layout that disagrees with the grid, then train with this class.
+        """Refuse settings the run would refuse, then train with this class.
 
-        Reef calls this hook with the flat ``reef`` settings (the recipe's fields and the
-        backend's native ``training_backend_options``) before it starts anything, including
-        under ``reef serve --print-config``, so an edited G or R without the matching
-        ``global-batch-size`` stops the deployment here with the values and the fix.
+        Reef calls this hook with the flat ``reef`` settings (the recipe's fields, the service's
+        host and port, the inference sizes and the backend's native
+        ``training_backend_options``) before it starts anything, including under
+        ``reef serve --print-config``. They are checked with the harness's own models of those
+        sections, and Slime's batch layout against the grid, so a wrong value stops the
+        deployment here with the key, the value and the fix — the words ``run.py`` uses.
         """
-        options = config.get("training_backend_options")
-        groups, rollouts = config.get("groups_per_step"), config.get("rollouts_per_group")
-        if isinstance(options, Mapping) and groups is not None and rollouts is not None:
-            expanded = {name: _setting(config, value) for name, value in options.items()}
-            try:
-                errors = grid_layout_errors(
-                    int(_setting(config, groups)), int(_setting(config, rollouts)), expanded
-                )
-            except (TypeError, ValueError) as exc:
-                raise RecipeConfigError(f"{cls.__name__}: {exc}") from exc
-            if errors:
-                raise RecipeConfigError(f"{cls.__name__}: " + "; ".join(errors))
+        errors = settings_errors(config)
+        if errors:
+            raise RecipeConfigError(f"{cls.__name__}: " + "\n  ".join(errors))
         return super().select_weight_training(config)
+
+
+def settings_errors(config: Mapping[str, Any]) -> list[str]:
+    """What is wrong with Reef's flat ``reef`` settings for a tttd run (empty when nothing is).
+
+    Each section is validated with its model from ``harness.run_settings``; the batch layout is
+    compared with the grid only once the grid itself is valid.
+    """
+    errors: list[str] = []
+    for where, model, keys in SERVE_SECTIONS:
+        section = {
+            key: _setting(config, config[key]) for key in keys if config.get(key) is not None
+        }
+        found = section_errors(model, section, where)
+        if where != "recipe.config":  # Reef fills its own sections' unset keys with its defaults
+            found = [line for line in found if not line.endswith(MISSING)]
+        errors += found
+    options = config.get("training_backend_options")
+    if not errors and isinstance(options, Mapping):
+        expanded = {name: _setting(config, value) for name, value in options.items()}
+        groups = int(_setting(config, config["groups_per_step"]))
+        rollouts = int(_setting(config, config["rollouts_per_group"]))
+        errors += grid_layout_errors(groups, rollouts, expanded)
+    return errors
 
 
 @dataclass(frozen=True, kw_only=True)
