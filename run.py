@@ -45,6 +45,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "REASONING_EFFORT": settings.gpt_oss_reasoning_effort,
         "MODEL": settings.model,
         "TASK_DIR": task_dir,
+        "SEED_FILE": Path(task_dir) / settings.seed_file,
         "STEPS": settings.steps,
     }
     return "\n".join(f"{key}={shlex.quote(str(value))}" for key, value in values.items())

@@ -11,7 +11,8 @@
 #   REEF_INFERENCE_HOST   the address Slime binds its router to (default: this host's first IP)
 #   MODEL_ID              the guidance model fetched into work/model (default Qwen/Qwen3-8B)
 #   GUIDANCE_TTT_EXECUTOR, GUIDANCE_TTT_REASONING_EFFORT, GUIDANCE_TTT_EXECUTOR_URL,
-#   OPENROUTER_API_KEY, FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID  (see serve.yaml)
+#   OPENROUTER_API_KEY, FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, GUIDANCE_TTT_SEED
+#                         (see serve.yaml)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
@@ -30,7 +31,7 @@ eval "$settings"
 
 preflight=("$python" -m harness.preflight --state-dir "$STATE_DIR" --model-dir "$model_dir"
     --model-id "$model_id" --judge-url "$JUDGE_URL" --problem-id "$JUDGE_PROBLEM_ID"
-    --task-dir "$TASK_DIR" --executor "$EXECUTOR")
+    --task-dir "$TASK_DIR" --seed-file "$SEED_FILE" --executor "$EXECUTOR")
 if [ "$EXECUTOR" = gpt_oss_120b ]; then
     preflight+=(--reasoning-effort "$REASONING_EFFORT")
 fi

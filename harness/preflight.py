@@ -295,12 +295,24 @@ def run_preflight(
 # ----------------------------------------------------------------------------------------- CLI
 
 
+def seed_program(path: Path) -> str:
+    """The program of a seed: the `entry.solution` of a seed record (`.json`), else the file."""
+    text = path.read_text()
+    if path.suffix != ".json":
+        return text
+    try:
+        return str(json.loads(text)["entry"]["solution"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path} is not a seed record with an entry.solution ({exc})") from None
+
+
 def seed_scorer(
     task_dir: Path, judge_url: str, *, problem_id: str | None = None, seed_file: Path | None = None
 ) -> Callable[[], VerificationResult]:
-    """A `score_seed` callable for a Harbor task directory: the seed program
-    (`solution/solution.cpp` unless given) judged by the run's own `FrontierCSScorer`, one
-    attempt. The problem id comes from `contract.json` (`judge_problem_id`) unless given."""
+    """A `score_seed` callable for a Harbor task directory: the seed program judged by the run's
+    own `FrontierCSScorer`, one attempt. `seed_file` is a seed record (`.json`: its entry's
+    program is judged) or a program file; `solution/seed.json` unless given. The problem id comes
+    from `contract.json` (`judge_problem_id`) unless given."""
 
     def score() -> VerificationResult:
         pid = problem_id
@@ -312,7 +324,7 @@ def seed_scorer(
                 raise ValueError(
                     f"no judge problem id: {contract} unreadable ({exc}); pass --problem-id"
                 ) from None
-        code = (seed_file or task_dir / "solution" / "solution.cpp").read_text()
+        code = seed_program(seed_file or task_dir / "solution" / "seed.json")
         with FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1) as scorer:
             return scorer(code)
 
@@ -333,7 +345,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--task-dir", type=Path, default=Path("harbor/polyomino_packing"))
     parser.add_argument("--problem-id", help="judge problem id (default: from contract.json)")
-    parser.add_argument("--seed-file", type=Path, help="default: <task-dir>/solution/solution.cpp")
+    parser.add_argument(
+        "--seed-file",
+        type=Path,
+        help="seed record (.json) or program to judge (default: <task-dir>/solution/seed.json)",
+    )
     parser.add_argument("--skip-judge-score", action="store_true", help="check /health only")
     parser.add_argument("--executor", choices=list(BUILTIN_BACKENDS), default="gpt_oss_120b")
     parser.add_argument("--executor-url", help="override the executor backend's base URL")

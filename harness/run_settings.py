@@ -70,6 +70,8 @@ DEFAULT_RAY_NAMESPACE = "reef"
 DEFAULT_RAY_ACTOR_NAME = "reef-train-bridge"
 #: The Slime options that must agree with the grid and STEPS.
 GRID_OPTIONS = ("global-batch-size", "rollout-batch-size", "n-samples-per-prompt", "num-rollout")
+#: The seed record a run starts from, relative to the task directory (``harness.seed``).
+DEFAULT_SEED_FILE = "solution/seed.json"
 
 
 def _text_of_number(value: Any) -> Any:
@@ -143,6 +145,16 @@ class HarnessConfig(Section):
     gpt_oss_reasoning_effort: str
     judge_url: Url
     judge_problem_id: Identifier
+    seed: Text = DEFAULT_SEED_FILE
+
+    @field_validator("seed")
+    @classmethod
+    def _inside_the_task(cls, value: str) -> str:
+        if Path(value).is_absolute() or ".." in Path(value).parts:
+            raise ValueError(
+                f"must name a seed record inside the task directory, e.g. {DEFAULT_SEED_FILE}"
+            )
+        return value
 
     @field_validator("executor_backend")
     @classmethod
@@ -318,6 +330,7 @@ class RunSettings:
     gpt_oss_reasoning_effort: str
     judge_url: str
     judge_problem_id: str
+    seed_file: str = DEFAULT_SEED_FILE
     reef_token: str | None = field(default=None, repr=False)
 
     @property
@@ -456,4 +469,5 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         gpt_oss_reasoning_effort=harness.gpt_oss_reasoning_effort,
         judge_url=harness.judge_url,
         judge_problem_id=harness.judge_problem_id,
+        seed_file=harness.seed,
     )

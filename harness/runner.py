@@ -49,10 +49,11 @@ SEED_FILE = Path("solution") / "seed.json"
 MAX_DEFAULT_WORKERS = 32
 
 
-def load_seed(task_dir: Path) -> LibraryEntry:
-    """The task's seed candidate: the `entry` of `<task>/solution/seed.json` (a verified,
-    judged program with a code-free summary)."""
-    path = Path(task_dir) / SEED_FILE
+def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry:
+    """The task's seed candidate: the `entry` of `<task>/<seed_file>` (a verified, judged
+    program with a code-free summary; `solution/seed.json` unless the run's `seed` setting names
+    an alternative seed of the task)."""
+    path = Path(task_dir) / seed_file
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
@@ -167,7 +168,7 @@ def run_steps(
         groups_per_batch=settings.groups_per_step,
         score_direction=contract.score_direction,
     )
-    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir)
+    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, settings.seed_file)
     try:
         restored = store.load()
         archive = restored.archive
@@ -259,11 +260,13 @@ def _best_score(archive: Archive) -> float | None:
     return None if best is None else best.verifier_raw_score
 
 
-def _open_store(root: Path, config: ArchiveConfig, task_dir: Path) -> ArchiveStore:
+def _open_store(
+    root: Path, config: ArchiveConfig, task_dir: Path, seed_file: str | Path
+) -> ArchiveStore:
     if (root / HEAD).exists():
         return ArchiveStore.open(root, config)
-    log.info("new archive in %s from the seed of %s", root, task_dir)
-    return ArchiveStore.create(root, Archive.from_seed(config, load_seed(task_dir)))
+    log.info("new archive in %s from the seed %s of %s", root, seed_file, task_dir)
+    return ArchiveStore.create(root, Archive.from_seed(config, load_seed(task_dir, seed_file)))
 
 
 def _emit_step_end(

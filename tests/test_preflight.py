@@ -37,6 +37,7 @@ from harness.preflight import (
     check_model,
     check_python,
     run_preflight,
+    seed_program,
     seed_scorer,
 )
 
@@ -137,11 +138,12 @@ def executor_server() -> Iterator[StandIn]:
 
 @pytest.fixture
 def task_dir(tmp_path: Path) -> Path:
-    """A minimal Harbor task directory: a contract naming the judge problem and a seed program."""
+    """A minimal Harbor task directory: a contract naming the judge problem and a seed record
+    holding the seed program."""
     task = tmp_path / "task"
     (task / "solution").mkdir(parents=True)
     (task / "contract.json").write_text(json.dumps({"judge_problem_id": "0"}))
-    (task / "solution" / "solution.cpp").write_text(SEED)
+    (task / "solution" / "seed.json").write_text(json.dumps({"entry": {"solution": SEED}}))
     return task
 
 
@@ -500,3 +502,17 @@ def test_a_crashing_check_is_a_missing_row_not_an_exception(judge, executor_serv
     assert time.monotonic() - started < 60
     assert "scorer exploded" in rows(report)["judge"].detail
     assert not rows(report)["judge"].ready
+
+
+def test_seed_program_reads_a_seed_record_or_a_program_file(tmp_path: Path) -> None:
+    record = tmp_path / "seed.json"
+    record.write_text(json.dumps({"entry": {"solution": "int main() {}"}}))
+    program = tmp_path / "main.cpp"
+    program.write_text("int main() { return 0; }")
+    assert seed_program(record) == "int main() {}"
+    assert seed_program(program) == "int main() { return 0; }"
+    record.write_text(json.dumps({"node": {}}))
+    with pytest.raises(
+        ValueError, match=r"seed\.json is not a seed record with an entry\.solution"
+    ):
+        seed_program(record)

@@ -213,3 +213,22 @@ def test_options_the_harness_does_not_read_may_hold_references_only_reef_resolve
         lambda d: d["training"]["options"].update({"distill-teacher-url": "${endpoints.teacher}"}),
     )
     assert RunSettings.load(path, environ={}, base_dir=tmp_path).groups_per_step == 2
+
+
+def test_seed_setting_selects_a_seed_record_of_the_task(tmp_path):
+    default = RunSettings.load(DEFAULT_SERVE_YAML, environ={}, base_dir=tmp_path)
+    assert default.seed_file == "solution/seed.json"
+    shelf = RunSettings.load(
+        DEFAULT_SERVE_YAML,
+        environ={"GUIDANCE_TTT_SEED": "solution/shelf/seed.json"},
+        base_dir=tmp_path,
+    )
+    assert shelf.seed_file == "solution/shelf/seed.json"
+
+
+@pytest.mark.parametrize("value", ["/etc/seed.json", "../other_task/solution/seed.json"])
+def test_seed_outside_the_task_directory_is_refused_naming_the_key(tmp_path, value):
+    with pytest.raises(RunSettingsError, match=r"harness\.seed: must name .*, got"):
+        RunSettings.load(
+            DEFAULT_SERVE_YAML, environ={"GUIDANCE_TTT_SEED": value}, base_dir=tmp_path
+        )
