@@ -3,7 +3,7 @@
     guidance-ttt doctor [flags]      can this machine run? (exit 1 naming what is missing)
     guidance-ttt status STATE        where is the run: step, best, health, missing slots, cost
     guidance-ttt inspect STATE       what did it find: best, lineage, failures, case studies
-    guidance-ttt plot STATE|CSV      PNG of the cumulative best and the valid fraction
+    guidance-ttt plot STATE|CSV      PNGs: every rollout's score per step; the run's health
     guidance-ttt export STATE        results records: runs.json + trajectory.csv
     guidance-ttt judge [flags]       start the local judge
 
@@ -23,11 +23,10 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness import results
+from harness import plot_series, plots, results
 from harness.cli_views import (
     HEALTH_TIMEOUT_S,
     Services,
-    plot_trajectory,
     render_inspect,
     render_status,
     status_report,
@@ -37,6 +36,8 @@ from harness.run_settings import RunSettings, RunSettingsError
 
 DEFAULT_REEF_URL = "http://127.0.0.1:8900"
 DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
+#: The reference run's published records, in the repository checkout.
+REFERENCE_DIR = Path(__file__).resolve().parents[1] / "results" / "reference"
 
 
 # --- reading the flags ---------------------------------------------------------------------------
@@ -50,13 +51,14 @@ def _services(args: argparse.Namespace) -> Services:
     except (RunSettingsError, OSError):
         settings = None
     env_judge = os.environ.get("FRONTIERCS_JUDGE_URL")
+    flag = vars(args).get
     return Services(
-        reef_url=args.reef_url or (settings.reef_url if settings else DEFAULT_REEF_URL),
-        judge_url=args.judge_url
+        reef_url=flag("reef_url") or (settings.reef_url if settings else DEFAULT_REEF_URL),
+        judge_url=flag("judge_url")
         or env_judge
         or (settings.judge_url if settings else DEFAULT_JUDGE_URL),
         token=settings.reef_token if settings else os.environ.get("REEF_TOKEN", "reef-local"),
-        scenario=args.scenario or (settings.scenario if settings else None),
+        scenario=flag("scenario") or (settings.scenario if settings else None),
         config=settings.config_path if settings else None,
     )
 
@@ -74,7 +76,20 @@ def _guidance_usage(view: results.RunView, services: Services, enabled: bool) ->
         return reader.fetch(receipts)
 
 
-def _plot_rows(args: argparse.Namespace) -> tuple[list[results.TrajectoryRow], str]:
+def _csv_direction(source: Path, task: str, rows: list[results.TrajectoryRow]) -> str:
+    """A trajectory.csv's score direction: from the `runs.json` beside it, else from the rows
+    (a best that went down is a lower-is-better score)."""
+    runs_json = source.with_name("runs.json")
+    if runs_json.is_file():
+        for run in results.read_runs_json(runs_json):
+            if run.get("task") == task and run.get("search", {}).get("score_direction"):
+                return str(run["search"]["score_direction"])
+    return "min" if rows and rows[-1].cumulative_best < rows[0].cumulative_best else "max"
+
+
+def _plot_series(args: argparse.Namespace) -> tuple[plot_series.Series, str]:
+    """The plot's series from a state directory or a trajectory.csv, and the reference task
+    name to compare with (the run's task id)."""
     source = Path(args.source)
     if source.is_file():
         rows = results.read_trajectory_csv(source)
@@ -85,10 +100,12 @@ def _plot_rows(args: argparse.Namespace) -> tuple[list[results.TrajectoryRow], s
         chosen = [r for r in rows if r.task == task]
         if not chosen:
             raise ValueError(f"{source} has no rows for task {task!r} (tasks: {tasks})")
-        return chosen, task
+        return plot_series.from_trajectory(chosen, _csv_direction(source, task, chosen)), task
     view = results.load_run(source)
-    task = args.task or results.seed_entry(view.archive).problem_id
-    return results.trajectory(view.archive, task, view.committed_step), task
+    problem = results.seed_entry(view.archive).problem_id
+    services = _services(args)
+    prices = load_prices(args.pricing, serve_yaml=services.config)
+    return plot_series.from_run(view, args.task or problem, prices), problem
 
 
 # --- commands ------------------------------------------------------------------------------------
@@ -119,10 +136,18 @@ def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
-    rows, task = _plot_rows(args)
-    out = Path(args.output or f"{task}-trajectory.png")
-    data = plot_trajectory(rows, out, args.title or f"{task}: cumulative best per update")
-    console.print(f"wrote {out} ({len(data.updates)} updates, best {data.cumulative_best[-1]:.4f})")
+    series, problem = _plot_series(args)
+    reference = None
+    if args.reference:
+        reference = plot_series.reference_run(args.reference_dir, args.reference_task or problem)
+    out = Path(args.output or f"{series.task}-trajectory.png")
+    data = plots.plot(series, out, args.title, reference)
+    best = f"{data.best_so_far[-1]:.4f}" if data.best_so_far else f"{data.seed:.4f} (the seed)"
+    console.print(
+        f"wrote {data.scores_png} and {data.health_png}: {series.task}, "
+        f"{len(data.steps)} steps, best {best}",
+        soft_wrap=True,
+    )
     return 0
 
 
@@ -175,11 +200,27 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument("state_dir", type=Path)
     inspect.add_argument("--top", type=int, default=5, help="best candidates to list")
     inspect.add_argument("--cases", type=int, default=2, help="case studies to show")
-    plot = sub.add_parser("plot", help="PNG of the cumulative best and valid fraction")
+    plot = sub.add_parser("plot", help="PNGs of every rollout's score and of the run's health")
     plot.add_argument("source", help="a state directory or a trajectory.csv")
-    plot.add_argument("-o", "--output", help="PNG path (default: <task>-trajectory.png)")
+    plot.add_argument(
+        "-o",
+        "--output",
+        help="scores PNG; the health figure goes beside it as <name>-health.png "
+        "(default: <task>-trajectory.png)",
+    )
     plot.add_argument("--task", help="the task's rows of a trajectory.csv / its name")
     plot.add_argument("--title")
+    plot.add_argument(
+        "--reference",
+        action="store_true",
+        help="draw the reference run's published best so far for comparison",
+    )
+    plot.add_argument("--reference-task", help="its task (default: the plotted run's task)")
+    plot.add_argument(
+        "--reference-dir", type=Path, default=REFERENCE_DIR, help="published runs.json + csv"
+    )
+    plot.add_argument("--config", help="serve.yaml with a pricing table")
+    plot.add_argument("--pricing", type=Path, help="price table YAML for the cost per step")
     export = sub.add_parser("export", help="write runs.json and trajectory.csv")
     export.add_argument("state_dir", type=Path)
     export.add_argument("--out", default="results", help="output directory (default: results)")

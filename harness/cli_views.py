@@ -1,15 +1,14 @@
 """What the read-only `guidance-ttt` commands show: the status report and its table, the
-inspect tables, and the trajectory plot.
+inspect tables (the plots are `harness.plots`).
 
 `status_report` gathers plain data (it probes Reef and the judge over HTTP but never raises for a
-service that is down); the `render_*` functions only print; `plot_trajectory` only draws. Argument
+service that is down); the `render_*` functions only print. Argument
 parsing and dispatch live in `harness.cli`.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -285,62 +284,3 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
         console.print(Text("  " + case.entry.summary.strip().replace("\n", "\n  ")))
         node = f"node {case.node_id}" if case.node_id else "not kept as an archive node"
         console.print(Text(f"entry {case.entry.id}\n{node}\n"))
-
-
-# --- plot ----------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class PlotData:
-    """The series a plot drew, read back from the figure (so tests compare what is on it)."""
-
-    updates: list[int]
-    cumulative_best: list[float]
-    seed: float
-    valid_fraction: list[float]  # updates 1..n
-
-
-def plot_trajectory(rows: Sequence[results.TrajectoryRow], path: Path, title: str) -> PlotData:
-    """Draw the cumulative best per update (with the seed as a dashed line) above the valid
-    fraction per update, save a PNG at `path`, and return the series as drawn."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    from matplotlib import pyplot as plt
-    from matplotlib.ticker import MaxNLocator
-
-    rows = sorted(rows, key=lambda r: r.update)
-    updates = [r.update for r in rows]
-    best = [r.cumulative_best for r in rows]
-    stepped = [r for r in rows if r.update > 0 and r.sampled_rollouts]
-    figure, (top, bottom) = plt.subplots(2, 1, figsize=(8, 6), sharex=True, height_ratios=(2, 1))
-    try:
-        (line,) = top.plot(
-            updates, best, drawstyle="steps-post", marker="o", markersize=3, label="cumulative best"
-        )
-        seed_line = top.axhline(best[0], linestyle="--", color="gray", label="seed")
-        top.set_ylabel("cumulative best score")
-        top.set_title(title)
-        top.legend(loc="best")
-        top.grid(alpha=0.3)
-        bars = bottom.bar(
-            [r.update for r in stepped],
-            [(r.valid_rollouts or 0) / r.sampled_rollouts for r in stepped],
-            color="tab:green",
-        )
-        bottom.set_ylim(0, 1.05)
-        bottom.set_ylabel("valid fraction")
-        bottom.set_xlabel("update")
-        bottom.xaxis.set_major_locator(MaxNLocator(integer=True))
-        bottom.grid(alpha=0.3)
-        figure.tight_layout()
-        path.parent.mkdir(parents=True, exist_ok=True)
-        figure.savefig(path, dpi=120)
-        return PlotData(
-            [int(x) for x in line.get_xdata()],
-            [float(y) for y in line.get_ydata()],
-            float(seed_line.get_ydata()[0]),
-            [float(bar.get_height()) for bar in bars],
-        )
-    finally:
-        plt.close(figure)

@@ -214,6 +214,30 @@ def read_trajectory_csv(path: Path) -> list[TrajectoryRow]:
         ]
 
 
+def read_runs_json(path: Path) -> list[dict[str, Any]]:
+    """The runs of a `runs.json` (`{"schema_version": 1, "runs": [...]}`); a file of another
+    shape is an error naming it."""
+    document = json.loads(Path(path).read_text(encoding="utf-8"))
+    runs = document.get("runs") if isinstance(document, dict) else None
+    if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
+        raise ValueError(f"{path}: not a runs.json (expected {{'runs': [...]}})")
+    return runs
+
+
+def run_labels(view: RunView) -> dict[str, str]:
+    """The labels that keep runs apart, as the last `run_started` event records them: `mode`
+    (e.g. `frozen` for a run whose guidance model is not trained) and `suite` (the judge's test
+    suite the scores come from). Only the labels the run recorded."""
+    started = view.events_of("run_started")
+    last = started[-1] if started else {}
+    return {key: str(last[key]) for key in ("mode", "suite") if last.get(key)}
+
+
+def run_note(view: RunView) -> str:
+    """`mode frozen, suite public`-style text of `run_labels` (empty when none is recorded)."""
+    return ", ".join(f"{key} {value}" for key, value in run_labels(view).items())
+
+
 # --- inspection ----------------------------------------------------------------------------
 
 

@@ -1,8 +1,8 @@
 """`guidance-ttt` subcommands on a state directory made by the real store, resume state and event
-log (tests/state_fixture.py): status, inspect, plot, doctor, judge. Health probes go to real
-local servers: a real `reef serve` (record-only recipe) for Reef, and a one-route HTTP server
-standing in for the judge's `/health` (the real judge needs a bubblewrap sandbox per case, which
-`tests/test_scorer_local_judge.py` covers)."""
+log (tests/state_fixture.py): status, inspect, doctor, judge (plot: tests/test_plots.py). Health
+probes go to real local servers: a real `reef serve` (record-only recipe) for Reef, and a
+one-route HTTP server standing in for the judge's `/health` (the real judge needs a bubblewrap
+sandbox per case, which `tests/test_scorer_local_judge.py` covers)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness import cli, cli_views, results
+from harness import cli, results
 from tests.bridge_fake import status_page
 from tests.reef_fixtures import free_port, running_reef
 from tests.state_fixture import FixtureRun, build_state_dir
@@ -228,34 +228,6 @@ def test_inspect_prints_best_candidates_lineage_failures_and_cases(run, capsys):
     assert f"child {top.candidate_score:.4f} ({top.gain:+.4f})" in case
     assert top.entry.guidance in case and top.entry.summary in case
     assert best_entry.id[:8] in lineage
-
-
-def test_plot_writes_a_png_whose_series_match_trajectory_csv(run, tmp_path):
-    view = results.load_run(run.state_dir)
-    out = tmp_path / "records"
-    rows = results.trajectory(view.archive, "polyomino", view.committed_step)
-    results.write_records(out, {"task": "polyomino"}, rows)
-    png = tmp_path / "plot.png"
-    data = cli_views.plot_trajectory(results.read_trajectory_csv(out / "trajectory.csv"), png, "t")
-    assert png.read_bytes().startswith(b"\x89PNG\r\n\x1a\n") and png.stat().st_size > 10_000
-    csv_rows = results.read_trajectory_csv(out / "trajectory.csv")
-    assert data.updates == [r.update for r in csv_rows]
-    assert data.cumulative_best == [r.cumulative_best for r in csv_rows]
-    assert data.seed == csv_rows[0].cumulative_best == run.seed_score
-    assert data.valid_fraction == [r.valid_rollouts / r.sampled_rollouts for r in csv_rows[1:]]
-    assert data.cumulative_best == run.cumulative_best
-
-
-def test_plot_command_reads_a_state_dir_or_a_csv_and_names_a_missing_task(run, tmp_path, capsys):
-    png = tmp_path / "state.png"
-    assert cli.main(["plot", str(run.state_dir), "-o", str(png)]) == 0
-    assert png.stat().st_size > 10_000
-    reference = REPO / "results" / "reference" / "trajectory.csv"
-    assert cli.main(["plot", str(reference), "-o", str(tmp_path / "r.png")]) == 2
-    assert "holds tasks ['polyomino', 'trimul']; choose one with --task" in capsys.readouterr().err
-    assert (
-        cli.main(["plot", str(reference), "--task", "trimul", "-o", str(tmp_path / "t.png")]) == 0
-    )
 
 
 def test_commands_on_a_directory_without_a_run_exit_2_naming_what_was_looked_for(tmp_path, capsys):

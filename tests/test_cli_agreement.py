@@ -1,11 +1,11 @@
 """The `guidance-ttt` reports agree with each other on one state directory.
 
-`status` (text and `--json`), `inspect`, `export` and the live progress display (replaying the
-run's own `events.jsonl`) each show the seed, the best score, the step that reached it, the
-valid counts and the cost. On a finished run and on a run with a step in flight (both built by
-tests/state_fixture.py with the real store, resume state and event log) these must say the same
-thing, every score rounded the same way, with no placeholder (`None`, `?`) and no table wider
-than 80 columns.
+`status` (text and `--json`), `inspect`, `export`, `plot` and the live progress display
+(replaying the run's own `events.jsonl`) each show the seed, the best score, the step that
+reached it, the valid counts and the cost. On a finished run and on a run with a step in flight
+(both built by tests/state_fixture.py with the real store, resume state and event log) these
+must say the same thing, every score rounded the same way, with no placeholder (`None`, `?`)
+and no table wider than 80 columns.
 """
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness import cli, results
+from harness import cli, plot_series, plots, results
+from harness.cost import load_prices
 from harness.events import read_events
 from harness.progress import ProgressDisplay
 from tests.reef_fixtures import free_port
@@ -99,6 +100,10 @@ def test_a_finished_run_reads_the_same_in_status_inspect_export_and_progress(
     _run(["export", str(state), "--out", str(out), "--pricing", str(prices)], capsys)
     record = json.loads((out / "runs.json").read_text())["runs"][0]
     progress = _replay(state)
+    view = results.load_run(state)
+    drawn = plots.plot(
+        plot_series.from_run(view, "polyomino_packing", load_prices(prices)), tmp_path / "p.png"
+    )
     _no_placeholders_and_80_columns(text, inspect)
 
     best, seed, step = finished.best_score, finished.seed_score, finished.best_update - 1
@@ -118,6 +123,8 @@ def test_a_finished_run_reads_the_same_in_status_inspect_export_and_progress(
         str(step),
     ]
     assert progress[-1] == f"run finished: {n} steps committed; run best {best:.4f}"
+    assert drawn.best_so_far[-1] == best and drawn.seed == seed
+    assert drawn.best_so_far.index(best) == step  # the plot's first step at the best
     # the progress display's run best after each step is the trajectory's cumulative best
     summaries = [line for line in progress if " | run best " in line]
     shown = [float(re.search(r"run best (\S+)", line).group(1)) for line in summaries]
@@ -132,11 +139,13 @@ def test_a_finished_run_reads_the_same_in_status_inspect_export_and_progress(
     }
     assert rows == dict(enumerate(finished.valid))
     assert record["search"]["valid_rollouts"] == sum(finished.valid)
+    assert [round(f * 8) for _, f in drawn.valid_fraction] == finished.valid
     valid_in_progress = [re.search(r"valid (\d+)/", line).group(1) for line in summaries]
     assert [int(v) for v in valid_in_progress] == finished.valid
     # the cost: the same dollars in status and the record, no unknown part (every model priced)
     assert report["cost"] == record["usage"]["cost"]
     assert f"cost so far    ${record['usage']['cost']['usd']:,.2f}" in text
+    assert sum(c for _, c in drawn.cost or []) == pytest.approx(record["usage"]["cost"]["usd"])
     # the case study names a real gain and the node or that there is none
     case = inspect.split("Case 1:", 1)[1]
     assert case.startswith(" step ")
