@@ -10,8 +10,15 @@ per-rollout cost at the first and the last step, and bytes written / bytes store
     of real rewrites (whose sizes are checked against the exact count) and extrapolated
     linearly in the bytes, because rewriting ~300 GB would take hours. `--ref-full` measures
     every rewrite instead.
-(b) ours: `harness.store.ArchiveStore` (fsynced journal line per rollout, one commit per step),
+(b) ours as a run does it: `harness.store.ArchiveStore` (fsynced journal line per rollout, one
+    commit per step) plus, after every commit, the atomic export of the committed archive as
+    `committed-library.json` (the Discover layout, `harness.library_json.write_library_json`);
     measured fully; bytes are counted where they are written (`harness.atomic.METER`).
+(c) ours without the per-step export: the same run with the export's bytes and time left out
+    (they are metered separately, so (c) is exact, not a second run).
+
+Written / stored counts what ends on disk: (a) library.json, (b) the store plus
+committed-library.json, (c) the store.
 
 Run: python benchmarks/archive_io.py            (about 2-3 minutes on 2 cores)
 """
@@ -31,7 +38,12 @@ from pathlib import Path
 
 from harness import atomic
 from harness.library import Archive
-from harness.library_json import from_library_dict, library_json_bytes, to_library_dict
+from harness.library_json import (
+    from_library_dict,
+    library_json_bytes,
+    to_library_dict,
+    write_library_json,
+)
 from harness.state import (
     GUIDANCE_FORMAT_ERROR,
     INVALID,
@@ -142,6 +154,8 @@ class StepCost:
     seconds: float = 0.0
     payload: int = 0  # the step's entries as compact JSON: the data itself
     commit_bytes: int = 0  # ours: the step commit (groups line + head)
+    export_bytes: int = 0  # ours: the step's committed-library.json export
+    export_seconds: float = 0.0
     rollout_seconds: list[float] = field(default_factory=list)  # ours: each record_rollout
     write_seconds: list[float] = field(default_factory=list)  # ours: its write + fsync part
 
@@ -230,11 +244,34 @@ def run_ours(
         mine.seconds += time.perf_counter() - t0
         mine.commit_bytes = atomic.METER.bytes_written - before
         mine.bytes += mine.commit_bytes
+        before, t0 = atomic.METER.bytes_written, time.perf_counter()
+        write_library_json(archive, work / "committed-library.json")
+        mine.export_seconds = time.perf_counter() - t0
+        mine.export_bytes = atomic.METER.bytes_written - before
+        mine.seconds += mine.export_seconds
+        mine.bytes += mine.export_bytes
         ours.per_step.append(mine)
         print(f"  (b) ours      step {step + 1:2d}/{args.steps}")
     store.close()
     ours.stored = sum(p.stat().st_size for p in (work / "ours").iterdir())
+    ours.stored += (work / "committed-library.json").stat().st_size
     return ours, made
+
+
+def without_export(ours: Result, work: Path) -> Result:
+    """(c): the same run with the per-step export's bytes, time and file left out."""
+    steps = [
+        replace(
+            s,
+            bytes=s.bytes - s.export_bytes,
+            seconds=s.seconds - s.export_seconds,
+            export_bytes=0,
+            export_seconds=0.0,
+        )
+        for s in ours.per_step
+    ]
+    stored = ours.stored - (work / "committed-library.json").stat().st_size
+    return Result(steps, stored, ours.note, ours.setup_bytes)
 
 
 def run_reference(
@@ -288,7 +325,7 @@ def run_reference(
     return ref
 
 
-def run(args: argparse.Namespace, work: Path) -> tuple[Result, Result, dict[str, float]]:
+def run(args: argparse.Namespace, work: Path) -> tuple[Result, Result, Result, dict[str, float]]:
     """Both schemes on identical rollouts: ours first (measured alone), then the reference on
     a copy of the same initial archive, so neither disturbs the other's timings."""
     config = ArchiveConfig(rollout_n=args.rollouts, groups_per_batch=args.groups)
@@ -308,8 +345,10 @@ def run(args: argparse.Namespace, work: Path) -> tuple[Result, Result, dict[str,
 
     ref = run_reference(args, work, from_library_dict(initial), made, ours)
     # the exchange file exported from our store is the reference scheme's final library.json
-    assert (work / "export.json").read_bytes() == (work / "reference" / "library.json").read_bytes()
-    return ref, ours, {"load_s": load_s, "export_s": export_s}
+    final = (work / "reference" / "library.json").read_bytes()
+    assert (work / "export.json").read_bytes() == final
+    assert (work / "committed-library.json").read_bytes() == final
+    return ref, ours, without_export(ours, work), {"load_s": load_s, "export_s": export_s}
 
 
 def human(n: float) -> str:
@@ -328,76 +367,96 @@ def duration(seconds: float) -> str:
     return f"{seconds / 3600:.1f} h"
 
 
-def report(args: argparse.Namespace, ref: Result, ours: Result, extra: dict[str, float]) -> None:
+def report(
+    args: argparse.Namespace, ref: Result, ours: Result, bare: Result, extra: dict[str, float]
+) -> None:
     per_step = args.groups * args.rollouts
+    schemes = (ref, ours, bare)
+
+    def row(name: str, cell) -> tuple[str, ...]:
+        return (name, *(cell(scheme, i) for i, scheme in enumerate(schemes)))
+
     rows = [
-        ("total bytes written", human(ref.total_bytes), human(ours.total_bytes)),
-        ("bytes stored at the end", human(ref.stored), human(ours.stored)),
-        (
-            "written / stored",
-            f"{ref.total_bytes / ref.stored:.1f}x",
-            f"{ours.total_bytes / ours.stored:.3f}x",
+        row("total bytes written", lambda r, i: human(r.total_bytes)),
+        row("bytes stored at the end", lambda r, i: human(r.stored)),
+        row(
+            "written / stored (bytes written per byte stored)",
+            lambda r, i: f"{r.total_bytes / r.stored:.{1 if i == 0 else 3}f}x",
         ),
-        (
-            "wall time (persistence + archive updates)",
-            duration(ref.total_seconds),
-            duration(ours.total_seconds),
-        ),
+        row("wall time (persistence + archive updates)", lambda r, i: duration(r.total_seconds)),
     ]
     for index, step_no in ((0, 1), (-1, args.steps)):
-        ref_step, our_step = ref.per_step[index], ours.per_step[index]
         rows.append(
-            (
+            row(
                 f"per-rollout bytes, step {step_no}",
-                human(ref_step.bytes / per_step),
-                human(our_step.bytes / per_step),
+                lambda r, i, index=index: human(r.per_step[index].bytes / per_step),
             )
         )
         rows.append(
-            (
+            row(
                 f"per-rollout write+fsync time, step {step_no}",
-                f"{ref_step.seconds / per_step * 1e3:.1f} ms",
-                f"{statistics.median(our_step.write_seconds) * 1e3:.2f} ms (median)",
+                lambda r, i, index=index: (
+                    f"{r.per_step[index].seconds / per_step * 1e3:.1f} ms"
+                    if i == 0
+                    else f"{statistics.median(r.per_step[index].write_seconds) * 1e3:.2f} ms med"
+                ),
             )
         )
-        pairs = zip(our_step.rollout_seconds, our_step.write_seconds, strict=True)
-        in_memory = [total - io for total, io in pairs]
+        step = ours.per_step[index]
+        pairs = zip(step.rollout_seconds, step.write_seconds, strict=True)
+        in_memory = statistics.median([total - io for total, io in pairs]) * 1e3
         rows.append(
-            (
+            row(
                 f"per-rollout archive update, step {step_no}",
-                "(not measured)",
-                f"{statistics.median(in_memory) * 1e3:.2f} ms (median)",
+                lambda r, i, v=in_memory: "(not measured)" if i == 0 else f"{v:.2f} ms med",
             )
         )
-    first, last = ref.per_step[0], ref.per_step[-1]
-    mine_first, mine_last = ours.per_step[0], ours.per_step[-1]
     rows.append(
-        (
+        row(
             f"bytes written per entry byte, step 1 -> {args.steps}",
-            f"{first.bytes / first.payload:.1f} -> {last.bytes / last.payload:.1f}",
-            f"{mine_first.bytes / mine_first.payload:.3f} -> "
-            f"{mine_last.bytes / mine_last.payload:.3f}",
+            lambda r, i: (
+                f"{r.per_step[0].bytes / r.per_step[0].payload:.{1 if i == 0 else 3}f} -> "
+                f"{r.per_step[-1].bytes / r.per_step[-1].payload:.{1 if i == 0 else 3}f}"
+            ),
         )
     )
     rows.append(
-        (
+        row(
             f"step commit bytes, step 1 -> {args.steps}",
-            "-",
-            f"{human(mine_first.commit_bytes)} -> {human(mine_last.commit_bytes)}",
+            lambda r, i: (
+                "-"
+                if i == 0
+                else f"{human(r.per_step[0].commit_bytes)} -> {human(r.per_step[-1].commit_bytes)}"
+            ),
+        )
+    )
+    rows.append(
+        row(
+            f"per-step export, step 1 -> {args.steps}",
+            lambda r, i: (
+                "-"
+                if i != 1
+                else f"{human(r.per_step[0].export_bytes)} {r.per_step[0].export_seconds:.2f} s"
+                f" -> {human(r.per_step[-1].export_bytes)} {r.per_step[-1].export_seconds:.2f} s"
+            ),
         )
     )
     width = max(len(r[0]) for r in rows) + 2
+    heads = ("(a) reference", "(b) ours + export", "(c) ours, no export")
+    cells = [max(len(heads[i - 1]), *(len(r[i]) for r in rows)) + 3 for i in (1, 2, 3)]
     print()
     print(
         f"Archive I/O: {args.steps} steps x {per_step} rollouts (G={args.groups}, "
-        f"R={args.rollouts}), entries ~{human(ours.stored / (per_step * args.steps + 1))} each"
+        f"R={args.rollouts}), entries ~{human(bare.stored / (per_step * args.steps + 1))} each"
     )
-    print(f"{'':{width}}{'(a) reference':>22}{'(b) ours':>24}")
-    for name, a, b in rows:
-        print(f"{name:{width}}{a:>22}{b:>24}")
+    print(f"{'':{width}}" + "".join(f"{h:>{c}}" for h, c in zip(heads, cells, strict=True)))
+    for name, *values in rows:
+        print(f"{name:{width}}" + "".join(f"{v:>{c}}" for v, c in zip(values, cells, strict=True)))
+    print("(a) rewrites library.json after every rollout; (b) journal + per-step commit + atomic")
+    print("    committed-library.json after every commit; (c) = (b) without the export")
     print("(a) bytes: exact for every rollout (checked against the measured rewrites)")
     print(f"(a) time: {ref.note}")
-    print(f"(b) time: {ours.note}, fsync per journal line and per commit")
+    print(f"(b), (c) time: {ours.note}, fsync per journal line, commit and export")
     print("    fsync latency varies with other disk activity on the machine; bytes are exact")
     print(
         f"(b) resume load of the whole store: {extra['load_s']:.1f} s; "
@@ -416,8 +475,8 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="archive-io-", dir=args.dir))
     try:
         print(f"work directory {work} ({os.uname().sysname}, {os.cpu_count()} cpus)")
-        ref, ours, extra = run(args, work)
-        report(args, ref, ours, extra)
+        ref, ours, bare, extra = run(args, work)
+        report(args, ref, ours, bare, extra)
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -8,6 +8,7 @@ unknown keys are errors that name the key, and the archive invariants are checke
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,10 @@ from typing import Any
 from harness.atomic import atomic_write_bytes
 from harness.library import Archive
 from harness.state import ArchiveConfig, ArchiveGroup, LibraryEntry, LibraryNode, RecordError
+from harness.state_files import read_json_object
+
+#: A real run's library.json reaches hundreds of MB; anything beyond this is not one.
+MAX_LIBRARY_BYTES = 16 << 30
 
 LIBRARY_KEYS = (
     "nodes",
@@ -90,13 +95,17 @@ def library_json_bytes(archive: Archive) -> bytes:
 
 
 def read_library_json(path: Path) -> Archive:
-    """Load a Discover-compatible `library.json` file into a validated `Archive`."""
-    return from_library_dict(json.loads(Path(path).read_bytes()))
+    """Load a Discover-compatible `library.json` file into a validated `Archive` (read with the
+    safe state-file reader: a FIFO, directory or non-JSON file is refused naming it)."""
+    return from_library_dict(read_json_object(Path(path), max_bytes=MAX_LIBRARY_BYTES))
 
 
-def write_library_json(archive: Archive, path: Path) -> None:
-    """Write the archive as a Discover-compatible `library.json`, atomically."""
-    atomic_write_bytes(Path(path), library_json_bytes(archive))
+def write_library_json(archive: Archive, path: Path) -> str:
+    """Write the archive as a Discover-compatible `library.json`, atomically; returns the
+    SHA-256 (hex) of the bytes written."""
+    data = library_json_bytes(archive)
+    atomic_write_bytes(Path(path), data)
+    return hashlib.sha256(data).hexdigest()
 
 
 def _object(data: dict[str, Any], key: str) -> list[tuple[str, Any]]:

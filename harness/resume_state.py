@@ -13,7 +13,6 @@ the record.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
@@ -21,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.atomic import atomic_write_json
+from harness.state_files import StateFileError, exists, read_json_object
 
 
 class ResumeStateError(RuntimeError):
@@ -28,10 +28,14 @@ class ResumeStateError(RuntimeError):
 
 
 FORMAT_VERSION = 1
+MAX_RESUME_STATE_BYTES = 64 << 20  # summaries of thousands of steps fit many times over
 RESUME_STATE = Path("guidance-run") / "resume-state.json"
 STATE_KEYS = frozenset(
     {"format_version", "identity", "executor_backend", "prompt_mode", "next_step", "step_summaries"}
 )
+#: Ours: the SHA-256 of `committed-library.json` as exported at this commit (absent in records
+#: written before the per-step export; such a file is then rebuilt on resume).
+LIBRARY_SHA_KEY = "committed_library_sha256"
 SUMMARY_KEYS = (
     "step",
     "elapsed_s",
@@ -149,6 +153,7 @@ class ResumeState:
     prompt_mode: str
     next_step: int
     step_summaries: tuple[Mapping[str, Any], ...]
+    committed_library_sha256: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The record as the JSON object `load` accepts back (with `format_version`)."""
@@ -159,6 +164,7 @@ class ResumeState:
             "prompt_mode": self.prompt_mode,
             "next_step": self.next_step,
             "step_summaries": [dict(s) for s in self.step_summaries],
+            LIBRARY_SHA_KEY: self.committed_library_sha256,
         }
 
     def save(self, path: Path) -> None:
@@ -170,12 +176,15 @@ class ResumeState:
         """Read and validate `path`; None when it does not exist (nothing committed yet). Any
         defect — bad JSON, wrong format_version, unknown or missing keys, summaries that do not
         count 0..next_step-1 — is a `ResumeStateError` naming it."""
-        if not path.exists():
+        if not exists(path):
             return None
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise ResumeStateError(f"{path} cannot be read as JSON: {exc}") from exc
+            data = read_json_object(path, max_bytes=MAX_RESUME_STATE_BYTES)
+        except StateFileError as exc:
+            raise ResumeStateError(str(exc)) from exc
+        library_sha = data.pop(LIBRARY_SHA_KEY, None)
+        if library_sha is not None and not isinstance(library_sha, str):
+            raise ResumeStateError(f"{path}: {LIBRARY_SHA_KEY} {library_sha!r} is not a string")
         _exact_keys(data, STATE_KEYS, str(path))
         if data["format_version"] != FORMAT_VERSION:
             raise ResumeStateError(
@@ -202,7 +211,12 @@ class ResumeState:
         except ValueError as exc:
             raise ResumeStateError(f"{path}: {exc}") from exc
         return cls(
-            identity, data["executor_backend"], data["prompt_mode"], next_step, tuple(summaries)
+            identity,
+            data["executor_backend"],
+            data["prompt_mode"],
+            next_step,
+            tuple(summaries),
+            library_sha,
         )
 
 

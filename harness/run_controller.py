@@ -105,7 +105,9 @@ class RunController:
     """Gatekeeper between steps: durability barrier, qualification gate, ordered commit, resume.
 
     `commit_archive(step)` must write the working archive as committed for `step` atomically and
-    be idempotent (it is called again for a step whose commit was interrupted). `archive_step`,
+    be idempotent (it is called again for a step whose commit was interrupted); it returns the
+    SHA-256 of the `committed-library.json` it exported (or None), which the resume-state record
+    keeps so a resume can check the file. `archive_step`,
     when given, returns the step the committed archive carries (None before the first commit);
     `begin()` then checks that it pairs with resume-state.json. `events` receives a
     `training_wait` event each time the barrier logs its progress (default: dropped).
@@ -118,7 +120,7 @@ class RunController:
         executor_backend: Mapping[str, Any],
         bridge: TrainingBridge,
         status: StatusSource,
-        commit_archive: Callable[[int], None],
+        commit_archive: Callable[[int], str | None],
         archive_step: Callable[[], int | None] | None = None,
         events: EventSink | None = None,
     ) -> None:
@@ -273,13 +275,14 @@ class RunController:
         return summary
 
     def _commit(self, step: int, summary: dict[str, Any]) -> None:
-        self._commit_archive(step)
+        library_sha = self._commit_archive(step)
         state = ResumeState(
             identity=self.identity,
             executor_backend=self._executor_backend,
             prompt_mode=self.settings.prompt_mode,
             next_step=step + 1,
             step_summaries=(*self._summaries, summary),
+            committed_library_sha256=library_sha,
         )
         state.save(self.resume_state_path)
         self._summaries.append(summary)

@@ -4,8 +4,11 @@
 seed) the archive store under `<state>/guidance-run/archive/`, replays the in-flight step's
 journal, lets the run controller decide where to start (identity, finished run, Reef's checkpoint,
 archive pairing), then runs each step and hands it to the controller, which waits for Reef's
-training, qualifies it and commits archive and `resume-state.json` in that order. At the end it
-exports the committed archive as `guidance-run/committed-library.json` (the Discover format).
+training, qualifies it and commits in this order: the archive store, then
+`guidance-run/committed-library.json` (the committed archive in the Discover `library.json`
+layout, atomically), then `resume-state.json`, which records the library file's SHA-256. On
+resume that file is checked against the hash; a missing or different file is rebuilt from the
+store (the durable source of truth) with a warning and a `committed_library_rebuilt` event.
 
 The adapters (Reef, executor, judge, training bridge, status page) come in as `RunServices`;
 `production_services` builds the real ones from `RunSettings`.
@@ -13,6 +16,7 @@ The adapters (Reef, executor, judge, training bridge, status page) come in as `R
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 from collections.abc import Callable, Mapping
@@ -29,15 +33,17 @@ from harness.crash_hook import crash_point
 from harness.events import EVENTS_FILE, EventSink, NullSink
 from harness.execution import ExecutionClient
 from harness.library import Archive
+from harness.library_json import MAX_LIBRARY_BYTES, write_library_json
 from harness.reef_channel import ReefChannel
 from harness.reef_status import ReefStatusClient, StatusSource
-from harness.resume_state import RESUME_STATE, RunIdentity
+from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity
 from harness.rollout import Executor, RolloutSettings
 from harness.run_controller import ControllerSettings, RunController
 from harness.run_settings import RunSettings
 from harness.scorer import FrontierCSScorer, Scorer
 from harness.state import ArchiveConfig, LibraryEntry
-from harness.store import HEAD, ArchiveStore
+from harness.state_files import StateFileError, read_bytes
+from harness.store import HEAD, ArchiveStore, read_committed
 from harness.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
 
 log = logging.getLogger(__name__)
@@ -174,13 +180,13 @@ def run_steps(
         archive = restored.archive
         committed = [restored.committed_step]
 
-        def commit_archive(step: int) -> None:
-            if step <= committed[0]:  # already committed before a crash: idempotent
-                return
-            crash_point("before_archive_commit")
-            store.commit_step(archive, step)
-            committed[0] = step
-            crash_point("after_archive_commit")
+        def commit_archive(step: int) -> str:
+            if step > committed[0]:  # else committed before a crash: the commit is idempotent
+                crash_point("before_archive_commit")
+                store.commit_step(archive, step)
+                committed[0] = step
+                crash_point("after_archive_commit")
+            return write_library_json(archive, settings.state_dir / COMMITTED_LIBRARY)
 
         controller = RunController(
             ControllerSettings.for_run(settings, **dict(controller_overrides or {})),
@@ -194,6 +200,8 @@ def run_steps(
         )
         start = controller.begin()
         events = services.events
+        if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
+            check_committed_library(settings.state_dir, store.root, events)
         events.emit(
             "run_started",
             state_dir=str(settings.state_dir),
@@ -232,7 +240,6 @@ def run_steps(
             summary = controller.complete_step(step_run.outcome)
             summaries.append(summary)
             _emit_step_end(events, archive, step, summary, step_run)
-        store.export_library_json(settings.state_dir / COMMITTED_LIBRARY)
         result = RunResult(
             start_step=start.start_step,
             next_step=controller.next_step,
@@ -258,6 +265,35 @@ def _best_score(archive: Archive) -> float | None:
     """The archive's best raw score (the seed's before the first step), for the progress line."""
     best = archive.best_entry()
     return None if best is None else best.verifier_raw_score
+
+
+def check_committed_library(state_dir: Path, store_root: Path, events: EventSink) -> None:
+    """Check `committed-library.json` against the hash the last commit recorded; when it is
+    missing, differs, or no hash was recorded, rebuild it from the committed store and say so
+    (log warning and `committed_library_rebuilt` event). Nothing is ever silently ignored."""
+    stored = ResumeState.load(state_dir / RESUME_STATE)
+    if stored is None:
+        return  # nothing committed yet: there is no committed library to pair with
+    path = state_dir / COMMITTED_LIBRARY
+    expected = stored.committed_library_sha256
+    try:
+        actual = hashlib.sha256(read_bytes(path, max_bytes=MAX_LIBRARY_BYTES)).hexdigest()
+        problem = None if actual == expected else "differs from the hash the last commit recorded"
+    except StateFileError as exc:
+        problem = str(exc)
+    if expected is None:
+        problem = f"{state_dir / RESUME_STATE} records no hash for it"
+    if problem is None:
+        return
+    archive, step = read_committed(store_root)
+    rebuilt = write_library_json(archive, path)
+    message = (
+        f"{path}: {problem}; rebuilt from the committed archive of step {step} in {store_root}"
+    )
+    if expected is not None and rebuilt != expected:
+        message += " (the rebuilt file does not match the recorded hash either: the store changed)"
+    log.warning("%s", message)
+    events.emit("committed_library_rebuilt", path=str(path), step=step, reason=problem)
 
 
 def _open_store(

@@ -41,12 +41,18 @@ from harness.agent import StepInterrupted  # noqa: E402
 from harness.atomic import temp_path_for  # noqa: E402
 from harness.backends import backend_from_name  # noqa: E402
 from harness.crash_hook import ENV_VAR, crash_point  # noqa: E402
-from harness.events import EventLog  # noqa: E402
+from harness.events import EventLog, EventSink, Fanout  # noqa: E402
 from harness.execution import ExecutionClient  # noqa: E402
 from harness.reef_channel import ReefChannel  # noqa: E402
 from harness.reef_status import ReefStatusClient  # noqa: E402
 from harness.run_settings import RunSettings  # noqa: E402
-from harness.runner import RunResult, RunServices, event_log_path, run_steps  # noqa: E402
+from harness.runner import (  # noqa: E402
+    COMMITTED_LIBRARY,
+    RunResult,
+    RunServices,
+    event_log_path,
+    run_steps,
+)
 from harness.scorer import FrontierCSScorer  # noqa: E402
 from harness.store import HEAD  # noqa: E402
 from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402
@@ -314,9 +320,11 @@ def failing_bridge(settings: RunSettings) -> FakeTrainingBridge:
     return bridge
 
 
-def services(settings: RunSettings, executor_url: str, task: Path) -> RunServices:
+def services(
+    settings: RunSettings, executor_url: str, task: Path, observer: EventSink | None = None
+) -> RunServices:
     """The run's adapters for a CPU rehearsal: real Reef, executor client, judge client and
-    status page; the fake training bridge."""
+    status page; the fake training bridge. `observer`, when given, sees every event too."""
     backend = backend_from_name(settings.executor_backend, base_url=executor_url)
     executor = ExecutionClient(backend)
     status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
@@ -329,17 +337,22 @@ def services(settings: RunSettings, executor_url: str, task: Path) -> RunService
         ),
         bridge=fake_bridge(settings),
         status=status,
-        events=events,
+        events=events if observer is None else Fanout(events, observer),
         closers=[executor.close, status.close, events.close],
     )
 
 
 def run_cpu_steps(
-    settings: RunSettings, executor_url: str, task: Path, *, workers: int | None = None
+    settings: RunSettings,
+    executor_url: str,
+    task: Path,
+    *,
+    workers: int | None = None,
+    observer: EventSink | None = None,
 ) -> RunResult:
     """Run (or resume) the configured steps with the CPU rehearsal's adapters and a fast barrier
-    poll, closing the adapters afterwards."""
-    adapters = services(settings, executor_url, task)
+    poll, closing the adapters afterwards (`observer` sees every event as it happens)."""
+    adapters = services(settings, executor_url, task, observer)
     try:
         return run_steps(
             settings,
@@ -357,10 +370,12 @@ def run_cpu_steps(
 
 
 def install_write_crash_points() -> None:
-    """Crash points inside the two commit writes, for the driver process only: the archive head
-    (`archive_head_write`; the store's creation is write 1, step 0's commit write 2) and
-    `resume_state_write`. Each leaves a fully written temp file that was never renamed, exactly
-    what a kill between fsync and rename leaves."""
+    """Crash points inside the three commit writes, for the driver process only: the archive
+    head (`archive_head_write`; the store's creation is write 1, step 0's commit write 2),
+    `committed-library.json` (`library_export_write`) and `resume_state_write`. Each leaves a
+    fully written temp file that was never renamed, exactly what a kill between fsync and rename
+    leaves."""
+    import harness.library_json as library_json_module
     import harness.resume_state as resume_state_module
     import harness.store as store_module
 
@@ -374,6 +389,12 @@ def install_write_crash_points() -> None:
 
     write_bytes = store_module.atomic_write_bytes
     write_json = resume_state_module.atomic_write_json
+    write_library = library_json_module.atomic_write_bytes
+
+    def library_write(path: Path, data: bytes) -> None:
+        if Path(path).name == COMMITTED_LIBRARY.name:
+            cut_short(path, data, "library_export_write")
+        write_library(path, data)
 
     def head_write(path: Path, data: bytes) -> None:
         if Path(path).name == HEAD:
@@ -385,6 +406,7 @@ def install_write_crash_points() -> None:
         write_json(path, value)
 
     store_module.atomic_write_bytes = head_write
+    library_json_module.atomic_write_bytes = library_write
     resume_state_module.atomic_write_json = state_write
 
 

@@ -11,6 +11,7 @@ guidance, executor or judge call made twice for a slot.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -25,7 +26,10 @@ import pytest
 from judge_fakes import LocalJudge
 
 from harness.crash_hook import ENV_VAR
+from harness.events import read_events
+from harness.library_json import library_json_bytes, read_library_json
 from harness.run_settings import RunSettings
+from harness.runner import COMMITTED_LIBRARY
 from harness.store import read_committed
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import ReefService, running_reef
@@ -145,6 +149,7 @@ CRASHES = {
     "before_archive_commit:1": (4, 4, -1, None, 0),  # between report (trained) and commit
     "archive_head_write:2": (4, 4, -1, None, 0),  # during the archive commit
     "after_archive_commit:1": (4, 4, 0, None, 0),  # archive committed, resume state not
+    "library_export_write:1": (4, 4, 0, None, 0),  # during the committed-library.json write
     "resume_state_write:1": (4, 4, 0, None, 0),  # during the resume-state write
     "after_report:6": (6, 6, 0, 1, 0),  # mid-step of step 1
 }
@@ -165,8 +170,12 @@ def test_killed_run_resumes_without_losing_or_repeating_a_slot(
     state = resume_state(run.state)
     assert (state["next_step"] if state else None) == next_step
     assert trained_step(run.state) == trained
-    if point.startswith(("archive_head_write", "resume_state_write")):
+    if point.startswith(("archive_head_write", "resume_state_write", "library_export_write")):
         assert leftover_temps(run.state), "the kill must come mid-write, temp file written"
+    if next_step is not None or point.startswith("resume_state_write"):
+        assert_committed_library_is_the_committed_archive(run.state)
+    else:  # no export has finished yet
+        assert not (run.state / COMMITTED_LIBRARY).exists()
 
     resumed = run.start()
     assert resumed.returncode == 0, resumed.stderr[-3000:]
@@ -179,6 +188,7 @@ def test_killed_run_resumes_without_losing_or_repeating_a_slot(
     assert committed_step(run.state) == STEPS - 1
     assert not leftover_temps(run.state)
     assert_archive_journal_and_reef_agree(run)
+    assert_committed_library_is_the_committed_archive(run.state)
 
     # No slot ran twice: one guidance call per slot, one executor call per well-formed
     # rollout, one judge submission per extracted program.
@@ -188,6 +198,48 @@ def test_killed_run_resumes_without_losing_or_repeating_a_slot(
     assert len(run.executor.completion_requests()) == well_formed
     programs = sum(1 for e in entries if e["solution"])
     assert judge_submissions(stack) - submissions_before == programs
+
+
+def assert_committed_library_is_the_committed_archive(state: Path) -> None:
+    """committed-library.json holds the store's committed archive, in the reference's bytes,
+    loadable by the project's reader."""
+    data = (state / COMMITTED_LIBRARY).read_bytes()
+    committed = read_committed(state / "guidance-run" / "archive")[0]
+    assert data == library_json_bytes(committed)
+    assert read_library_json(state / COMMITTED_LIBRARY).puct_T == committed.puct_T
+
+
+@pytest.mark.parametrize("damage", ["deleted", "altered", "hash_unrecorded"])
+def test_a_missing_or_altered_committed_library_is_rebuilt_on_resume_with_a_warning(
+    stack: Stack, run: Run, damage: str
+) -> None:
+    killed = run.start(crash_at="after_report:6")  # step 0 committed, step 1 in flight
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    path = run.state / COMMITTED_LIBRARY
+    recorded = resume_state(run.state)["committed_library_sha256"]
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == recorded
+    if damage == "deleted":
+        path.unlink()
+    elif damage == "altered":
+        path.write_bytes(path.read_bytes().replace(b'"puct_T": 4', b'"puct_T": 9', 1))
+        assert hashlib.sha256(path.read_bytes()).hexdigest() != recorded
+    else:  # a commit record written before the per-step export existed
+        state_path = run.state / "guidance-run" / "resume-state.json"
+        state = json.loads(state_path.read_text())
+        del state["committed_library_sha256"]
+        state_path.write_text(json.dumps(state))
+
+    resumed = run.start()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"{path}: " in resumed.stderr and "rebuilt from the committed archive" in resumed.stderr
+    rebuilt = [
+        e
+        for e in read_events(run.state / "guidance-run" / "events.jsonl")
+        if e["event"] == "committed_library_rebuilt"
+    ]
+    assert [(e["step"], e["path"]) for e in rebuilt] == [(0, str(path))]
+    assert_committed_library_is_the_committed_archive(run.state)
+    assert_archive_journal_and_reef_agree(run)
 
 
 def assert_archive_journal_and_reef_agree(run: Run) -> None:

@@ -8,6 +8,7 @@ the seed), and the training bridge fake fed with the rewards Reef stored.
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections import Counter
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ import pytest
 from judge_fakes import LocalJudge
 
 from harness.backends import backend_from_name
-from harness.library_json import read_library_json
+from harness.library_json import library_json_bytes, read_library_json
 from harness.run_controller import ResumeRefused
 from harness.run_settings import RunSettings
 from harness.runner import COMMITTED_LIBRARY, RunResult, run_steps
@@ -54,6 +55,35 @@ class Rehearsal:
     journal: list[Journaled]
     reports: list[StoredReport]
     task: Path
+    exports: dict[int, LibraryAtCommit]
+
+
+@dataclass(frozen=True)
+class LibraryAtCommit:
+    """What the state directory held the moment a step's commit finished."""
+
+    library: bytes
+    committed: bytes  # the committed archive of the store, in library.json bytes
+    recorded_sha256: str
+
+
+class CommitWatcher:
+    """An event observer that snapshots committed-library.json at every `step_committed`."""
+
+    def __init__(self, state_dir: Path) -> None:
+        self.state_dir = state_dir
+        self.seen: dict[int, LibraryAtCommit] = {}
+
+    def emit(self, kind: str, **fields: object) -> None:
+        if kind != "step_committed":
+            return
+        run_dir = self.state_dir / "guidance-run"
+        state = json.loads((run_dir / "resume-state.json").read_text())
+        self.seen[int(fields["step"])] = LibraryAtCommit(
+            (self.state_dir / COMMITTED_LIBRARY).read_bytes(),
+            library_json_bytes(read_committed(run_dir / "archive")[0]),
+            state["committed_library_sha256"],
+        )
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +107,8 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
             rollouts=R,
             steps=STEPS,
         )
-        result = run_cpu_steps(settings, executor.v1_url, task)
+        watcher = CommitWatcher(settings.state_dir)
+        result = run_cpu_steps(settings, executor.v1_url, task, observer=watcher)
         stored = ReefReports(reef.url, settings.scenario)
         yield Rehearsal(
             settings,
@@ -88,6 +119,7 @@ def rehearsal(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Rehearsal]:
             journal(settings.state_dir),
             stored.reports(),
             task,
+            watcher.seen,
         )
 
 
@@ -104,6 +136,28 @@ def test_two_steps_of_two_by_four_are_committed(rehearsal: Rehearsal) -> None:
     assert committed_step == STEPS - 1 and archive.puct_T == STEPS * G * R
     exported = read_library_json(rehearsal.settings.state_dir / COMMITTED_LIBRARY)
     assert set(exported.entries) == set(archive.entries)
+
+
+def test_committed_library_json_is_the_committed_archive_after_every_step(
+    rehearsal: Rehearsal,
+) -> None:
+    assert sorted(rehearsal.exports) == list(range(STEPS))
+    for step, seen in rehearsal.exports.items():
+        assert seen.library == seen.committed, f"step {step}: export differs from the store"
+        assert hashlib.sha256(seen.library).hexdigest() == seen.recorded_sha256
+        archive = library_from_bytes(seen.library)
+        assert archive.last_step() == step and archive.puct_T == (step + 1) * G * R
+    final = rehearsal.settings.state_dir / COMMITTED_LIBRARY
+    assert read_library_json(final).puct_T == STEPS * G * R
+
+
+def library_from_bytes(data: bytes):  # the project's reader, through a real file
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as scratch:
+        path = Path(scratch) / "library.json"
+        path.write_bytes(data)
+        return read_library_json(path)
 
 
 def test_every_report_references_exactly_its_own_receipt(rehearsal: Rehearsal) -> None:

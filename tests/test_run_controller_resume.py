@@ -154,7 +154,7 @@ def test_unreadable_resume_state_is_refused(rig: Rig) -> None:
     committed_steps(rig, 1)
     rig.resume_state.write_text('{"format_version": 1,')
     rig.new_bridge()
-    with pytest.raises(ResumeStateError, match="cannot be read as JSON"):
+    with pytest.raises(ResumeStateError, match=r"resume-state\.json: not valid JSON"):
         rig.controller().begin()
 
 
