@@ -19,6 +19,7 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 from rich.console import Console
@@ -174,32 +175,70 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
     return 0
 
 
+def _version() -> str:
+    try:
+        return metadata.version("guidance-ttt")
+    except metadata.PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown (not installed: pip install -e .)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    """The `guidance-ttt` argument parser (subcommands as in the module docstring)."""
+    """The `guidance-ttt` argument parser (subcommands as in the module docstring). Every flag
+    has a help text that names its default; `doctor` and `judge` keep their own parsers
+    (`subcommand_parsers`)."""
     parser = argparse.ArgumentParser(prog="guidance-ttt", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("doctor", help="preflight checks (flags: python -m harness.preflight --help)")
-    sub.add_parser("judge", help="start the local judge (flags: guidance-ttt judge --help)")
+    parser.add_argument("--version", action="version", version=f"guidance-ttt {_version()}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub.add_parser("doctor", help="can this machine run? (guidance-ttt doctor --help)")
+    sub.add_parser("judge", help="start the local judge (guidance-ttt judge --help)")
 
     def services(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--config", help="serve.yaml to read URLs, token, scenario from")
-        p.add_argument("--reef-url", help=f"default: from serve.yaml, else {DEFAULT_REEF_URL}")
-        p.add_argument("--judge-url", help="default: $FRONTIERCS_JUDGE_URL, serve.yaml, :8081")
-        p.add_argument("--scenario", help="Reef scenario (default: from serve.yaml)")
-        p.add_argument("--pricing", type=Path, help="price table YAML (see harness/pricing.yaml)")
         p.add_argument(
-            "--reef-records", action="store_true", help="read guidance tokens from Reef's records"
+            "--config",
+            help="serve.yaml to read the URLs, token, scenario and prices from "
+            "(default: the project's serve.yaml)",
+        )
+        p.add_argument(
+            "--reef-url", help=f"Reef's address (default: from serve.yaml, else {DEFAULT_REEF_URL})"
+        )
+        p.add_argument(
+            "--judge-url",
+            help="the judge's address (default: $FRONTIERCS_JUDGE_URL, else serve.yaml, else "
+            f"{DEFAULT_JUDGE_URL})",
+        )
+        p.add_argument("--scenario", help="Reef scenario (default: from serve.yaml)")
+        p.add_argument(
+            "--pricing",
+            type=Path,
+            help="price table YAML (default: $GUIDANCE_TTT_PRICING, else serve.yaml's "
+            "training.config.harness.pricing over harness/pricing.yaml)",
+        )
+        p.add_argument(
+            "--reef-records",
+            action="store_true",
+            help="read guidance tokens missing from the archive from Reef's records (default: off)",
         )
 
     status = sub.add_parser("status", help="where the run is, its health and cost")
-    status.add_argument("state_dir", type=Path)
-    status.add_argument("--timeout", type=float, default=HEALTH_TIMEOUT_S, help="health probes")
-    status.add_argument("--json", action="store_true", help="print the report as JSON")
+    status.add_argument("state_dir", type=Path, help="the run's state directory")
+    status.add_argument(
+        "--timeout",
+        type=float,
+        default=HEALTH_TIMEOUT_S,
+        help="seconds each health probe waits (default: %(default)s)",
+    )
+    status.add_argument(
+        "--json", action="store_true", help="print the report as JSON (default: a table)"
+    )
     services(status)
     inspect = sub.add_parser("inspect", help="what the search found")
-    inspect.add_argument("state_dir", type=Path)
-    inspect.add_argument("--top", type=int, default=5, help="best candidates to list")
-    inspect.add_argument("--cases", type=int, default=2, help="case studies to show")
+    inspect.add_argument("state_dir", type=Path, help="the run's state directory")
+    inspect.add_argument(
+        "--top", type=int, default=5, help="best candidates to list (default: %(default)s)"
+    )
+    inspect.add_argument(
+        "--cases", type=int, default=2, help="case studies to show (default: %(default)s)"
+    )
     plot = sub.add_parser("plot", help="PNGs of every rollout's score and of the run's health")
     plot.add_argument("source", help="a state directory or a trajectory.csv")
     plot.add_argument(
@@ -208,27 +247,56 @@ def build_parser() -> argparse.ArgumentParser:
         help="scores PNG; the health figure goes beside it as <name>-health.png "
         "(default: <task>-trajectory.png)",
     )
-    plot.add_argument("--task", help="the task's rows of a trajectory.csv / its name")
-    plot.add_argument("--title")
+    plot.add_argument(
+        "--task",
+        help="the task's rows of a trajectory.csv, or the task name of a run "
+        "(default: the only task / the run's problem id)",
+    )
+    plot.add_argument("--title", help="figure title (default: the task)")
     plot.add_argument(
         "--reference",
         action="store_true",
-        help="draw the reference run's published best so far for comparison",
+        help="draw the reference run's published best so far for comparison (default: off)",
     )
     plot.add_argument("--reference-task", help="its task (default: the plotted run's task)")
     plot.add_argument(
-        "--reference-dir", type=Path, default=REFERENCE_DIR, help="published runs.json + csv"
+        "--reference-dir",
+        type=Path,
+        default=REFERENCE_DIR,
+        help="folder with the published runs.json and trajectory.csv "
+        "(default: the checkout's results/reference)",
     )
-    plot.add_argument("--config", help="serve.yaml with a pricing table")
-    plot.add_argument("--pricing", type=Path, help="price table YAML for the cost per step")
+    plot.add_argument(
+        "--config", help="serve.yaml with a pricing table (default: the project's serve.yaml)"
+    )
+    plot.add_argument(
+        "--pricing",
+        type=Path,
+        help="price table YAML for the cost per step (default: as for status)",
+    )
     export = sub.add_parser("export", help="write runs.json and trajectory.csv")
-    export.add_argument("state_dir", type=Path)
-    export.add_argument("--out", default="results", help="output directory (default: results)")
+    export.add_argument("state_dir", type=Path, help="the run's state directory")
+    export.add_argument("--out", default="results", help="output directory (default: %(default)s)")
     export.add_argument("--task", help="task name in the records (default: the problem id)")
-    export.add_argument("--run-name", help="default: the state directory's name")
-    export.add_argument("--gpu", help="the training GPU, e.g. 'NVIDIA H100 80GB'")
+    export.add_argument("--run-name", help="run name (default: the state directory's name)")
+    export.add_argument(
+        "--gpu", help="the training GPU, e.g. 'NVIDIA H100 80GB' (default: not recorded)"
+    )
     services(export)
     return parser
+
+
+def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
+    """Every subcommand's own parser, by name (`doctor` and `judge` included)."""
+    from harness import preflight
+    from judges import service
+
+    parser = build_parser()
+    choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    parsers = dict(choices)
+    parsers["doctor"] = preflight.build_parser(prog="guidance-ttt doctor")
+    parsers["judge"] = service.build_parser(prog="guidance-ttt judge")
+    return parsers
 
 
 _COMMANDS = {
@@ -245,11 +313,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] == "doctor":
         from harness import preflight
 
-        return preflight.main(argv[1:])
+        return preflight.main(argv[1:], prog="guidance-ttt doctor")
     if argv and argv[0] == "judge":
         from judges import service
 
-        service.main(argv[1:])
+        service.main(argv[1:], prog="guidance-ttt judge")
         return 0
     args = build_parser().parse_args(argv)
     console = Console()

@@ -28,8 +28,10 @@ from rich.table import Table
 
 from harness.backends import BUILTIN_BACKENDS, ExecutionBackend, backend_from_name
 from harness.execution import ExecutionClient, ExecutionError, MissingAPIKeyError
+from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError
 from harness.scorer import FrontierCSScorer
 from harness.state import VerificationResult
+from harness.task_dirs import bundled_task_dir
 
 MIN_PYTHON = (3, 12)
 DEFAULT_MODEL_ID = "Qwen/Qwen3-8B"
@@ -105,7 +107,7 @@ def check_python(version: Sequence[int] = tuple(sys.version_info)) -> CheckResul
     return _missing(
         "python",
         f"Python {shown} is older than 3.12",
-        "use Python ≥ 3.12 (e.g. `uv venv -p 3.12`) and reinstall with pip install -e '.[train]'",
+        "install Python ≥ 3.12; ./test.sh finds it ($PYTHON, python3.1x, pyenv) and makes .venv",
     )
 
 
@@ -155,7 +157,8 @@ def check_model(
         return _missing(
             "model",
             f"{model_dir}: {problem}; huggingface_hub not installed, so it cannot be fetched",
-            f"pip install huggingface_hub, or put {model_id} into {model_dir}",
+            f"pip install huggingface_hub, or put {model_id} into {model_dir} "
+            "(MODEL_ID in run.sh picks the model)",
         )
     return _ready(
         "model",
@@ -187,7 +190,10 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
     to the seed program (e.g. `FrontierCSScorer`), so the check exercises the same client the run
     uses."""
     url = judge_url.rstrip("/")
-    fix = f"start the judge (guidance-ttt-judge, or the FrontierCS compose stack) at {url}"
+    fix = (
+        f"start the judge at {url} (guidance-ttt judge, or the FrontierCS compose stack), or "
+        "point FRONTIERCS_JUDGE_URL at a running one"
+    )
     try:
         response = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_S)
         healthy = response.status_code == 200 and response.json().get("ok") is True
@@ -209,7 +215,8 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
             "judge",
             f"{url} judged the seed {verdict.status} with score {verdict.raw_score}: "
             f"{verdict.message}",
-            "check the judge's problem package and the task's judge_problem_id",
+            "check the judge's problem package and the problem id (FRONTIERCS_PROBLEM_ID, "
+            "else judge_problem_id in the task's contract.json)",
         )
     return _ready("judge", f"{url} healthy; seed scored {verdict.raw_score}")
 
@@ -228,7 +235,10 @@ def check_executor(
         if isinstance(exc, MissingAPIKeyError):
             fix = f"export {backend.api_key_env}=<your key>"
         else:
-            fix = f"start the executor at {backend.base_url} or pass --executor-url"
+            fix = (
+                f"start the executor at {backend.base_url}, or set GUIDANCE_TTT_EXECUTOR_URL "
+                "to where it runs (GUIDANCE_TTT_EXECUTOR picks another backend)"
+            )
         return _missing("executor", f"{label}: {exc}", fix)
     return _ready("executor", f"{label}: {detail}")
 
@@ -257,7 +267,9 @@ def check_disk(state_dir: Path, min_free_gb: float = DEFAULT_MIN_FREE_GB) -> Che
     if free_gb >= min_free_gb:
         return _ready("disk", detail)
     return _missing(
-        "disk", detail, "free space, or choose a state dir on a larger disk (--state-dir)"
+        "disk",
+        detail,
+        "free space, or set training.config.state_dir in serve.yaml to a larger disk",
     )
 
 
@@ -331,45 +343,125 @@ def seed_scorer(
     return score
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The `python -m harness.preflight` flags (also reused by `guidance-ttt doctor`)."""
+def build_parser(prog: str = "python -m harness.preflight") -> argparse.ArgumentParser:
+    """The preflight's flags (also `guidance-ttt doctor`'s). Flags left out take their values
+    from `serve.yaml` (`--config`), so the command works from any directory; every help text
+    names its default."""
     parser = argparse.ArgumentParser(
-        prog="python -m harness.preflight",
+        prog=prog,
         description="Check that this machine can run Guidance-TTT; exit 1 naming what is missing.",
     )
-    parser.add_argument("--state-dir", type=Path, default=Path("work/polyomino_packing"))
-    parser.add_argument("--model-dir", type=Path, default=Path("work/model"))
-    parser.add_argument("--model-id", default=DEFAULT_MODEL_ID)
     parser.add_argument(
-        "--judge-url", default=os.environ.get("FRONTIERCS_JUDGE_URL", "http://127.0.0.1:8081")
+        "--config",
+        type=Path,
+        default=DEFAULT_SERVE_YAML,
+        help="serve.yaml whose settings give the defaults below (default: the project's)",
     )
-    parser.add_argument("--task-dir", type=Path, default=Path("harbor/polyomino_packing"))
-    parser.add_argument("--problem-id", help="judge problem id (default: from contract.json)")
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        help="the run's state directory (default: serve.yaml's training.config.state_dir)",
+    )
+    parser.add_argument(
+        "--model-dir",
+        type=Path,
+        help="where the guidance model is (default: work/model beside serve.yaml, where "
+        "run.sh fetches it)",
+    )
+    parser.add_argument(
+        "--model-id",
+        default=os.environ.get("MODEL_ID", DEFAULT_MODEL_ID),
+        help="the guidance model (default: $MODEL_ID, else %(default)s)",
+    )
+    parser.add_argument(
+        "--judge-url", help="the judge (default: serve.yaml's, set by $FRONTIERCS_JUDGE_URL)"
+    )
+    parser.add_argument(
+        "--task-dir",
+        type=Path,
+        help="the Harbor task (default: serve.yaml's task, from the installed package)",
+    )
+    parser.add_argument(
+        "--problem-id", help="judge problem id (default: serve.yaml's, else contract.json)"
+    )
     parser.add_argument(
         "--seed-file",
         type=Path,
-        help="seed record (.json) or program to judge (default: <task-dir>/solution/seed.json)",
+        help="seed record (.json) or program to judge (default: serve.yaml's seed in the task)",
     )
-    parser.add_argument("--skip-judge-score", action="store_true", help="check /health only")
-    parser.add_argument("--executor", choices=list(BUILTIN_BACKENDS), default="gpt_oss_120b")
-    parser.add_argument("--executor-url", help="override the executor backend's base URL")
-    parser.add_argument("--reasoning-effort", help="gpt_oss_120b reasoning effort (default high)")
-    parser.add_argument("--min-free-gb", type=float, default=DEFAULT_MIN_FREE_GB)
-    parser.add_argument("--min-gpus", type=int, default=1)
+    parser.add_argument(
+        "--skip-judge-score",
+        action="store_true",
+        help="check the judge's /health only (default: also score the seed)",
+    )
+    parser.add_argument(
+        "--executor",
+        choices=list(BUILTIN_BACKENDS),
+        help="executor backend (default: serve.yaml's, set by $GUIDANCE_TTT_EXECUTOR)",
+    )
+    parser.add_argument(
+        "--executor-url",
+        default=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL"),
+        help="executor base URL (default: $GUIDANCE_TTT_EXECUTOR_URL, else the backend's)",
+    )
+    parser.add_argument(
+        "--reasoning-effort",
+        help="gpt_oss_120b reasoning effort (default: serve.yaml's, "
+        "set by $GUIDANCE_TTT_REASONING_EFFORT)",
+    )
+    parser.add_argument(
+        "--min-free-gb",
+        type=float,
+        default=DEFAULT_MIN_FREE_GB,
+        help="free disk needed at the state directory, in GB (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--min-gpus", type=int, default=1, help="GPUs needed (default: %(default)s)"
+    )
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
+    """Fill the flags left out from `args.config` (paths relative to its folder, the task
+    directory from the installed package). Raises `RunSettingsError` for a broken serve.yaml
+    or `FileNotFoundError` for a task that is not installed, when a value is needed from them."""
+    needed = ("state_dir", "model_dir", "judge_url", "task_dir", "executor", "reasoning_effort")
+    if all(getattr(args, name) is not None for name in needed):
+        return args
+    config = Path(args.config)
+    settings = RunSettings.load(config, base_dir=config.parent)
+    task_dir = args.task_dir or bundled_task_dir(settings.task)
+    return argparse.Namespace(
+        **{
+            **vars(args),
+            "state_dir": args.state_dir or settings.state_dir,
+            "model_dir": args.model_dir or config.parent / "work" / "model",
+            "judge_url": args.judge_url or settings.judge_url,
+            "task_dir": task_dir,
+            "problem_id": args.problem_id or settings.judge_problem_id,
+            "seed_file": args.seed_file or task_dir / settings.seed_file,
+            "executor": args.executor or settings.executor_backend,
+            "reasoning_effort": args.reasoning_effort or settings.gpt_oss_reasoning_effort,
+        }
+    )
+
+
+def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.preflight") -> int:
     """Run the preflight from command-line flags, print the table, and return 0 when every
     check is ready, 1 otherwise (with a line on stderr naming the missing checks), 2 for bad
     flags."""
-    args = build_parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
+    try:
+        args = resolve_defaults(args)
+    except (RunSettingsError, FileNotFoundError) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
     try:
         executor = backend_from_name(
             args.executor, reasoning_effort=args.reasoning_effort, base_url=args.executor_url
         )
     except ValueError as exc:
-        print(f"preflight: {exc}", file=sys.stderr)
+        print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     score_seed = None
     if not args.skip_judge_score:
@@ -386,7 +478,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         min_gpus=args.min_gpus,
         model_id=args.model_id,
     )
-    report.render(Console(width=max(shutil.get_terminal_size().columns, 120)))
+    report.render(Console())
     if report.ok:
         return 0
     print(report.failure_message(), file=sys.stderr)

@@ -153,27 +153,62 @@ async def _result(request: web.Request) -> web.Response:
     return web.json_response(record)
 
 
-def _parser() -> argparse.ArgumentParser:
+def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
+    """The judge's flags; every help text names the default."""
     parser = argparse.ArgumentParser(
-        prog="guidance-ttt-judge",
+        prog=prog,
         description="Local judge speaking the FrontierCS protocol, with a bubblewrap sandbox.",
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
-    parser.add_argument("--port", type=int, default=8081, help="port; 0 picks a free one")
+    parser.add_argument(
+        "--port", type=int, default=8081, help="port; 0 picks a free one (default: %(default)s)"
+    )
     parser.add_argument(
         "--problems",
         type=Path,
         help="FrontierCS problems directory (e.g. a checkout's algorithmic/problems); "
         "default: a generated Polyomino suite served as problem 0",
     )
-    parser.add_argument("--state-dir", type=Path, default=Path("work/judge-state"))
-    parser.add_argument("--workers", type=int, default=_cores(), help="parallel sandboxes")
-    parser.add_argument("--generated-cases", type=int, default=70, metavar="N")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the generated suite")
-    parser.add_argument("--max-queue", type=int, default=64, help="waiting submissions")
-    parser.add_argument("--compile-time", type=float, default=10.0, help="compiler CPU seconds")
-    parser.add_argument("--compile-memory", default="1g", help="compiler address space")
-    parser.add_argument("--sandbox-uid", type=int, default=DEFAULT_SANDBOX_UID)
+    parser.add_argument(
+        "--state-dir",
+        type=Path,
+        default=Path("work/judge-state"),
+        help="where submissions and verdicts are kept (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=_cores(),
+        help="parallel sandboxes (default: this machine's cores, %(default)s)",
+    )
+    parser.add_argument(
+        "--generated-cases",
+        type=int,
+        default=70,
+        metavar="N",
+        help="cases of the generated suite (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of the generated suite (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-queue", type=int, default=64, help="waiting submissions (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--compile-time",
+        type=float,
+        default=10.0,
+        help="compiler CPU seconds (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--compile-memory", default="1g", help="compiler address space (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--sandbox-uid",
+        type=int,
+        default=DEFAULT_SANDBOX_UID,
+        help="user id candidates run as inside the sandbox (default: %(default)s)",
+    )
     parser.add_argument(
         "--cgroup",
         choices=MODES,
@@ -184,9 +219,11 @@ def _parser() -> argparse.ArgumentParser:
         "--accept-per-process-limits",
         action="store_true",
         help="start even where no cgroup can be used, with only per-process rlimits "
-        "(a candidate's processes together can then exceed its memory limit)",
+        "(a candidate's processes together can then exceed its memory limit; default: off)",
     )
-    parser.add_argument("--log-level", default="INFO")
+    parser.add_argument(
+        "--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default: %(default)s)"
+    )
     return parser
 
 
@@ -288,13 +325,13 @@ def memory_bound(mode: str, accept_per_process: bool) -> CgroupBound | None:
     return bound
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: list[str] | None = None, prog: str = "guidance-ttt-judge") -> None:
     """Console entry (`guidance-ttt-judge`, `python -m judges`): parse flags and serve.
 
     Exits 0 after SIGTERM/SIGINT, 2 with a one-line reason when the problems, the state
     directory, the port or the sandbox cannot be set up.
     """
-    args = _parser().parse_args(argv)
+    args = build_parser(prog).parse_args(argv)
     logging.basicConfig(
         level=args.log_level.upper(),
         stream=sys.stderr,
@@ -303,5 +340,5 @@ def main(argv: list[str] | None = None) -> None:
     try:
         asyncio.run(serve(args))
     except (ProblemError, SandboxUnavailable, ValueError, OSError) as error:
-        print(f"guidance-ttt-judge: error: {error}", file=sys.stderr, flush=True)
+        print(f"{prog}: error: {error}", file=sys.stderr, flush=True)
         sys.exit(2)

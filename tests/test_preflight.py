@@ -29,6 +29,7 @@ from harness.backends import backend_from_name
 from harness.preflight import (
     CheckResult,
     PreflightReport,
+    build_parser,
     check_disk,
     check_executor,
     check_git_lfs,
@@ -36,10 +37,12 @@ from harness.preflight import (
     check_judge,
     check_model,
     check_python,
+    resolve_defaults,
     run_preflight,
     seed_program,
     seed_scorer,
 )
+from tests.reef_fixtures import free_port
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -481,7 +484,7 @@ def test_disk_threshold_is_checked_at_the_nearest_existing_parent(tmp_path):
     too_much = check_disk(state, min_free_gb=1e9)
 
     assert ok.ready and str(tmp_path) in ok.detail
-    assert not too_much.ready and "--state-dir" in too_much.fix
+    assert not too_much.ready and "training.config.state_dir in serve.yaml" in too_much.fix
     assert not state.exists()
 
 
@@ -516,3 +519,54 @@ def test_seed_program_reads_a_seed_record_or_a_program_file(tmp_path: Path) -> N
         ValueError, match=r"seed\.json is not a seed record with an entry\.solution"
     ):
         seed_program(record)
+
+
+def test_every_hint_names_a_setting_the_user_changes_not_an_internal_flag(tmp_path):
+    """With everything missing, each row's fix names run.sh's environment variables or
+    serve.yaml keys (or a command to install), never a flag of the preflight module that
+    run.sh passes for the user."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    report = run_preflight(
+        state_dir=tmp_path / "state",
+        model_dir=tmp_path / "no-model",
+        judge_url=dead,
+        executor=backend_from_name("gpt_oss_120b", base_url=dead + "/v1"),
+        min_free_gb=1e9,
+        min_gpus=64,
+    )
+    by_name = {check.name: check for check in report.missing}
+    assert {"GPUs", "judge", "executor", "disk"} <= set(by_name)
+    for check in report.missing:
+        assert " --" not in check.fix, (check.name, check.fix)
+    assert "FRONTIERCS_JUDGE_URL" in by_name["judge"].fix
+    assert "GUIDANCE_TTT_EXECUTOR_URL" in by_name["executor"].fix
+    assert "training.config.state_dir" in by_name["disk"].fix
+    assert "CUDA_VISIBLE_DEVICES" in by_name["GPUs"].fix
+
+
+@pytest.mark.slow
+def test_doctor_takes_its_defaults_from_serve_yaml_and_the_installed_task_from_any_directory(
+    tmp_path,
+):
+    """Run from a directory that holds no checkout: the state directory is serve.yaml's
+    (relative to serve.yaml), the task and its seed come from the installed package."""
+    dead = f"http://127.0.0.1:{free_port()}"
+    env = {**os.environ, "FRONTIERCS_JUDGE_URL": dead, "GUIDANCE_TTT_EXECUTOR_URL": dead + "/v1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli", "doctor", "--min-free-gb", "0", "--min-gpus", "64"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=tmp_path,
+        env={**env, "PYTHONPATH": str(REPO)},
+    )
+    assert done.returncode == 1, done.stderr
+    assert "Guidance-TTT preflight" in done.stdout
+    text = " ".join(done.stdout.split())
+    assert dead in text  # FRONTIERCS_JUDGE_URL reached serve.yaml's judge_url
+    assert str(tmp_path) not in text  # nothing resolved against the current directory
+    assert "missing GPUs, judge, executor" in done.stderr  # the seed's task was found
+    args = resolve_defaults(build_parser().parse_args([]))
+    assert args.task_dir == REPO / "harbor" / "polyomino_packing"
+    assert args.state_dir == REPO / "work" / "polyomino_packing"
+    assert args.seed_file == args.task_dir / "solution" / "seed.json"

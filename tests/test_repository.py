@@ -1,0 +1,110 @@
+"""Copy-paste traps in the repository itself: no path of a developer's machine in any tracked
+file, and a .gitignore that keeps run state, the virtualenv, caches and build output out.
+
+Needs a git checkout (the tracked files are `git ls-files`); skipped, saying so, elsewhere."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# An absolute path under a home, work or temp folder: /home/<name>/, /Users/<name>/, /root/,
+# /work/, /tmp/, macOS's /private/var/ and /var/folders/, /mnt/. A path inside a longer one
+# (`/proc/1/root/`, `./work/`, `~/`) is not one.
+MACHINE_PATH = re.compile(
+    r"(?<![\w.~$}-])/(?:home/[\w.-]+|Users/[\w.-]+|root|work|tmp|private/var|var/folders|mnt)/"
+)
+# Clearly placeholder examples: `/home/<user>/`, `/home/you/`, `/Users/$USER/`, ...
+PLACEHOLDER = re.compile(r"/(?:home|Users)/(?:<[^>]+>|you|user|USER|\$USER|\$\{USER\})/")
+# Tracked files whose absolute paths are not on a developer's machine, with the reason.
+ALLOWED = {
+    "tests/programs/": "candidate programs: paths inside the judge's sandbox (its private /tmp, "
+    "host files the sandbox must hide)",
+    "tests/test_judge_sandbox.py": "asserts on what a candidate wrote to the sandbox's /tmp",
+    "tests/test_repository.py": "this test's own patterns",
+}
+
+
+def _tracked() -> list[str]:
+    if shutil.which("git") is None or not (REPO / ".git").exists():
+        pytest.skip("not a git checkout: the tracked files cannot be listed")
+    listing = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=REPO, capture_output=True, check=True, timeout=60
+    )
+    return [name for name in listing.stdout.decode().split("\0") if name]
+
+
+def _text(path: Path) -> str | None:
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return None
+    if b"\0" in data[:8192]:
+        return None  # binary (images, archives)
+    return data.decode("utf-8", errors="replace")
+
+
+def test_no_tracked_file_contains_a_path_of_a_developers_machine():
+    found = []
+    for name in _tracked():
+        if any(name.startswith(prefix) for prefix in ALLOWED):
+            continue
+        text = _text(REPO / name)
+        if text is None:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            for match in MACHINE_PATH.finditer(line):
+                if not PLACEHOLDER.match(line, match.start()):
+                    found.append(f"{name}:{number}: {line.strip()[:120]}")
+    assert not found, (
+        "machine-specific paths (use relative paths, .venv, $PWD or a <placeholder>):\n"
+        + "\n".join(found)
+    )
+
+
+@pytest.mark.parametrize(
+    "line, machine",
+    [
+        ("/work/devvenv/bin/python -m pytest", True),
+        ("VERIFIER_LOG_DIR=/tmp/verifier", True),
+        ("see /home/alice/src/guidance-ttt", True),
+        ("cd /Users/bob/guidance-ttt", True),
+        ("cp x /root/.cache/", True),
+        ("/home/<user>/guidance-ttt", False),
+        ("state in work/polyomino_packing/", False),
+        ("/proc/1/root/etc/shadow", False),
+        ("~/work/thing", False),
+        ("$PWD/solution.cpp", False),
+        ("/logs/verifier/reward.json", False),
+        ("/workspace/solution.cpp", False),
+    ],
+)
+def test_the_machine_path_pattern_tells_real_paths_from_placeholders(line, machine):
+    hits = [m for m in MACHINE_PATH.finditer(line) if not PLACEHOLDER.match(line, m.start())]
+    assert bool(hits) is machine
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "work/polyomino_packing/guidance-run/events.jsonl",
+        ".venv/bin/python",
+        "harness/__pycache__/cli.cpython-312.pyc",
+        ".pytest_cache/v/cache/nodeids",
+        ".ruff_cache/0.1/x",
+        ".hypothesis/examples/x",
+        "build/lib/harness/cli.py",
+        "dist/guidance_ttt-0.1.0-py3-none-any.whl",
+        "guidance_ttt.egg-info/PKG-INFO",
+    ],
+)
+def test_gitignore_keeps_state_venv_caches_and_build_output_out(path):
+    _tracked()  # skips outside a checkout
+    done = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=REPO, timeout=30)
+    assert done.returncode == 0, f"{path} is not ignored by .gitignore"
