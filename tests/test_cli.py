@@ -273,7 +273,7 @@ def test_judge_subcommand_delegates_to_the_local_judge():
         cwd=REPO,
     )
     assert result.returncode == 0
-    assert "guidance-ttt-judge" in result.stdout and "--problems" in result.stdout
+    assert result.stdout.startswith("usage: guidance-ttt judge ") and "--problems" in result.stdout
 
 
 def test_a_corrupt_resume_state_is_named_instead_of_a_traceback(run, tmp_path, capsys):
