@@ -562,6 +562,7 @@ def test_doctor_takes_its_defaults_from_serve_yaml_and_the_installed_task_from_a
     )
     assert done.returncode == 1, done.stderr
     assert "Guidance-TTT preflight" in done.stdout
+    assert max(len(line) for line in done.stdout.splitlines()) <= 80  # fits a terminal
     text = " ".join(done.stdout.split())
     assert dead in text  # FRONTIERCS_JUDGE_URL reached serve.yaml's judge_url
     assert str(tmp_path) not in text  # nothing resolved against the current directory
