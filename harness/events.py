@@ -16,6 +16,8 @@ Kinds and their fields (every event also gets `ts`, seconds since the epoch):
 - `step_summary`: the step summary of the run controller (SPEC §7) plus usage and cost
 - `training_wait`: step, phase, elapsed_s, missing_slots
 - `step_committed`: step, next_step
+- `slots_rebuilt_from_reef`: step, slots ([group, rollout] pairs), reports (Reef record ids):
+  on resume, reported slots whose journal line was lost, rebuilt from Reef's stored reports
 - `committed_library_rebuilt`: path, step, reason (on resume, the file was missing or differed
   from the hash its commit recorded, and was rebuilt from the store)
 - `run_finished`: next_step, best_raw_score

@@ -1,16 +1,18 @@
-"""The harness's only door to Reef: the guidance call, the report, and two read-backs.
+"""The harness's only door to Reef: the guidance call, the report, and its read-backs.
 
 Everything goes through `reef_client.ReefClient` (the protocol is not re-implemented): the
 guidance call is `inference_with_record` on `/v1/chat/completions`, whose receipt
 (`x-reef-agent-record-id`) is the record id a report must reference, and the report is
-`ReefClient.report`. The read-backs serve resume: which receipts already have a stored report
-(Reef accepts a second report of a slot and stores it, so the harness asks before re-posting),
-and the runtime load id Reef currently serves.
+`ReefClient.report`. The read-backs serve resume: the stored reports (receipts and scores, and one
+report's payload), so the harness can cross-check its journal with what Reef holds and never
+posts a slot twice (Reef accepts a second report of a slot and stores it), and the runtime load
+id Reef currently serves.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from reef_client import ReefClient, ReefClientError
@@ -19,6 +21,28 @@ from reef_client import ReefClient, ReefClientError
 GUIDANCE_TIMEOUT_S = 7200.0
 REPORT_TIMEOUT_S = 120.0
 RECORDS_PAGE = 100  # Reef 0.1.3 serves at most 100 records per page
+
+
+@dataclass(frozen=True)
+class StoredReport:
+    """One stored report as Reef's record list shows it."""
+
+    record_id: str
+    sequence: int
+    references: tuple[str, ...]
+    score: float | None
+
+    @classmethod
+    def from_summary(cls, record: Mapping[str, Any]) -> StoredReport:
+        """From one entry of `GET /reef/scenarios/{s}/records` (unknown shapes become empty)."""
+        score = record.get("score")
+        numeric = isinstance(score, int | float) and not isinstance(score, bool)
+        return cls(
+            str(record.get("agent_record_id")),
+            int(record.get("sequence") or 0),
+            tuple(str(ref) for ref in record.get("references") or ()),
+            float(score) if numeric else None,
+        )
 
 
 class ReefChannel:
@@ -52,7 +76,13 @@ class ReefChannel:
     def reported_receipts(self) -> set[str]:
         """Every inference receipt that a stored report of this scenario references (all pages).
         A scenario Reef does not know yet has none."""
-        found: set[str] = set()
+        return {ref for report in self.stored_reports() for ref in report.references}
+
+    def stored_reports(self) -> list[StoredReport]:
+        """Every report Reef stores for this scenario, in Reef's sequence order, as the record
+        list gives them (receipts referenced and score; no payload). A scenario Reef does not
+        know yet has none."""
+        found: list[StoredReport] = []
         after = 0
         while True:
             path = (
@@ -66,10 +96,22 @@ class ReefChannel:
                     return found
                 raise
             for record in page.get("records", []):
-                found.update(str(ref) for ref in record.get("references") or [])
+                found.append(StoredReport.from_summary(record))
             after = page.get("next_after_sequence")
             if after is None:
                 return found
+
+    def report_payload(self, record_id: str) -> dict[str, Any] | None:
+        """The payload (score, feedback, metadata) of one stored report, or None when Reef no
+        longer retains its body."""
+        try:
+            detail = self._reports.get(f"/reef/scenarios/{self.scenario}/records/{record_id}")
+        except ReefClientError as exc:
+            if exc.status == 404:
+                return None
+            raise
+        payload = detail.get("payload") if isinstance(detail, Mapping) else None
+        return payload if isinstance(payload, dict) else None
 
     def runtime_load_id(self) -> str | None:
         """The runtime load id Reef serves this scenario with (`GET /reef/status`), or None when

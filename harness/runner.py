@@ -32,9 +32,10 @@ from harness.cost import usage_by_step
 from harness.crash_hook import crash_point
 from harness.events import EVENTS_FILE, EventSink, NullSink
 from harness.execution import ExecutionClient
-from harness.library import Archive
+from harness.library import Archive, ArchiveError
 from harness.library_json import MAX_LIBRARY_BYTES, write_library_json
 from harness.reef_channel import ReefChannel
+from harness.reef_crosscheck import ReefDisagrees, ReportSource, cross_check, describe
 from harness.reef_status import ReefStatusClient, StatusSource
 from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity
 from harness.rollout import Executor, RolloutSettings
@@ -43,7 +44,7 @@ from harness.run_settings import RunSettings
 from harness.scorer import FrontierCSScorer, Scorer
 from harness.state import ArchiveConfig, LibraryEntry
 from harness.state_files import StateFileError, read_bytes
-from harness.store import HEAD, ArchiveStore, read_committed
+from harness.store import HEAD, ArchiveStore, JournalRecord, read_committed
 from harness.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
 
 log = logging.getLogger(__name__)
@@ -202,6 +203,9 @@ def run_steps(
         events = services.events
         if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
             check_committed_library(settings.state_dir, store.root, events)
+        in_flight = restored.in_flight + rebuild_lost_slots(
+            store, archive, restored.next_step, services.reef, events
+        )
         events.emit(
             "run_started",
             state_dir=str(settings.state_dir),
@@ -235,7 +239,7 @@ def run_steps(
             if step == start.recovered_step:
                 step_run = harness.rebuild_step(step)
             else:
-                journaled = restored.in_flight if step == restored.next_step else ()
+                journaled = in_flight if step == restored.next_step else ()
                 step_run = harness.run_step(step, journaled)
             summary = controller.complete_step(step_run.outcome)
             summaries.append(summary)
@@ -265,6 +269,40 @@ def _best_score(archive: Archive) -> float | None:
     """The archive's best raw score (the seed's before the first step), for the progress line."""
     best = archive.best_entry()
     return None if best is None else best.verifier_raw_score
+
+
+def rebuild_lost_slots(
+    store: ArchiveStore, archive: Archive, step: int, reef: ReportSource, events: EventSink
+) -> tuple[JournalRecord, ...]:
+    """Cross-check the journal with Reef's stored reports (`harness.reef_crosscheck`; a
+    disagreement raises `ReefDisagrees` naming the slot) and journal the in-flight slots whose
+    line was lost but whose report Reef holds, rebuilt from that report, so they are neither
+    run nor reported again. Returns their journal records."""
+    rebuilt = cross_check(archive, step, reef)
+    records = []
+    for slot in rebuilt:
+        try:
+            store.record_rollout(archive, slot.step, slot.group, slot.rollout, slot.entry)
+        except ArchiveError as exc:
+            raise ReefDisagrees(
+                f"step {slot.step} g{slot.group}r{slot.rollout}: Reef's report does not fit the "
+                f"archive ({exc}); use the state directory that belongs to this Reef scenario"
+            ) from exc
+        records.append(JournalRecord(slot.step, slot.group, slot.rollout, slot.entry))
+    if rebuilt:
+        log.warning(
+            "the journal had lost %d reported slot(s) (%s); rebuilt from Reef's stored reports "
+            "without running or reporting them again (their programs are not recoverable)",
+            len(rebuilt),
+            describe(rebuilt),
+        )
+        events.emit(
+            "slots_rebuilt_from_reef",
+            step=step,
+            slots=[[r.group, r.rollout] for r in rebuilt],
+            reports=[r.entry.metadata["rebuilt_from_reef_report"] for r in rebuilt],
+        )
+    return tuple(records)
 
 
 def check_committed_library(state_dir: Path, store_root: Path, events: EventSink) -> None:

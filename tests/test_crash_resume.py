@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -103,7 +104,9 @@ class Run:
 
 @pytest.fixture
 def run(stack: Stack, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Run]:
-    name = "".join(c if c.isalnum() else "_" for c in request.node.callspec.id)
+    spec = getattr(request.node, "callspec", None)
+    test = request.node.originalname[5:][:24]  # one Reef scenario per test and parameter
+    name = "".join(c if c.isalnum() else "_" for c in (f"{test}_{spec.id}" if spec else test))
     with OpenAIFixture(executor_reply) as executor:
         settings = write_serve_yaml(
             tmp_path / "serve.yaml",
@@ -258,3 +261,95 @@ def assert_archive_journal_and_reef_agree(run: Run) -> None:
         assert report.score == entry["verifier_reward"]
         assert archive.entries[entry["id"]].to_dict() == entry
     assert archive.puct_T == len(GRID)
+
+
+# --- the journal against Reef's stored reports --------------------------------------------------
+
+REWARD = re.compile(rb'"verifier_reward":(\d)')
+
+
+def bump_reward(record: bytes) -> bytes:
+    """`record` with the first digit of its reward changed (0.0 -> 9.0, 47.04 -> 97.04)."""
+    digit = REWARD.search(record)
+    assert digit is not None, record[:200]
+    new = b"9" if digit[1] != b"9" else b"8"
+    return record[: digit.start(1)] + new + record[digit.end(1) :]
+
+
+def reseal(line: bytes) -> bytes:
+    """`line` with its reward changed and its checksum recomputed the way the store computes
+    it: what a hand edit by someone who knows the format leaves, which the checksum cannot
+    catch and the Reef cross-check must."""
+    body = bump_reward(line[: line.rindex(b',"sha256":"')] + b"}")
+    return body[:-1] + b',"sha256":"' + hashlib.sha256(body).hexdigest().encode() + b'"}'
+
+
+def rewrite_line(path: Path, index: int, change) -> None:
+    lines = path.read_bytes().split(b"\n")
+    lines[index] = change(lines[index])
+    path.write_bytes(b"\n".join(lines))
+
+
+def test_a_torn_line_of_a_reported_slot_is_rebuilt_from_reef_and_never_reported_twice(
+    stack: Stack, run: Run
+) -> None:
+    killed = run.start(crash_at="after_report:3")  # g0r0, g0r1, g1r0 journaled and reported
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    path = run.state / "guidance-run" / "archive" / "step-000000.jsonl"
+    data = path.read_bytes()
+    path.write_bytes(data[:-40])  # the last line (g1r0) loses its end and its newline
+    (lost,) = [r for r in run.reports.reports() if r.slot == (0, 1, 0)]
+
+    resumed = run.start()
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "rebuilt from Reef's stored reports" in resumed.stderr
+    events = read_events(run.state / "guidance-run" / "events.jsonl")
+    rebuilt = [e for e in events if e["event"] == "slots_rebuilt_from_reef"]
+    assert [(e["step"], e["slots"], e["reports"]) for e in rebuilt] == [
+        (0, [[1, 0]], [lost.record_id])
+    ]
+    assert_archive_journal_and_reef_agree(run)  # one report per slot: none posted twice
+    assert len(run.reports.inferences()) == len(GRID), "the lost slot was not run again"
+    entry = next(j.entry for j in journal(run.state) if (j.step, j.group, j.rollout) == (0, 1, 0))
+    assert entry["failure_mode"] == "journal_lost" and entry["solution"] == ""
+    assert entry["verifier_reward"] == lost.score
+    assert entry["metadata"]["agent_record_id"] == lost.references[0]
+    assert resume_state(run.state)["next_step"] == STEPS
+
+
+@pytest.mark.parametrize(
+    ("crash_at", "file", "line", "slot"),
+    [
+        ("after_report:3", "step-000000.jsonl", 1, "step 0 g0r1"),  # in-flight step
+        ("after_report:6", "step-000000.jsonl", 0, "step 0 g0r0"),  # committed segment
+    ],
+)
+def test_a_journaled_reward_that_disagrees_with_reefs_report_is_refused_naming_the_slot(
+    stack: Stack, run: Run, crash_at: str, file: str, line: int, slot: str
+) -> None:
+    killed = run.start(crash_at=crash_at)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    reports_before = len(run.reports.reports())
+    rewrite_line(run.state / "guidance-run" / "archive" / file, line, reseal)
+
+    refused = run.start()
+    assert refused.returncode == 1
+    assert "ReefDisagrees" in refused.stderr
+    assert f"{slot}: the journal holds reward" in refused.stderr
+    assert len(run.reports.reports()) == reports_before, "nothing may be posted"
+
+
+@pytest.mark.parametrize("crash_at", ["after_report:3", "after_report:6"])
+def test_one_changed_digit_in_the_journal_stops_the_real_run_naming_file_and_line(
+    stack: Stack, run: Run, crash_at: str
+) -> None:
+    killed = run.start(crash_at=crash_at)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    reports_before = len(run.reports.reports())
+    path = run.state / "guidance-run" / "archive" / "step-000000.jsonl"
+    rewrite_line(path, 1, bump_reward)
+
+    refused = run.start()
+    assert refused.returncode == 1
+    assert f"{path}:2: the record does not match its checksum" in refused.stderr
+    assert len(run.reports.reports()) == reports_before, "nothing may be posted"
