@@ -169,8 +169,9 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
     search = record["search"]
     console.print(
         f"wrote {Path(args.out) / 'runs.json'} and {Path(args.out) / 'trajectory.csv'}: {task}, "
-        f"{search['updates']} updates, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
-        f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid"
+        f"{search['updates']} steps, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
+        f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid",
+        soft_wrap=True,
     )
     return 0
 

@@ -97,7 +97,7 @@ def test_a_finished_run_reads_the_same_in_status_inspect_export_and_progress(
     report = json.loads(_status(state, capsys, "--json", "--pricing", str(prices)))
     inspect = _run(["inspect", str(state), "--cases", "1"], capsys)
     out = tmp_path / "records"
-    _run(["export", str(state), "--out", str(out), "--pricing", str(prices)], capsys)
+    exported = _run(["export", str(state), "--out", str(out), "--pricing", str(prices)], capsys)
     record = json.loads((out / "runs.json").read_text())["runs"][0]
     progress = _replay(state)
     view = results.load_run(state)
@@ -123,6 +123,7 @@ def test_a_finished_run_reads_the_same_in_status_inspect_export_and_progress(
         str(step),
     ]
     assert progress[-1] == f"run finished: {n} steps committed; run best {best:.4f}"
+    assert f"{n} steps, {seed:.4f} → {best:.4f}, {sum(finished.valid)}/{n * 8} valid" in exported
     assert drawn.best_so_far[-1] == best and drawn.seed == seed
     assert drawn.best_so_far.index(best) == step  # the plot's first step at the best
     # the progress display's run best after each step is the trajectory's cumulative best
