@@ -7,8 +7,10 @@ runs cases. Every sandboxed program — a compile or a case — holds one of `wo
 more than `workers` programs run at once and a case's CPU time is not stretched by
 oversubscription; the cases of one submission run in parallel within that bound.
 
-The final record (see `judges.judging`) is persisted before it becomes visible, and is read
-back from disk on every request: results can be read any number of times and survive restarts.
+The final record (see `judges.judging`) is serialised once, in a worker thread, persisted before
+it becomes visible, and read back from disk as bytes (off the event loop) on every request:
+results can be read any number of times and survive restarts, and serving a large one never
+holds up the event loop (health answers stay quick while hostile candidates are judged).
 Submissions that were accepted but not finished when the service stopped are queued again when
 it starts.
 """
@@ -16,6 +18,7 @@ it starts.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import shutil
 import time
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from judges.judging import (
+    OUTPUT_FIELD_CAP,
     CompileLimits,
     JudgeFailure,
     aggregate,
@@ -40,6 +44,7 @@ from judges.store import SubmissionStore
 log = logging.getLogger("judges.engine")
 
 DISPATCHERS = 2
+QUEUED = b'{"status": "queued"}'
 CPP_LANGS = frozenset({"cpp", "c++", "cxx", "cpp17", "gnu++17", "g++"})
 
 
@@ -53,11 +58,12 @@ class SubmissionRefused(Exception):
 
 @dataclass(frozen=True)
 class EngineSettings:
-    """Engine knobs: sandbox slots, queue bound and compiler limits."""
+    """Engine knobs: sandbox slots, queue bound, compiler limits, stored output prefix."""
 
     workers: int
     max_queue: int
     compile_limits: CompileLimits
+    output_field_bytes: int = OUTPUT_FIELD_CAP  # stdout bytes kept in a case's `output`
 
 
 class JudgeEngine:
@@ -76,7 +82,7 @@ class JudgeEngine:
         self.settings = settings
         self._queue: deque[int] = deque()
         self._pending: set[int] = set()  # queued or being judged
-        self._unsaved: dict[int, dict[str, Any]] = {}  # final records the disk refused
+        self._unsaved: dict[int, bytes] = {}  # final records the disk refused
         self._ready = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.workers)
         self._threads = ThreadPoolExecutor(settings.workers + 1, thread_name_prefix="sandbox")
@@ -101,11 +107,11 @@ class JudgeEngine:
         """True while every dispatcher is running (they only end when the engine stops)."""
         return bool(self._tasks) and not any(task.done() for task in self._tasks)
 
-    def submit(self, pid: str, lang: str, code: str) -> int:
-        """Validate, persist and queue a submission; return its sid.
+    async def submit(self, pid: str, lang: str, code: str) -> int:
+        """Validate, persist (in a worker thread) and queue a submission; return its sid.
 
         Raises SubmissionRefused(400) for an unknown problem or language and
-        SubmissionRefused(503) when the queue is full.
+        SubmissionRefused(503) when the queue is full; nothing is persisted then.
         """
         if pid not in self.problems:
             known = ", ".join(sorted(self.problems)) or "none"
@@ -122,21 +128,23 @@ class JudgeEngine:
                 f"queue full: {len(self._queue)} submissions are waiting "
                 f"(limit {self.settings.max_queue}); retry later",
             )
-        sid = self.store.create(pid, "cpp", code)
+        sid = await asyncio.to_thread(self.store.create, pid, "cpp", code)
         self._enqueue(sid)
         log.info("submission %d queued for problem %s (%d waiting)", sid, pid, len(self._queue))
         return sid
 
-    def result(self, sid: int) -> dict[str, Any] | None:
-        """The final record of `sid`, `{"status": "queued"}` before it, None for unknown sids."""
+    async def result(self, sid: int) -> bytes | None:
+        """The final record of `sid` as JSON bytes, `{"status": "queued"}` before it, None for
+        unknown sids. Read from disk in a worker thread, never parsed: the event loop only
+        copies bytes, however large the record."""
         if sid in self._pending:
-            return {"status": "queued"}
+            return QUEUED
         if sid in self._unsaved:
             return self._unsaved[sid]
-        final = self.store.load_result(sid)
+        final = await asyncio.to_thread(self.store.load_result, sid)
         if final is not None:
             return final
-        return {"status": "queued"} if self.store.exists(sid) else None
+        return QUEUED if await asyncio.to_thread(self.store.exists, sid) else None
 
     def _enqueue(self, sid: int) -> None:
         self._queue.append(sid)
@@ -151,13 +159,14 @@ class JudgeEngine:
             sid = self._queue.popleft()
             try:
                 record = await self._judge(sid)
+                encoded = await asyncio.to_thread(_encode, record)
                 try:
-                    self.store.save_result(sid, record)
+                    await asyncio.to_thread(self.store.save_result, sid, encoded)
                 except OSError:
                     log.exception(
                         "submission %d: cannot persist the result; serving it from memory", sid
                     )
-                    self._unsaved[sid] = record
+                    self._unsaved[sid] = encoded
             finally:
                 self._pending.discard(sid)
 
@@ -190,8 +199,9 @@ class JudgeEngine:
         )
         if compiled.binary is None:
             return error_record(compiled.error, "compile")
+        judged, keep = (self.sandbox, compiled.binary), self.settings.output_field_bytes
         runs = [
-            self._in_slot(judge_case, self.sandbox, compiled.binary, case, problem.checker, workdir)
+            self._in_slot(judge_case, *judged, case, problem.checker, workdir, keep)
             for case in problem.cases
         ]
         # Every case finishes before the work directory is removed, even when one failed.
@@ -205,3 +215,7 @@ class JudgeEngine:
         async with self._slots:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._threads, function, *args)
+
+
+def _encode(record: dict[str, Any]) -> bytes:
+    return json.dumps(record).encode()

@@ -9,7 +9,8 @@ with score = 100 x mean(scoreRatio), summed in case order as the FrontierCS orch
 Each case carries FrontierCS's fields — `ok`, `status` ("Correct" when the ratio is exactly 1,
 else "Wrong Answer"), `time` (wall ns), `memory` (bytes), `msg`, `output` (checked runs only),
 `scoreRatio`, `scoreRatioUnbounded` — plus ours: `runStatus` (go-judge style: Accepted, Time
-Limit Exceeded, …), `cpuTime` (ns), `checkerExitCode`, `stderr` and `outputTruncated`.
+Limit Exceeded, …), `cpuTime` (ns), `checkerExitCode`, `stderr`, and for checked runs
+`outputBytes`, `outputSha256`, `outputTruncated`: `output` is only the first 4 KiB of stdout.
 
 Where this judge deliberately differs from FrontierCS (JUDGE.md §1):
 - `msg` of a run that was not accepted is our own text, `"<runStatus>: <detail>"`; the
@@ -22,6 +23,7 @@ Where this judge deliberately differs from FrontierCS (JUDGE.md §1):
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +36,10 @@ from judges.sandbox import Sandbox
 
 COMPILE_COMMAND = ["g++", "main.cpp", "-O2", "-pipe", "-std=gnu++17", "-o", "a"]
 STDOUT_CAP = 128 * 1024 * 1024  # FrontierCS collects at most 128 MiB of stdout
-OUTPUT_FIELD_CAP = 1024 * 1024  # bytes of stdout kept in the stored `output` field
+# Bytes of stdout kept in the stored `output` field: the rest is summarised by its size and
+# sha256. A record's size is then bounded whatever the program prints (a control byte becomes
+# a six-character JSON escape), so results stay quick to store, serve and parse.
+OUTPUT_FIELD_CAP = 4096
 STDERR_FIELD_CAP = 4096
 COMPILE_LOG_CAP = 64 * 1024
 RUN_PROCESSES = 128
@@ -107,9 +112,15 @@ def compile_cpp(sandbox: Sandbox, source: str, workdir: Path, limits: CompileLim
 
 
 def judge_case(
-    sandbox: Sandbox, binary: Path, case: Case, checker_name: str, workdir: Path
+    sandbox: Sandbox,
+    binary: Path,
+    case: Case,
+    checker_name: str,
+    workdir: Path,
+    output_field_bytes: int = OUTPUT_FIELD_CAP,
 ) -> dict[str, Any]:
-    """Run the binary on one case and check its output; return the case record.
+    """Run the binary on one case and check its output; return the case record (whose `output`
+    keeps at most `output_field_bytes` of stdout).
 
     Raises JudgeFailure when the sandbox could not run the program at all.
     """
@@ -137,13 +148,14 @@ def judge_case(
             raise JudgeFailure(f"case {case.number}: {outcome.detail}")
         if not outcome.accepted:
             return case_record(outcome, stderr=_excerpt(stderr, STDERR_FIELD_CAP))
-        output = stdout.read_bytes()
+        output = stdout.read_bytes()  # at most STDOUT_CAP bytes: the run was accepted
         verdict = get_checker(checker_name).check(case.instance, output)
         return case_record(
             outcome,
             checker_msg=verdict.render(),
             checker_exit=verdict.outcome.exit_code,
             output=output,
+            output_field_bytes=output_field_bytes,
         )
     finally:
         stdout.unlink(missing_ok=True)
@@ -157,6 +169,7 @@ def case_record(
     checker_exit: int | None = None,
     output: bytes | None = None,
     stderr: str = "",
+    output_field_bytes: int = OUTPUT_FIELD_CAP,
 ) -> dict[str, Any]:
     """The stored case record for a run outcome and, when the run was accepted, its verdict."""
     record: dict[str, Any] = {
@@ -171,8 +184,7 @@ def case_record(
         unbounded = 0.0
     else:
         record["msg"] = checker_msg
-        kept = output[:OUTPUT_FIELD_CAP] if output is not None else b""
-        record["output"] = kept.decode("utf-8", "replace")
+        record.update(output_summary(output or b"", output_field_bytes))
         bounded = _RATIO.search(checker_msg)
         ratio = float(bounded.group(1)) if bounded else (1.0 if record["ok"] else 0.0)
         free = _RATIO_UNBOUNDED.search(checker_msg)
@@ -184,10 +196,20 @@ def case_record(
     record["cpuTime"] = outcome.cpu_ns
     if checker_exit is not None:
         record["checkerExitCode"] = checker_exit
-        record["outputTruncated"] = output is not None and len(output) > OUTPUT_FIELD_CAP
     else:
         record["stderr"] = stderr
     return record
+
+
+def output_summary(output: bytes, keep: int = OUTPUT_FIELD_CAP) -> dict[str, Any]:
+    """What a program's stdout contributes to a stored record: its first `keep` bytes (as
+    text, invalid UTF-8 replaced), its size, sha256 and whether the prefix is all of it."""
+    return {
+        "output": output[:keep].decode("utf-8", "replace"),
+        "outputBytes": len(output),
+        "outputSha256": hashlib.sha256(output).hexdigest(),
+        "outputTruncated": len(output) > keep,
+    }
 
 
 def aggregate(cases: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, Any]:

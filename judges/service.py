@@ -7,12 +7,15 @@
 |-----------------------|-----------------------------------------------------------------|
 | GET /health           | {"ok": true}                                                    |
 | GET /problems         | {"problems": [{"id": "0", "cases": N, "suite": {...}}]}         |
-| POST /submit          | {"sid": <int>}; 400 missing field / unknown pid or lang; 503 full |
+| POST /submit          | {"sid": <int>}; 400 malformed request, missing field, unknown pid  |
+|                       | or lang; 408 body too slow; 503 queue full                        |
 | GET /result/{sid}     | {"status": "queued"} until final; the final record; 404 unknown |
 
 `/submit` takes `pid`, `lang`, `code` as multipart (a file part named `code`, or text fields),
-JSON or urlencoded, like FrontierCS. It prints `judge listening on http://HOST:PORT` once ready
-(`--port 0` picks a free port) and stops cleanly on SIGTERM or SIGINT (exit status 0).
+JSON or urlencoded, like FrontierCS (`judges.requests` reads and validates them). Any call may
+be answered 503 with Retry-After under overload (`judges.connections`). It prints
+`judge listening on http://HOST:PORT` once ready (`--port 0` picks a free port) and stops
+cleanly on SIGTERM or SIGINT (exit status 0).
 
 Server stack: aiohttp. The judge's work is waiting on sandboxed subprocesses, which an asyncio
 server handles with one event loop and a small thread pool; aiohttp parses multipart bodies
@@ -23,9 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import base64
-import binascii
 import ipaddress
+import json
 import logging
 import os
 import shutil
@@ -33,15 +35,16 @@ import signal
 import sys
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from aiohttp import web
 
 from judges.cgroups import MODES, CgroupBound, CgroupUnavailable, detect
+from judges.connections import descriptor_budget, error_middleware, listen
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
-from judges.judging import CompileLimits
+from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
 from judges.polyomino.generator import write_suite
 from judges.problems import Problem, ProblemError, load_problem, load_problems, parse_memory_limit
+from judges.requests import BODY_TIMEOUT_S, BadRequest, submission_fields
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
 from judges.store import SubmissionStore
 
@@ -49,12 +52,14 @@ log = logging.getLogger("judges.service")
 
 MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
 ENGINE_KEY = web.AppKey("engine", JudgeEngine)
+BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
 
 
-def create_app(engine: JudgeEngine) -> web.Application:
+def create_app(engine: JudgeEngine, body_timeout: float = BODY_TIMEOUT_S) -> web.Application:
     """The aiohttp application serving `engine` (routes only; no background work)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[error_middleware])
     app[ENGINE_KEY] = engine
+    app[BODY_TIMEOUT_KEY] = body_timeout
     app.router.add_get("/health", _health)
     app.router.add_get("/problems", _problems)
     app.router.add_get("/problem/{pid}/statement", _statement)
@@ -84,9 +89,9 @@ async def _statement(request: web.Request) -> web.Response:
 
 async def _submit(request: web.Request) -> web.Response:
     try:
-        fields = await _submission_fields(request)
-    except ValueError as error:
-        return web.json_response({"error": str(error)}, status=400)
+        fields = await submission_fields(request, request.app[BODY_TIMEOUT_KEY])
+    except BadRequest as refusal:
+        return web.json_response({"error": str(refusal)}, status=refusal.status)
     missing = [name for name in ("pid", "lang", "code") if not fields.get(name)]
     if missing:
         return web.json_response(
@@ -98,46 +103,13 @@ async def _submit(request: web.Request) -> web.Response:
             status=400,
         )
     try:
-        sid = request.app[ENGINE_KEY].submit(fields["pid"], fields["lang"], fields["code"])
+        sid = await request.app[ENGINE_KEY].submit(
+            str(fields["pid"]), str(fields["lang"]), str(fields["code"])
+        )
     except SubmissionRefused as refusal:
         headers = {"Retry-After": "5"} if refusal.status == 503 else None
         return web.json_response({"error": str(refusal)}, status=refusal.status, headers=headers)
     return web.json_response({"sid": sid})
-
-
-async def _submission_fields(request: web.Request) -> dict[str, str]:
-    """pid, lang and code from the query string and the body (multipart, urlencoded, JSON)."""
-    raw: dict[str, Any] = dict(request.query)
-    if request.content_type == "application/json":
-        try:
-            body = await request.json()
-        except ValueError:
-            raise ValueError("body is not valid JSON") from None
-        if not isinstance(body, dict):
-            raise ValueError("JSON body must be an object with pid, lang and code")
-        raw.update(body)
-    elif request.content_type in ("multipart/form-data", "application/x-www-form-urlencoded"):
-        form = await request.post()
-        for key, value in form.items():
-            raw[key] = value.file.read() if isinstance(value, web.FileField) else value
-    elif request.content_type.startswith("text/") and request.can_read_body:
-        raw["code"] = await request.read()
-    if not raw.get("code") and isinstance(raw.get("codeBase64"), str):
-        try:
-            raw["code"] = base64.b64decode(raw["codeBase64"], validate=True)
-        except binascii.Error:
-            raise ValueError("codeBase64 is not valid base64") from None
-    fields = {}
-    for name in ("pid", "lang", "code"):
-        value = raw.get(name)
-        if isinstance(value, bytes | bytearray):
-            value = bytes(value).decode("utf-8", "replace")
-        elif isinstance(value, int) and not isinstance(value, bool):
-            value = str(value)
-        if value is not None and not isinstance(value, str):
-            raise ValueError(f"field {name} must be a string, got {type(value).__name__}")
-        fields[name] = value.strip() if value is not None and name != "code" else value
-    return fields
 
 
 async def _result(request: web.Request) -> web.Response:
@@ -145,12 +117,13 @@ async def _result(request: web.Request) -> web.Response:
         sid = int(request.match_info["sid"])
     except ValueError:
         return web.json_response({"error": "sid must be number"}, status=400)
-    record = request.app[ENGINE_KEY].result(sid)
+    record = await request.app[ENGINE_KEY].result(sid)
     if record is None:
         return web.json_response({"error": "not found"}, status=404)
     if request.query.get("short"):
-        return web.json_response({"status": record["status"], "passed": record.get("passed")})
-    return web.json_response(record)
+        final = await asyncio.to_thread(json.loads, record)
+        return web.json_response({"status": final["status"], "passed": final.get("passed")})
+    return web.Response(body=record, content_type="application/json")
 
 
 def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
@@ -193,6 +166,33 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--max-queue", type=int, default=64, help="waiting submissions (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=256,
+        help="connections served at once; more are answered 503, and fewer where the "
+        "descriptor limit needs it (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=BODY_TIMEOUT_S,
+        help="seconds a request body may take to arrive, then 408 (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--idle-timeout",
+        type=float,
+        default=10.0,
+        help="seconds before an idle connection, or one still sending its request head, is "
+        "closed (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--output-field-bytes",
+        type=int,
+        default=OUTPUT_FIELD_CAP,
+        help="stdout bytes kept in a case's stored `output`; the rest is summarised by its "
+        "size and sha256 (default: %(default)s)",
     )
     parser.add_argument(
         "--compile-time",
@@ -255,6 +255,15 @@ async def serve(args: argparse.Namespace) -> None:
     """
     if args.workers < 1 or args.max_queue < 1 or args.generated_cases < 1:
         raise ValueError("--workers, --max-queue and --generated-cases must be at least 1")
+    if min(args.idle_timeout, args.body_timeout) <= 0 or args.max_connections < 1:
+        raise ValueError(
+            "--idle-timeout and --body-timeout must be positive, --max-connections at least 1"
+        )
+    cap = descriptor_budget(args.max_connections, args.workers)
+    if not 0 <= args.output_field_bytes <= STDOUT_CAP:
+        raise ValueError(
+            f"--output-field-bytes {args.output_field_bytes} is outside 0..{STDOUT_CAP}"
+        )
     if not _is_loopback(args.host):
         log.warning("binding %s: the judge has no authentication; keep it private", args.host)
     stop = asyncio.Event()
@@ -273,6 +282,7 @@ async def serve(args: argparse.Namespace) -> None:
         settings = EngineSettings(
             workers=args.workers,
             max_queue=args.max_queue,
+            output_field_bytes=args.output_field_bytes,
             compile_limits=CompileLimits(
                 cpu_seconds=args.compile_time,
                 memory_bytes=parse_memory_limit(args.compile_memory, "--compile-memory"),
@@ -280,11 +290,23 @@ async def serve(args: argparse.Namespace) -> None:
         )
         engine = JudgeEngine(problems, store, sandbox, settings)
         await engine.start()
-        runner = web.AppRunner(create_app(engine), access_log=logging.getLogger("judges.access"))
+        runner = web.AppRunner(
+            create_app(engine, args.body_timeout),
+            access_log=logging.getLogger("judges.access"),
+            keepalive_timeout=args.idle_timeout,
+            lingering_time=0,  # an unread (malformed or stalled) body is not waited for
+        )
         await runner.setup()
+        listener = None
         try:
-            await web.TCPSite(runner, args.host, args.port).start()
-            host, port = runner.addresses[0][:2]
+            listener = await listen(runner, args.host, args.port, cap)
+            host, port = listener.sockets[0].getsockname()[:2]
+            log.info(
+                "at most %d connections at once (more get 503); idle or partial requests are "
+                "closed after %g s",
+                cap,
+                args.idle_timeout,
+            )
             log.info(
                 "serving problems %s with %d workers; state in %s",
                 sorted(problems),
@@ -295,6 +317,8 @@ async def serve(args: argparse.Namespace) -> None:
             await stop.wait()
             log.info("stopping: unfinished submissions will be judged at the next start")
         finally:
+            if listener is not None:
+                listener.close()
             await runner.cleanup()
             await engine.stop()
     finally:

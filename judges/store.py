@@ -7,15 +7,18 @@ Layout (like the FrontierCS judge's `submissions/` tree, bucketed by hundreds):
     <state>/submissions/<bucket>/<sid>/result.json   the final record, once judged
 
 Files are written atomically (temporary file, fsync, rename), so a crash leaves either the old
-or the new content. A result can be read any number of times and survives restarts; sids keep
-increasing across restarts. Submissions without a result are reported by `unfinished()` so the
-engine can judge them again after a restart.
+or the new content; a new submission appears complete or not at all. Results are kept as the
+serialised JSON the service sends, so serving one never parses or re-encodes it. A result can be
+read any number of times and survives restarts; sids keep increasing across restarts.
+Submissions without a result are reported by `unfinished()` so the engine can judge them again
+after a restart.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -47,15 +50,30 @@ class SubmissionStore:
         return self.root / str(sid // BUCKET * BUCKET) / str(sid)
 
     def create(self, pid: str, lang: str, code: str) -> int:
-        """Persist a new submission and return its sid (1, 2, …; never reused)."""
+        """Persist a new submission and return its sid (1, 2, …; never reused once returned).
+
+        All or nothing: the files are written into a hidden directory renamed into place at
+        the end, so a failure (an OSError, e.g. a full disk or no descriptors left, or a
+        `code` that is not encodable as UTF-8) leaves no folder and gives the sid back.
+        """
+        source = code.encode()
         with self._lock:
             self._last_sid += 1
             sid = self._last_sid
-            directory = self.path(sid)
-            directory.mkdir(parents=True)
-        _write_atomic(directory / "source.code", code.encode())
-        meta = {"sid": sid, "pid": pid, "lang": lang, "ts": int(time.time() * 1000)}
-        _write_atomic(directory / "meta.json", json.dumps(meta).encode())
+        directory = self.path(sid)
+        incoming = directory.with_name(f".incoming-{sid}")
+        try:
+            incoming.mkdir(parents=True)
+            _write_atomic(incoming / "source.code", source)
+            meta = {"sid": sid, "pid": pid, "lang": lang, "ts": int(time.time() * 1000)}
+            _write_atomic(incoming / "meta.json", json.dumps(meta).encode())
+            os.rename(incoming, directory)
+        except BaseException:
+            shutil.rmtree(incoming, ignore_errors=True)
+            with self._lock:
+                if self._last_sid == sid:
+                    self._last_sid -= 1
+            raise
         return sid
 
     def exists(self, sid: int) -> bool:
@@ -68,14 +86,14 @@ class SubmissionStore:
         meta = json.loads((directory / "meta.json").read_text())
         return meta, (directory / "source.code").read_text()
 
-    def save_result(self, sid: int, result: dict[str, Any]) -> None:
-        """Persist the final record of `sid` (atomically)."""
-        _write_atomic(self.path(sid) / "result.json", json.dumps(result).encode())
+    def save_result(self, sid: int, result: bytes) -> None:
+        """Persist the final record of `sid`, already serialised as JSON (atomically)."""
+        _write_atomic(self.path(sid) / "result.json", result)
 
-    def load_result(self, sid: int) -> dict[str, Any] | None:
-        """The final record of `sid`, or None while there is none."""
+    def load_result(self, sid: int) -> bytes | None:
+        """The final record of `sid` as the stored JSON bytes, or None while there is none."""
         try:
-            return json.loads((self.path(sid) / "result.json").read_text())
+            return (self.path(sid) / "result.json").read_bytes()
         except FileNotFoundError:
             return None
 

@@ -75,7 +75,8 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
         "type: default\nchecker: chk.cc\ntime: 2s\nmemory: 256m\n"
         f"subtasks:\n- score: 100\n  n_cases: {CASES}\n"
     )
-    with JudgeProcess(root / "state", "--problems", str(root / "problems")) as running:
+    args = ["--problems", str(root / "problems"), "--output-field-bytes", str(1 << 20)]
+    with JudgeProcess(root / "state", *args) as running:  # whole outputs, for the oracle
         yield running
 
 

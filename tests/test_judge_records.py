@@ -7,12 +7,14 @@ score arithmetic, its `ok`/`status` conventions on problem 0, and our rule that 
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 import signal
 
 import pytest
 
-from judges.judging import aggregate, case_record, error_record
+from judges.judging import OUTPUT_FIELD_CAP, aggregate, case_record, error_record
 from judges.outcome import (
     ACCEPTED,
     MEMORY_LIMIT,
@@ -108,6 +110,16 @@ def test_checked_case_reads_its_ratio_from_the_checker_message() -> None:
     # FrontierCS defect 4, kept on purpose: partial points are not "ok".
     assert (record["ok"], record["status"]) == (False, "Wrong Answer")
     assert (record["time"], record["memory"], record["cpuTime"]) == (2000, 3000, 1000)
+
+
+def test_output_of_control_bytes_contributes_a_bounded_prefix_its_size_and_digest() -> None:
+    flood = bytes(range(1, 32)) * ((1 << 20) // 31)  # about 1 MiB, each byte a JSON escape
+    msg = 'wrong output format Expected integer, but "~" found\n'
+    record = case_record(outcome(), checker_msg=msg, checker_exit=2, output=flood)
+    assert record["output"] == flood[:OUTPUT_FIELD_CAP].decode()
+    assert record["outputBytes"] == len(flood) and record["outputTruncated"] is True
+    assert record["outputSha256"] == hashlib.sha256(flood).hexdigest()
+    assert len(json.dumps(record)) < 8 * OUTPUT_FIELD_CAP
 
 
 def test_ratio_of_exactly_one_is_correct() -> None:

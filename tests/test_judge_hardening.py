@@ -1,0 +1,274 @@
+"""The judge service under hostile requests and outputs, over real HTTP and raw sockets.
+
+Each example is a class of defect found by attacking the judge: malformed requests (a lone
+UTF-16 surrogate, deep JSON nesting, a truncated multipart body, an unknown charset, gzip that
+is not gzip, source bytes that are not UTF-8) must be a 400 naming the problem and consume
+nothing; idle and slow connections must be closed after a bounded time; overload and
+descriptor exhaustion must be a 503 with Retry-After; a candidate printing 1 MiB of control
+bytes per case must not blow up its result or stall the health endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from judges.process import JudgeProcess
+
+PROGRAMS = Path(__file__).parent / "programs"
+IDLE_TIMEOUT_S = 2.0
+BODY_TIMEOUT_S = 3.0
+FLOOD_CASES = 24
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
+    state = tmp_path_factory.mktemp("hardening-state")
+    args = ["--generated-cases", str(FLOOD_CASES), "--seed", "3", "--workers", "2"]
+    args += ["--idle-timeout", str(IDLE_TIMEOUT_S), "--body-timeout", str(BODY_TIMEOUT_S)]
+    with JudgeProcess(state, *args) as running:
+        running.state = state  # type: ignore[attr-defined]
+        yield running
+
+
+def stored_entries(judge: JudgeProcess) -> list[str]:
+    """Every file and folder under the judge's submissions tree, hidden ones included, but the
+    results that earlier submissions receive meanwhile."""
+    root = judge.state / "submissions"  # type: ignore[attr-defined]
+    paths = (path for path in root.rglob("*") if "result.json" not in path.name)
+    return sorted(str(path.relative_to(root)) for path in paths)
+
+
+def next_sid(judge: JudgeProcess) -> int:
+    code = b"int main() { return 0; }\n"
+    answer = httpx.post(
+        f"{judge.url}/submit",
+        data={"pid": "0", "lang": "cpp"},
+        files={"code": ("solution.cpp", code, "text/x-c++src")},
+        timeout=30,
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()["sid"]
+
+
+def refused_without_trace(
+    judge: JudgeProcess, send: Callable[[], httpx.Response], status: int = 400
+) -> str:
+    """Send a malformed request; it must get `status`, create nothing, and use up no sid."""
+    before_sid = next_sid(judge)
+    before = stored_entries(judge)
+    answer = send()
+    assert answer.status_code == status, answer.text
+    assert answer.headers["Content-Type"].startswith("application/json")
+    assert stored_entries(judge) == before
+    assert next_sid(judge) == before_sid + 1  # no submission id was consumed
+    return answer.json()["error"]
+
+
+def post(judge: JudgeProcess, body: bytes, content_type: str, **headers: str) -> httpx.Response:
+    headers = {"Content-Type": content_type, **headers}
+    return httpx.post(f"{judge.url}/submit", content=body, headers=headers, timeout=30)
+
+
+def test_lone_utf16_surrogate_in_json_is_a_400_naming_it(judge: JudgeProcess) -> None:
+    body = b'{"pid": "0", "lang": "cpp", "code": "int main() {}\\ud800"}'
+    error = refused_without_trace(judge, lambda: post(judge, body, "application/json"))
+    assert "field code contains a lone UTF-16 surrogate \\ud800 at character 13" in error
+
+
+def test_deeply_nested_json_is_a_400_naming_the_depth(judge: JudgeProcess) -> None:
+    body = b'{"pid": "0", "lang": "cpp", "code": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
+    error = refused_without_trace(judge, lambda: post(judge, body, "application/json"))
+    assert "JSON body nests 65 levels deep (at most 64)" in error
+
+
+def test_truncated_multipart_body_is_a_400(judge: JudgeProcess) -> None:
+    whole = (
+        b'--XYZ\r\nContent-Disposition: form-data; name="pid"\r\n\r\n0\r\n'
+        b'--XYZ\r\nContent-Disposition: form-data; name="lang"\r\n\r\ncpp\r\n'
+        b'--XYZ\r\nContent-Disposition: form-data; name="code"; filename="a.cpp"\r\n\r\n'
+        b"int main() { return 0; }\r\n--XYZ--\r\n"
+    )
+    truncated = whole[: len(whole) - 30]
+    send = lambda: post(judge, truncated, "multipart/form-data; boundary=XYZ")  # noqa: E731
+    assert "malformed multipart/form-data body" in refused_without_trace(judge, send)
+
+
+@pytest.mark.parametrize(
+    ("content_type", "body"),
+    [
+        ("application/x-www-form-urlencoded; charset=x-no-such", b"pid=0&lang=cpp&code=x"),
+        ("application/json; charset=x-no-such", b'{"pid": "0", "lang": "cpp", "code": "x"}'),
+        ("text/x-c++src; charset=x-no-such", b"int main() {}"),
+    ],
+)
+def test_unknown_charset_is_a_400_naming_it(
+    judge: JudgeProcess, content_type: str, body: bytes
+) -> None:
+    error = refused_without_trace(judge, lambda: post(judge, body, content_type))
+    assert "unknown charset 'x-no-such'" in error
+
+
+def test_gzip_content_encoding_on_a_plain_body_is_a_400(judge: JudgeProcess) -> None:
+    body = b'{"pid": "0", "lang": "cpp", "code": "int main() {}"}'
+    send = lambda: post(judge, body, "application/json", **{"Content-Encoding": "gzip"})  # noqa: E731
+    error = refused_without_trace(judge, send)
+    assert "Content-Encoding: gzip" in error and "decode" in error
+
+
+def test_source_bytes_that_are_not_utf8_are_refused_naming_the_offset(judge: JudgeProcess) -> None:
+    source = b"int main() { return 0; }\n// \xff\xfe\n"
+    multipart = lambda: httpx.post(  # noqa: E731
+        f"{judge.url}/submit",
+        data={"pid": "0", "lang": "cpp"},
+        files={"code": ("solution.cpp", source, "text/x-c++src")},
+        timeout=30,
+    )
+    error = refused_without_trace(judge, multipart)
+    assert "field code is not valid utf-8: byte 0xff at byte offset 28" in error
+    urlencoded = b"pid=0&lang=cpp&code=int%20main()%20%7B%7D%0A%FF"
+    send = lambda: post(judge, urlencoded, "application/x-www-form-urlencoded")  # noqa: E731
+    assert "byte 0xff at byte offset 14" in refused_without_trace(judge, send)
+
+
+def connect(judge: JudgeProcess) -> socket.socket:
+    host, port = judge.url.removeprefix("http://").rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=30)
+    return sock
+
+
+def closed_after(sock: socket.socket) -> tuple[bytes, float]:
+    """Read until the server closes the connection; what it sent and after how long."""
+    started = time.monotonic()
+    data = b""
+    while chunk := sock.recv(65536):
+        data += chunk
+    return data, time.monotonic() - started
+
+
+def test_idle_connection_and_partial_request_head_are_closed(judge: JudgeProcess) -> None:
+    idle = connect(judge)
+    partial = connect(judge)
+    partial.sendall(b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/")
+    for sock in (idle, partial):
+        data, waited = closed_after(sock)
+        assert data == b"" and waited < IDLE_TIMEOUT_S + 3, waited
+        sock.close()
+
+
+def test_request_head_trickled_byte_by_byte_is_cut_off(judge: JudgeProcess) -> None:
+    sock = connect(judge)
+    started = time.monotonic()
+    with pytest.raises(OSError):
+        for byte in b"GET /health HTTP/1.1\r\nHost: judge\r\nX-Slow: " + b"a" * 100:
+            sock.sendall(bytes([byte]))
+            time.sleep(0.25)
+    assert time.monotonic() - started < IDLE_TIMEOUT_S + 3
+    sock.close()
+
+
+def test_body_that_never_arrives_is_a_408_and_consumes_nothing(judge: JudgeProcess) -> None:
+    before = stored_entries(judge)
+    sock = connect(judge)
+    sock.sendall(
+        b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/json\r\n"
+        b'Content-Length: 200\r\n\r\n{"pid": "0", "lang": "cpp", '
+    )
+    data, waited = closed_after(sock)
+    sock.close()
+    assert data.startswith(b"HTTP/1.1 408 "), data[:200]
+    assert b"did not arrive within 3 s" in data
+    assert BODY_TIMEOUT_S - 0.5 < waited < BODY_TIMEOUT_S + 3
+    assert stored_entries(judge) == before
+
+
+def test_descriptor_limit_caps_connections_and_the_excess_gets_503(tmp_path: Path) -> None:
+    judge = JudgeProcess(tmp_path / "state", "--generated-cases", "1", "--workers", "1")
+    judge.command = ["prlimit", "--nofile=200:200", *judge.command]
+    with judge:
+        log = judge.log_path.read_text()
+        cap = int(log.split("at most ")[1].split(" connections")[0])
+        assert 20 < cap < 200 - 64
+        held = [connect(judge) for _ in range(cap)]
+        time.sleep(0.5)  # the server has accepted them all
+        extra = [connect(judge) for _ in range(30)]
+        answers = []
+        for sock in extra:
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: judge\r\n\r\n")
+            answers.append(closed_after(sock)[0])
+            sock.close()
+        refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 503 ")]
+        assert len(refused) >= 25, answers[:3]
+        assert all(b"\r\nRetry-After: 2\r\n" in answer for answer in refused)
+        assert not any(b" 500 " in answer.split(b"\r\n")[0] for answer in answers)
+        for sock in held:
+            sock.close()
+        time.sleep(0.5)
+        assert httpx.get(f"{judge.url}/health", timeout=10).json() == {"ok": True}
+        assert "Traceback" not in judge.log_path.read_text()
+
+
+def test_control_byte_flood_stores_a_bounded_result_and_health_stays_quick(
+    judge: JudgeProcess,
+) -> None:
+    code = (PROGRAMS / "control_bytes_flood.cpp").read_text()
+    answer = httpx.post(
+        f"{judge.url}/submit",
+        data={"pid": "0", "lang": "cpp"},
+        files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
+        timeout=30,
+    )
+    sid = answer.json()["sid"]
+    latencies: list[float] = []
+    done = threading.Event()
+
+    def poll_health() -> None:
+        with httpx.Client(timeout=10) as client:
+            while not done.is_set():
+                started = time.monotonic()
+                assert client.get(f"{judge.url}/health").status_code == 200
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.05)
+
+    poller = threading.Thread(target=poll_health)
+    poller.start()
+    try:
+        result = wait_final(judge, sid)
+        started = time.monotonic()
+        final = httpx.get(f"{judge.url}/result/{sid}", timeout=10)
+        read_s = time.monotonic() - started
+    finally:
+        done.set()
+        poller.join()
+    flood = bytes(1 + i % 31 for i in range(1 << 20))
+    assert result["status"] == "done" and len(result["cases"]) == FLOOD_CASES
+    for case in result["cases"]:
+        assert case["runStatus"] == "Accepted" and case["scoreRatio"] == 0
+        assert case["outputBytes"] == 1 << 20 and case["outputTruncated"] is True
+        assert case["outputSha256"] == hashlib.sha256(flood).hexdigest()
+        assert case["output"].encode() == flood[:4096]
+    assert len(final.content) < FLOOD_CASES * 32 * 1024  # 1 MiB each would be ~6 MiB each
+    assert json.loads(final.content) == result
+    assert read_s < 1.0
+    assert len(latencies) > 10 and max(latencies) < 1.0, max(latencies)
+
+
+def wait_final(judge: JudgeProcess, sid: int, timeout: float = 300.0) -> dict[str, Any]:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        answer = httpx.get(f"{judge.url}/result/{sid}", timeout=10).json()
+        if answer["status"] != "queued":
+            return answer
+        time.sleep(0.2)
+    raise AssertionError(f"submission {sid} not judged within {timeout} s")
