@@ -28,14 +28,20 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import stat
 import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.state_files import StateFileError, decode_object, exists, iter_lines
+
 log = logging.getLogger(__name__)
 
 EVENTS_FILE = "events.jsonl"
+#: No event comes near this; a longer line means the file is damaged (or not an event log).
+MAX_EVENT_LINE_BYTES = 1 << 20
 
 
 class EventSink(Protocol):
@@ -67,14 +73,26 @@ class EventLog:
     """Appends events to `events.jsonl`, one JSON object per line, flushed per event.
 
     The log is for people and tools watching a run, not for recovery (the rollout journal is
-    that), so lines are flushed but not fsynced.
+    that), so lines are flushed but not fsynced. Opening refuses anything but a regular file
+    (a FIFO would block) and cuts a torn last line left by a crash, so the next event never
+    merges with it into a line no reader accepts.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._file = self.path.open("a", encoding="utf-8")
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise StateFileError(f"{self.path} cannot be opened for appending: {exc}") from exc
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise StateFileError(f"{self.path} is not a regular file; move it away")
+        _cut_torn_tail(fd)
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
 
     def emit(self, kind: str, **fields: Any) -> None:
         line = json.dumps({"ts": time.time(), "event": kind, **fields}, default=str)
@@ -87,14 +105,25 @@ class EventLog:
             self._file.close()
 
 
+def _cut_torn_tail(fd: int) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - MAX_EVENT_LINE_BYTES - 1)
+    tail = os.pread(fd, size - start, start)
+    cut = tail.rfind(b"\n")
+    os.ftruncate(fd, start + cut + 1 if cut >= 0 else start)
+
+
 def read_events(path: Path) -> list[dict[str, Any]]:
-    """All complete events of an `events.jsonl` (a torn last line is ignored)."""
-    events = []
-    if not Path(path).exists():
-        return events
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        try:
-            events.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return events
+    """All complete events of an `events.jsonl`, streamed (a torn last line is ignored; an
+    absent file has none). Anything else that is not one JSON object per line — bad UTF-8, bad
+    JSON, another JSON value, a line over `MAX_EVENT_LINE_BYTES`, a FIFO or directory in the
+    file's place — raises `StateFileError` naming file and line."""
+    path = Path(path)
+    if not exists(path):
+        return []
+    return [
+        decode_object(line, f"{path}:{number}")
+        for number, line in iter_lines(path, max_line=MAX_EVENT_LINE_BYTES)
+    ]

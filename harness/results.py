@@ -30,6 +30,7 @@ from harness.library import Archive
 from harness.library_json import library_json_bytes, read_library_json
 from harness.resume_state import RESUME_STATE, ResumeState
 from harness.state import GUIDANCE_FORMAT_ERROR, LibraryEntry, LibraryNode
+from harness.state_files import exists, read_bytes, read_json_object
 from harness.store import HEAD, missing_slots, read_committed, read_in_flight
 
 SCHEMA_VERSION = 1
@@ -80,7 +81,7 @@ class RunView:
 def find_store(state_dir: Path) -> Path | None:
     """The archive store directory under `state_dir` (the one holding `archive-head.json`)."""
     for candidate in (Path(state_dir) / c for c in STORE_CANDIDATES):
-        if (candidate / HEAD).is_file():
+        if exists(candidate / HEAD):  # whatever is there; reading it names what is wrong
             return candidate
     return None
 
@@ -97,7 +98,7 @@ def load_run(state_dir: Path) -> RunView:
         archive, committed = read_committed(store)
         in_flight = [(r.group, r.rollout, r.entry) for r in read_in_flight(store, committed + 1)]
         source = store
-    elif (state_dir / COMMITTED_LIBRARY).is_file():
+    elif exists(state_dir / COMMITTED_LIBRARY):
         source = state_dir / COMMITTED_LIBRARY
         archive = read_library_json(source)
         committed = archive.last_step()
@@ -113,7 +114,7 @@ def load_run(state_dir: Path) -> RunView:
 
 def _events_path(state_dir: Path) -> Path:
     for candidate in (state_dir / RUN_DIR / EVENTS_FILE, state_dir / EVENTS_FILE):
-        if candidate.exists():
+        if exists(candidate):
             return candidate
     return state_dir / RUN_DIR / EVENTS_FILE
 
@@ -217,8 +218,8 @@ def read_trajectory_csv(path: Path) -> list[TrajectoryRow]:
 def read_runs_json(path: Path) -> list[dict[str, Any]]:
     """The runs of a `runs.json` (`{"schema_version": 1, "runs": [...]}`); a file of another
     shape is an error naming it."""
-    document = json.loads(Path(path).read_text(encoding="utf-8"))
-    runs = document.get("runs") if isinstance(document, dict) else None
+    document = read_json_object(Path(path))
+    runs = document.get("runs")
     if not isinstance(runs, list) or not all(isinstance(r, dict) for r in runs):
         raise ValueError(f"{path}: not a runs.json (expected {{'runs': [...]}})")
     return runs
@@ -351,7 +352,7 @@ def provenance(view: RunView) -> dict[str, str | None]:
     committed archive as Discover `library.json` bytes (deterministic), and the seed solution."""
     resume = view.state_dir / RESUME_STATE
     return {
-        "resume_state_sha256": sha256_bytes(resume.read_bytes()) if resume.exists() else None,
+        "resume_state_sha256": sha256_bytes(read_bytes(resume)) if exists(resume) else None,
         "committed_library_sha256": sha256_bytes(library_json_bytes(view.archive)),
         "seed_sha256": sha256_bytes(seed_entry(view.archive).solution.encode("utf-8")),
     }
@@ -454,7 +455,7 @@ def write_records(out_dir: Path, record: Mapping[str, Any], rows: Sequence[Traje
     rows of `record["task"]` replace any earlier ones; other tasks are kept. Both atomically."""
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_path, csv_path = out_dir / "runs.json", out_dir / "trajectory.csv"
-    runs = json.loads(runs_path.read_text())["runs"] if runs_path.exists() else []
+    runs = read_runs_json(runs_path) if exists(runs_path) else []
     runs = [r for r in runs if r.get("task") != record["task"]] + [dict(record)]
     old = read_trajectory_csv(csv_path) if csv_path.exists() else []
     kept = [r for r in old if r.task != record["task"]]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -337,7 +338,7 @@ def check_committed_library(state_dir: Path, store_root: Path, events: EventSink
 def _open_store(
     root: Path, config: ArchiveConfig, task_dir: Path, seed_file: str | Path
 ) -> ArchiveStore:
-    if (root / HEAD).exists():
+    if os.path.lexists(root / HEAD):  # a broken head is refused by open(), never replaced
         return ArchiveStore.open(root, config)
     log.info("new archive in %s from the seed %s of %s", root, seed_file, task_dir)
     return ArchiveStore.create(root, Archive.from_seed(config, load_seed(task_dir, seed_file)))

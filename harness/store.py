@@ -314,7 +314,7 @@ class ArchiveStore:
         """Start a store in a new directory from `archive` (from a seed or an imported
         `library.json`); every step it contains must be complete. Refuses an existing store."""
         root = Path(root)
-        if (root / HEAD).exists():
+        if os.path.lexists(root / HEAD):
             raise StoreError(f"{root} already holds an archive; open it, or use a new directory")
         open_groups = [uid for uid, g in archive.groups.items() if not g.finalized]
         if open_groups:
@@ -338,7 +338,7 @@ class ArchiveStore:
         tail or an unfinished commit is cut off, stale temp files are removed). With `config`,
         refuses a store made with other settings."""
         root = Path(root)
-        if not (root / HEAD).exists():
+        if not os.path.lexists(root / HEAD):
             raise StoreError(f"{root} holds no archive ({HEAD} is missing)")
         store = cls(root, cls._lock(root))
         try:

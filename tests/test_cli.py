@@ -281,4 +281,4 @@ def test_a_corrupt_resume_state_is_named_instead_of_a_traceback(run, tmp_path, c
     shutil.copytree(run.state_dir, state)
     (state / "guidance-run" / "resume-state.json").write_text("{not json")
     assert cli.main(["status", str(state), "--reef-url", _down(), "--judge-url", _down()]) == 2
-    assert "resume-state.json cannot be read as JSON" in capsys.readouterr().err
+    assert "resume-state.json: not valid JSON" in capsys.readouterr().err
