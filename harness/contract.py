@@ -1,26 +1,69 @@
-"""The task vocabulary the harness needs, read from a Harbor task directory.
+"""The task vocabulary the harness needs, read from a Harbor task directory and validated once.
 
 Nothing in `harness/` knows the task. Its problem text is the task's `instruction.md` (shown to
-both models); everything else the prompts and the judge need is in `contract.json`. The file is
-checked strictly: unknown keys, a `problem_prompt` key (the problem lives in instruction.md
-only) and empty strings are errors that name the key.
+both models); everything else the prompts and the judge need is in `contract.json`; and of
+`task.toml` (Harbor's file) the harness reads the judge problem id and where the solution goes.
+The rules of all three are declared here as pydantic models and checked by the same code at
+every entry: the run's start (`load_task`), the judge client (`FrontierCSScorer.for_task`) and the
+preflight (`guidance-ttt doctor`). Each problem is reported as `<file>: <key>: <rule>, got
+<value>`; unknown keys in `contract.json`, a `problem_prompt` key (the problem lives in
+instruction.md only) and empty strings are refused.
+
+What a task may declare lives in two named tables: `SOLUTION_LANGUAGES` (languages the judge
+compiles, with their fence tag, file extension and judge `lang`) and `SCORE_DIRECTIONS`.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, fields
-from pathlib import Path
-from typing import Any
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Annotated, Any
+
+from pydantic import (
+    AfterValidator,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from harness.validation import Section, error_lines, join, non_empty
 
 CONTRACT_FILE = "contract.json"
 INSTRUCTION_FILE = "instruction.md"
+TASK_TOML = "task.toml"
+#: Code-fence tags that mark a C++ or a Python program in a model's answer.
 CPP_LANGUAGES = ("cpp", "c++", "cxx")
 PYTHON_LANGUAGES = ("python", "py")
+#: Where the Harbor agent writes the best candidate unless task.toml names `solution_path`.
+WORKSPACE = "/workspace"
 
 
 class ContractError(ValueError):
-    """`contract.json` or `instruction.md` is missing or malformed; the message names the key."""
+    """A task file is missing or malformed; the message names the file, the key and the value."""
+
+
+@dataclass(frozen=True)
+class SolutionLanguage:
+    """How the harness handles programs of one language: the code-fence tag prompts use and
+    extraction looks for, the extension of a written candidate, and the `lang` the judge gets."""
+
+    fence_tag: str
+    extension: str
+    judge_lang: str
+
+
+_CPP = SolutionLanguage(fence_tag="cpp", extension="cpp", judge_lang="cpp")
+#: The `solution_language` values a contract may declare (case-insensitive): only languages the
+#: judge compiles. The FrontierCS algorithmic judge and the local judge compile C++17 only.
+SOLUTION_LANGUAGES: Mapping[str, SolutionLanguage] = {"cpp": _CPP, "c++": _CPP, "cxx": _CPP}
+#: `max`: a higher raw score is better; `min`: a lower one (PUCT then ranks by the negated score).
+SCORE_DIRECTIONS = ("max", "min")
 
 
 def fence_tag(solution_language: str) -> str:
@@ -28,30 +71,48 @@ def fence_tag(solution_language: str) -> str:
     return "cpp" if solution_language.strip().lower() in CPP_LANGUAGES else "python"
 
 
-@dataclass(frozen=True)
-class TaskContract:
-    """What a task tells the harness besides its problem text (SPEC §9 `contract.json`)."""
+def _known_language(value: str) -> str:
+    if value.strip().lower() not in SOLUTION_LANGUAGES:
+        raise ValueError(
+            f"must be a language the judge compiles, one of {', '.join(SOLUTION_LANGUAGES)}"
+        )
+    return value
 
-    solution_language: str
-    solution_contract: str
-    mechanism_constraint: str
-    objective: str
-    raw_score_label: str
-    score_direction: str
-    judge_problem_id: str
 
-    def __post_init__(self) -> None:
-        for item in fields(self):
-            value = getattr(self, item.name)
-            if not isinstance(value, str):
-                raise ContractError(f"contract key {item.name!r} must be a string, got {value!r}")
-            if not value.strip():
-                raise ContractError(f"contract key {item.name!r} is empty; give it a value")
-        if self.score_direction not in ("max", "min"):
-            raise ContractError(
-                f"contract key 'score_direction' must be 'max' or 'min', "
-                f"got {self.score_direction!r}"
+def _score_direction(value: str) -> str:
+    if value not in SCORE_DIRECTIONS:
+        raise ValueError(f"must be one of {', '.join(map(repr, SCORE_DIRECTIONS))}")
+    return value
+
+
+Text = Annotated[str, AfterValidator(non_empty)]
+
+
+class TaskContract(Section):
+    """What a task tells the harness besides its problem text (`contract.json`)."""
+
+    solution_language: Annotated[Text, AfterValidator(_known_language)]
+    solution_contract: Text
+    mechanism_constraint: Text
+    objective: Text
+    raw_score_label: Text
+    score_direction: Annotated[Text, AfterValidator(_score_direction)]
+    judge_problem_id: Text
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_problem_prompt(cls, data: Any) -> Any:
+        if isinstance(data, Mapping) and "problem_prompt" in data:
+            raise ValueError(
+                f"problem_prompt: not allowed: the problem text is the task's {INSTRUCTION_FILE}; "
+                "remove the key"
             )
+        return data
+
+    @property
+    def language(self) -> SolutionLanguage:
+        """The entry of `SOLUTION_LANGUAGES` for this task's language."""
+        return SOLUTION_LANGUAGES[self.solution_language.strip().lower()]
 
     @property
     def fence_tag(self) -> str:
@@ -60,25 +121,77 @@ class TaskContract:
 
     @classmethod
     def from_dict(cls, data: Any, source: str = CONTRACT_FILE) -> TaskContract:
-        """Validate a parsed `contract.json`: exactly the seven keys, every value a non-empty
-        string, `score_direction` in {max, min}."""
-        if not isinstance(data, dict):
-            raise ContractError(f"{source} must hold a JSON object")
-        if "problem_prompt" in data:
-            raise ContractError(
-                f"{source} must not contain 'problem_prompt': the problem text is the task's "
-                f"{INSTRUCTION_FILE}; remove the key"
-            )
-        allowed = [item.name for item in fields(cls)]
-        for key in data:
-            if key not in allowed:
-                raise ContractError(
-                    f"{source}: unknown key {key!r} (allowed: {', '.join(allowed)})"
-                )
-        missing = [key for key in allowed if key not in data]
-        if missing:
-            raise ContractError(f"{source}: missing key {missing[0]!r}")
-        return cls(**data)
+        """Validate a parsed `contract.json`; `ContractError` names every wrong key and value."""
+        if not isinstance(data, Mapping):
+            raise ContractError(f"{source} must hold a JSON object, got {type(data).__name__}")
+        return _validated(cls, data, source)
+
+
+# ------------------------------------------------------------------------------- task.toml
+
+
+def _problem_id_text(value: Any) -> Any:
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+class _HarborOwned(Section):
+    """A `task.toml` table Harbor owns: only the keys the harness reads are declared."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+class TaskMetadata(_HarborOwned):
+    """`[metadata]`: the judge problem and the path the verifier re-scores."""
+
+    judge_problem_id: Annotated[Text, BeforeValidator(_problem_id_text)] | None = None
+    solution_path: Text | None = None
+
+    @field_validator("solution_path")
+    @classmethod
+    def _absolute(cls, value: str | None) -> str | None:
+        if value is not None and not PurePosixPath(value).is_absolute():
+            raise ValueError("must be an absolute path inside the task container")
+        return value
+
+
+class Timeout(_HarborOwned):
+    """`[agent]` / `[verifier]`: how long Harbor gives each."""
+
+    timeout_sec: float | None = Field(None, gt=0)
+
+
+class TaskToml(_HarborOwned):
+    """The fields of a Harbor `task.toml` the harness reads or relies on."""
+
+    schema_version: Text
+    metadata: TaskMetadata = TaskMetadata()
+    agent: Timeout = Timeout()
+    verifier: Timeout = Timeout()
+
+
+@dataclass(frozen=True)
+class HarborTask:
+    """A validated task directory: its contract, problem text and `task.toml` fields."""
+
+    contract: TaskContract
+    instruction: str
+    toml: TaskToml
+
+    @property
+    def solution_path(self) -> str:
+        """Where the best candidate is written in the task container."""
+        default = f"{WORKSPACE}/solution.{self.contract.language.extension}"
+        return self.toml.metadata.solution_path or default
+
+
+# ------------------------------------------------------------------------------- loading
+
+
+def _validated(model: type[Section], data: Mapping[str, Any], source: str) -> Any:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise ContractError(f"{source}: " + join(error_lines(exc, "", model))) from None
 
 
 def load_contract(task_dir: Path) -> TaskContract:
@@ -88,7 +201,7 @@ def load_contract(task_dir: Path) -> TaskContract:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise ContractError(f"{path} is missing; every task needs a contract.json") from exc
-    except ValueError as exc:
+    except (OSError, ValueError) as exc:
         raise ContractError(f"{path} is not valid JSON: {exc}") from exc
     return TaskContract.from_dict(data, source=str(path))
 
@@ -100,11 +213,46 @@ def load_instruction(task_dir: Path) -> str:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError as exc:
         raise ContractError(f"{path} is missing; it holds the problem statement") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ContractError(f"{path} cannot be read as UTF-8 text: {exc}") from exc
     if not text.strip():
         raise ContractError(f"{path} is empty; it must hold the problem statement")
     return text
 
 
+def load_task_toml(task_dir: Path) -> TaskToml:
+    """Read and validate the fields of `<task_dir>/task.toml` the harness reads."""
+    path = Path(task_dir) / TASK_TOML
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise ContractError(f"{path} is missing; every Harbor task needs a task.toml") from exc
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ContractError(f"{path} is not valid TOML: {exc}") from exc
+    return _validated(TaskToml, data, str(path))
+
+
+def load_harbor_task(task_dir: Path) -> HarborTask:
+    """Validate a whole task directory, the files against each other too."""
+    task = HarborTask(load_contract(task_dir), load_instruction(task_dir), load_task_toml(task_dir))
+    toml_path, contract = Path(task_dir) / TASK_TOML, task.contract
+    declared = task.toml.metadata.judge_problem_id
+    if declared is not None and declared != contract.judge_problem_id:
+        raise ContractError(
+            f"{toml_path}: metadata.judge_problem_id: {declared!r} differs from "
+            f"{CONTRACT_FILE} judge_problem_id {contract.judge_problem_id!r}; make them agree"
+        )
+    suffix = PurePosixPath(task.solution_path).suffix
+    if suffix != f".{contract.language.extension}":
+        raise ContractError(
+            f"{toml_path}: metadata.solution_path: must end in .{contract.language.extension} "
+            f"for solution_language {contract.solution_language!r}, got {task.solution_path!r}"
+        )
+    return task
+
+
 def load_task(task_dir: Path) -> tuple[TaskContract, str]:
-    """The contract and the problem text of a Harbor task directory."""
-    return load_contract(task_dir), load_instruction(task_dir)
+    """The contract and the problem text of a Harbor task directory, after validating all of it
+    (`load_harbor_task`)."""
+    task = load_harbor_task(task_dir)
+    return task.contract, task.instruction

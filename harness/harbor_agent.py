@@ -3,9 +3,10 @@
 The only module that imports `harbor`. The search runs on the host, not in the task container:
 `run()` reads the run settings from `serve.yaml`, builds the real adapters (Reef, the configured
 executor backend, the judge, Reef's training bridge), runs or resumes the steps up to STEPS in a
-worker thread, writes the best archived candidate to `/workspace/solution.<ext>` in the task
-environment, and fills `context.metadata["reef"]`. The task's verifier then re-scores that file
-(evaluation only; never reported to training).
+worker thread, writes the best archived candidate to the task's `solution_path` (task.toml;
+default `/workspace/solution.<ext>`) in the task environment, and fills
+`context.metadata["reef"]`. The task's verifier then re-scores that file (evaluation only;
+never reported to training).
 
 Configuration (agent kwargs win over environment variables, which win over the defaults):
 
@@ -36,17 +37,18 @@ import importlib.metadata
 import json
 import logging
 import os
+import shlex
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
-from harness.contract import load_contract
+from harness.contract import load_contract, load_harbor_task
 from harness.cost import PriceTable, load_prices
 from harness.events import EventLog, Fanout
 from harness.progress import ProgressDisplay
@@ -55,8 +57,6 @@ from harness.runner import RunResult, event_log_path, production_services, run_s
 from harness.training_bridge import TrainingBridge
 
 AGENT_NAME = "reef-guidance-ttt"
-WORKSPACE = "/workspace"
-EXTENSIONS = {"cpp": "cpp", "python": "py"}
 
 
 @dataclass(frozen=True)
@@ -218,15 +218,15 @@ class HarborAgent(BaseAgent):
     async def _write_best(
         self, environment: BaseEnvironment, result: RunResult, task_dir: Path
     ) -> None:
-        """Upload the best archived candidate as `/workspace/solution.<ext>`."""
+        """Upload the best archived candidate to the task's `solution_path` (task.toml's
+        `[metadata]`, default `/workspace/solution.<ext>`)."""
         if result.best is None or not result.best.solution.strip():
             raise RuntimeError("the archive holds no candidate to write out")
-        extension = EXTENSIONS[load_contract(task_dir).fence_tag]
-        target = f"{WORKSPACE}/solution.{extension}"
+        target = load_harbor_task(task_dir).solution_path
         with tempfile.TemporaryDirectory() as scratch:
-            source = Path(scratch) / f"solution.{extension}"
+            source = Path(scratch) / PurePosixPath(target).name
             source.write_text(result.best.solution + "\n", encoding="utf-8")
-            await environment.exec(f"mkdir -p {WORKSPACE}")
+            await environment.exec(f"mkdir -p {shlex.quote(str(PurePosixPath(target).parent))}")
             await environment.upload_file(source, target)
         self.logger.info(
             "best candidate (raw score %s) written to %s", result.best.verifier_raw_score, target

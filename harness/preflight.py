@@ -27,6 +27,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.backends import BUILTIN_BACKENDS, ExecutionBackend, backend_from_name
+from harness.contract import ContractError, load_harbor_task
 from harness.execution import ExecutionClient, ExecutionError, MissingAPIKeyError
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError
 from harness.scorer import FrontierCSScorer
@@ -36,6 +37,8 @@ from harness.task_dirs import bundled_task_dir
 MIN_PYTHON = (3, 12)
 DEFAULT_MODEL_ID = "Qwen/Qwen3-8B"
 DEFAULT_MIN_FREE_GB = 100.0
+#: The seed record the judge row scores, relative to the task directory.
+DEFAULT_SEED = Path("solution/seed.json")
 HEALTH_TIMEOUT_S = 5.0
 EXECUTOR_PROBE_TIMEOUT_S = 60.0
 _WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
@@ -221,6 +224,26 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
     return _ready("judge", f"{url} healthy; seed scored {verdict.raw_score}")
 
 
+def check_task(task_dir: Path, seed_file: Path | None = None) -> CheckResult:
+    """The Harbor task directory is valid: `contract.json`, `task.toml` and `instruction.md`
+    pass the same validation the run applies at its start (`harness.contract`), and the seed
+    the judge row scores (`seed_file`, default `solution/seed.json`) holds a program."""
+    try:
+        task = load_harbor_task(task_dir)
+    except ContractError as exc:
+        return _missing("task", str(exc), "fix the named file (see docs/task.md for each key)")
+    contract, seed = task.contract, seed_file or task_dir / DEFAULT_SEED
+    try:
+        seed_program(seed)
+    except (OSError, ValueError) as exc:
+        return _missing("task", f"no seed program: {exc}", "add the task's seed record")
+    return _ready(
+        "task",
+        f"{task_dir}: {contract.solution_language}, score {contract.score_direction}, "
+        f"judge problem {contract.judge_problem_id!r}",
+    )
+
+
 def check_executor(
     backend: ExecutionBackend, *, timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S
 ) -> CheckResult:
@@ -283,13 +306,19 @@ def run_preflight(
     min_free_gb: float = DEFAULT_MIN_FREE_GB,
     min_gpus: int = 1,
     model_id: str = DEFAULT_MODEL_ID,
+    task_dir: Path | None = None,
+    seed_file: Path | None = None,
 ) -> PreflightReport:
     """Run every check in table order and collect the rows; never raises for a failing check.
-    `score_seed=None` checks the judge's health only."""
+    `score_seed=None` checks the judge's health only; `task_dir` adds the task row."""
     checks: list[tuple[str, Callable[[], CheckResult]]] = [
         ("python", check_python),
         ("GPUs", lambda: check_gpus(min_gpus)),
         ("model", lambda: check_model(model_dir, model_id)),
+    ]
+    if task_dir is not None:
+        checks.append(("task", lambda: check_task(task_dir, seed_file)))
+    checks += [
         ("judge", lambda: check_judge(judge_url, score_seed)),
         ("executor", lambda: check_executor(executor)),
         ("git-lfs", check_git_lfs),
@@ -323,20 +352,14 @@ def seed_scorer(
 ) -> Callable[[], VerificationResult]:
     """A `score_seed` callable for a Harbor task directory: the seed program judged by the run's
     own `FrontierCSScorer`, one attempt. `seed_file` is a seed record (`.json`: its entry's
-    program is judged) or a program file; `solution/seed.json` unless given. The problem id comes
-    from `contract.json` (`judge_problem_id`) unless given."""
+    program is judged) or a program file; `solution/seed.json` unless given. The task directory
+    is validated first, as the run does (a broken task is a `ContractError`, so the judge row is
+    not ready); the problem id comes from `contract.json` unless given."""
 
     def score() -> VerificationResult:
-        pid = problem_id
-        if pid is None:
-            contract = task_dir / "contract.json"
-            try:
-                pid = str(json.loads(contract.read_text())["judge_problem_id"])
-            except (OSError, ValueError, KeyError, TypeError) as exc:
-                raise ValueError(
-                    f"no judge problem id: {contract} unreadable ({exc}); pass --problem-id"
-                ) from None
-        code = seed_program(seed_file or task_dir / "solution" / "seed.json")
+        contract = load_harbor_task(task_dir).contract
+        pid = contract.judge_problem_id if problem_id is None else problem_id
+        code = seed_program(seed_file or task_dir / DEFAULT_SEED)
         with FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1) as scorer:
             return scorer(code)
 
@@ -477,6 +500,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         min_free_gb=args.min_free_gb,
         min_gpus=args.min_gpus,
         model_id=args.model_id,
+        task_dir=args.task_dir,
+        seed_file=args.seed_file,
     )
     report.render(Console())
     if report.ok:

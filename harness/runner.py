@@ -28,7 +28,7 @@ from typing import Any
 from harness.agent import GuidanceHarness, StepRun, step_entries
 from harness.atomic import remove_stale_temps
 from harness.backends import backend_from_name
-from harness.contract import load_contract
+from harness.contract import load_task
 from harness.cost import usage_by_step
 from harness.crash_hook import crash_point
 from harness.events import EVENTS_FILE, EventSink, NullSink
@@ -167,7 +167,7 @@ def run_steps(
     (judge down; re-run to resume), Reef or journal errors. Nothing is lost by any of them:
     finished rollouts are journaled, committed steps are committed.
     """
-    contract = load_contract(task_dir)
+    contract, _ = load_task(task_dir)  # the whole task directory is checked before anything runs
     run_dir = settings.state_dir / RUN_DIR
     run_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(run_dir)  # a resume-state write cut short leaves only its temp file

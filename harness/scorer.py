@@ -41,6 +41,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from harness.contract import load_contract
 from harness.state import INVALID, VALID, VerificationResult
 
 log = logging.getLogger(__name__)
@@ -169,9 +170,11 @@ class FrontierCSScorer:
         cls, task_dir: Path, base_url: str, problem_id: str, **options: Any
     ) -> FrontierCSScorer:
         """Build the client for a task directory, with the task's case check when it ships one.
-        `options` are further `JudgeSettings` fields (deadline, retries, ...)."""
+        The judge is sent the contract's language (`ContractError` when the contract is not
+        valid); `options` are further `JudgeSettings` fields (deadline, retries, ...)."""
         path = Path(task_dir) / SCORE_CHECK_PATH
         check = load_case_check(path) if path.is_file() else None
+        options.setdefault("lang", load_contract(task_dir).language.judge_lang)
         return cls(JudgeSettings(base_url=base_url, problem_id=str(problem_id), **options), check)
 
     def __call__(self, code: str) -> VerificationResult:

@@ -100,7 +100,10 @@ def _describe(item: Mapping[str, Any], model: type[BaseModel] | None, loc: tuple
     }
     if kind in bounds:
         symbol, key = bounds[kind]
-        return f"must be {symbol} {ctx[key]}, got {value!r}"
+        bound = ctx[key]
+        if isinstance(bound, float) and bound.is_integer():
+            bound = int(bound)  # a float field's bound reads as written: "> 0", not "> 0.0"
+        return f"must be {symbol} {bound}, got {value!r}"
     if kind == "literal_error":
         return f"must be one of {ctx.get('expected')}, got {value!r}"
     if kind.startswith("int_") or kind.startswith("float_"):

@@ -43,6 +43,7 @@ from harness.preflight import (
     seed_scorer,
 )
 from tests.reef_fixtures import free_port
+from tests.task_builders import write_task
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -141,13 +142,9 @@ def executor_server() -> Iterator[StandIn]:
 
 @pytest.fixture
 def task_dir(tmp_path: Path) -> Path:
-    """A minimal Harbor task directory: a contract naming the judge problem and a seed record
-    holding the seed program."""
-    task = tmp_path / "task"
-    (task / "solution").mkdir(parents=True)
-    (task / "contract.json").write_text(json.dumps({"judge_problem_id": "0"}))
-    (task / "solution" / "seed.json").write_text(json.dumps({"entry": {"solution": SEED}}))
-    return task
+    """A minimal valid Harbor task directory: contract, task.toml, problem text, and a seed
+    record holding the seed program."""
+    return write_task(tmp_path / "task", SEED)
 
 
 @pytest.fixture
@@ -188,10 +185,13 @@ def test_cpu_machine_has_every_row_ready_except_gpus(judge, executor_server, tas
         executor=backend_from_name("gpt_oss_120b", base_url=f"{executor_server.url}/v1"),
         score_seed=seed_scorer(task_dir, judge.url),
         min_free_gb=0.001,
+        task_dir=task_dir,
     )
 
     by_name = rows(report)
-    assert list(by_name) == ["python", "GPUs", "model", "judge", "executor", "git-lfs", "disk"]
+    assert list(by_name) == [
+        "python", "GPUs", "model", "task", "judge", "executor", "git-lfs", "disk",
+    ]  # fmt: skip
     assert [c.name for c in report.missing] == ["GPUs"]
     assert not report.ok
     assert "0 GPUs visible to torch" in by_name["GPUs"].detail
@@ -242,7 +242,7 @@ def test_command_prints_table_and_exits_1_naming_missing_gpus(
     assert done.returncode == 1, done.stderr
     cells = [line.split("|") for line in done.stdout.splitlines() if line.startswith("| ")]
     table = {cell[1].strip(): "|".join(cell) for cell in cells if cell[1].strip()}
-    for ready in ("python", "model", "judge", "executor", "git-lfs", "disk"):
+    for ready in ("python", "model", "task", "judge", "executor", "git-lfs", "disk"):
         assert "| ready " in table[ready], done.stdout
     assert "| missing " in table["GPUs"]
     assert "missing GPUs" in done.stderr
@@ -325,11 +325,12 @@ def test_skipped_seed_scoring_checks_health_only(judge):
     assert judge.bodies("POST", "/submit") == []
 
 
-def test_missing_contract_names_the_problem_id_flag(judge, tmp_path):
+def test_a_task_without_contract_is_not_scored_and_names_the_file(judge, tmp_path):
     result = check_judge(judge.url, seed_scorer(tmp_path, judge.url))
 
     assert not result.ready
-    assert "--problem-id" in result.detail
+    assert "contract.json is missing" in result.detail
+    assert judge.bodies("POST", "/submit") == []
 
 
 def test_unreachable_judge_is_missing():
