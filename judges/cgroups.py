@@ -15,7 +15,9 @@ outside it.
                 peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
 
 Groups live under the judge's own cgroup (from /proc/self/cgroup), in a directory
-`guidance-ttt-judge-<pid>` that `CgroupBound.close` removes. Entering a group needs no privilege
+`guidance-ttt-judge-<pid>` that `CgroupBound.close` removes; for v2, where the own cgroup does
+not offer both controllers, under the nearest ancestor that does and enables them for its
+children (the root, as root). Entering a group needs no privilege
 in the child: the judge (root, or the owner of a delegated v2 subtree) opens each group's
 `cgroup.procs` and the child (`judge-runner --enter-cgroups`, already running as the sandbox
 uid) writes `0` ("this process") through that descriptor before it executes bubblewrap — the
@@ -210,10 +212,30 @@ def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
 
 
 def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
+    """The judge's parent group: below its own cgroup, else below the nearest ancestor that can
+    bound children (e.g. the root, where the own cgroup does not offer `pids`)."""
     mount = mounts.get("cgroup2")
     if mount is None:
         raise CgroupUnavailable("no cgroup2 file system is mounted")
-    base = mount / own.get("", "/").lstrip("/")
+    own_dir = mount / own.get("", "/").lstrip("/")
+    candidates = [own_dir, *(p for p in own_dir.parents if p.is_relative_to(mount))]
+    reasons = []
+    for base in candidates:
+        try:
+            _bounding_base(base, is_own=base == own_dir, is_root=base == mount)
+        except (CgroupUnavailable, OSError) as error:
+            reasons.append(str(error))
+            continue
+        parent = base / _judge_dir_name()
+        parent.mkdir(exist_ok=True)
+        _write(parent / "cgroup.subtree_control", "+memory +pids")
+        return [parent]
+    raise CgroupUnavailable("; ".join(reasons))
+
+
+def _bounding_base(base: Path, *, is_own: bool, is_root: bool) -> None:
+    """Check that `base` can hold groups bounded by memory and pids, enabling them for its
+    children where that is ours to do; CgroupUnavailable naming what is missing otherwise."""
     available = (base / "cgroup.controllers").read_text().split()
     missing = [name for name in ("memory", "pids") if name not in available]
     if missing:
@@ -226,19 +248,24 @@ def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
             f"{base} is not writable by uid {os.geteuid()}: run the judge as root or in a "
             "delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes)"
         )
-    _enable_children(base)
-    parent = base / _judge_dir_name()
-    parent.mkdir(exist_ok=True)
-    _write(parent / "cgroup.subtree_control", "+memory +pids")
-    return [parent]
-
-
-def _enable_children(base: Path) -> None:
-    """Enable memory and pids for `base`'s children; when `base` holds processes (v2 forbids
-    controllers then), move them into a leaf `guidance-ttt-judge-<pid>-service` first."""
     enabled = (base / "cgroup.subtree_control").read_text().split()
     if "memory" in enabled and "pids" in enabled:
         return
+    if is_root:  # the root may enable controllers while it holds processes
+        _write(base / "cgroup.subtree_control", "+memory +pids")
+    elif is_own:
+        _enable_children(base)
+    else:
+        raise CgroupUnavailable(
+            f"{base} does not enable memory and pids for its children "
+            f"(cgroup.subtree_control: {' '.join(enabled) or 'none'})"
+        )
+
+
+def _enable_children(base: Path) -> None:
+    """Enable memory and pids for the children of the judge's own cgroup; when it holds
+    processes (v2 forbids controllers then), move them into a leaf
+    `guidance-ttt-judge-<pid>-service` first."""
     try:
         _write(base / "cgroup.subtree_control", "+memory +pids")
         return

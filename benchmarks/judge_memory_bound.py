@@ -1,0 +1,169 @@
+"""How much host memory hostile candidates take while the judge runs them, with and without cgroups.
+
+    python benchmarks/judge_memory_bound.py [--cgroup auto|off] [--workers 2] [--cases 4]
+        [--rounds 1]
+
+Starts the project's judge (`python -m judges`, a subprocess on 127.0.0.1) on a Polyomino
+package of `--cases` generated cases (2 s, 256 MiB each), submits the three memory attacks of
+tests/programs (a user namespace with an unsized tmpfs filled with 2 GiB, 2 GiB written into
+memfd files, eight forked children of 200 MiB each) `--rounds` times, and samples the host's
+MemAvailable (/proc/meminfo) every 20 ms from one second before the first submission until the
+last result. It prints each attack's run statuses and largest reported case memory, the
+baseline, the largest drop of MemAvailable, and that drop per running case (the drop divided by
+`--workers`, the number of cases that run at once) against the 256 MiB limit.
+
+`--cgroup off` starts the judge with per-process rlimits only (`--accept-per-process-limits`),
+to show what the attacks take without the cgroup bound: expect about 2 GiB per running case
+(keep `--workers` small on a shared machine). The host is shared, so other processes move
+MemAvailable too (by a few hundred MiB over a minute on a busy one): run it on a quiet machine,
+compare the two modes, and read the precise figure printed with a cgroup, the peak of all the
+judge's runs together (the judge's parent group, which holds every run's group; it includes the
+compiler runs, bounded by `--compile-memory`, 1 GiB each).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import httpx
+
+from judges.polyomino.generator import generate_instance
+from judges.process import JudgeProcess
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = ROOT / "tests" / "programs"
+ATTACKS = ("userns_tmpfs_fill", "memfd_fill", "fork_children_fill")
+LIMIT_BYTES = 256 << 20
+MIB = 1 << 20
+
+
+def mem_available() -> int:
+    """The host's MemAvailable in bytes."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError("/proc/meminfo has no MemAvailable line")
+
+
+class Sampler(threading.Thread):
+    """Samples MemAvailable every 20 ms until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, int]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.samples.append((time.monotonic(), mem_available()))
+            time.sleep(0.02)
+
+
+def package(root: Path, cases: int) -> Path:
+    problem = root / "problems" / "0"
+    (problem / "testdata").mkdir(parents=True)
+    for number in range(1, cases + 1):
+        (problem / "testdata" / f"{number}.in").write_text(generate_instance(100 + number, 1))
+    (problem / "config.yaml").write_text(
+        f"time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n  n_cases: {cases}\n"
+    )
+    return root / "problems"
+
+
+def runs_peak(bound_line: str) -> int | None:
+    """The peak memory of all the judge's runs together: the peak of the parent group under
+    which the judge creates one group per run (named in its start-up line); None without one."""
+    if " under " not in bound_line:
+        return None
+    parent = Path(bound_line.split(" under ", 1)[1].split(",")[0].split(" (")[0])
+    for name in ("memory.max_usage_in_bytes", "memory.peak"):
+        if (parent / name).is_file():
+            return int((parent / name).read_text().split()[0])
+    return None
+
+
+def wait_final(url: str, sid: int) -> dict:
+    while True:
+        answer = httpx.get(f"{url}/result/{sid}", timeout=10).json()
+        if answer["status"] != "queued":
+            return answer
+        time.sleep(0.2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--cgroup", choices=("auto", "off"), default="auto")
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--cases", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=1)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="judge-memory-bound-") as temporary:
+        root = Path(temporary)
+        flags = ["--problems", str(package(root, args.cases)), "--workers", str(args.workers)]
+        flags += ["--cgroup", args.cgroup]
+        if args.cgroup == "off":
+            flags.append("--accept-per-process-limits")
+        with JudgeProcess(root / "state", *flags) as judge:
+            bound = [
+                line.split("sandbox bound: ", 1)[1]
+                for line in judge.log_path.read_text().splitlines()
+                if "sandbox bound: " in line
+            ]
+            sampler = Sampler()
+            sampler.start()
+            time.sleep(1.0)
+            started = time.monotonic()
+            sids = []
+            for _ in range(args.rounds):
+                for name in ATTACKS:
+                    code = (PROGRAMS / f"{name}.cpp").read_text()
+                    answer = httpx.post(
+                        f"{judge.url}/submit",
+                        data={"pid": "0", "lang": "cpp"},
+                        files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
+                        timeout=30,
+                    )
+                    sids.append((name, answer.json()["sid"]))
+            results = [(name, wait_final(judge.url, sid)) for name, sid in sids]
+            sampler.stop.set()
+            sampler.join()
+            together = runs_peak(bound[0] if bound else "")
+    baseline = statistics.median(value for moment, value in sampler.samples if moment < started)
+    lowest = min(value for _, value in sampler.samples)
+    drop = baseline - lowest
+    print(f"judge: {bound[0][:40] if bound else '?'}… workers={args.workers} cases={args.cases}")
+    for name in ATTACKS:
+        statuses: Counter[str] = Counter()
+        memory = 0
+        for attack, result in results:
+            if attack != name:
+                continue
+            for case in result.get("cases", []):
+                statuses[case["runStatus"]] += 1
+                memory = max(memory, case["memory"])
+            if result["status"] != "done":
+                statuses[f"error: {result.get('error', '')[:60]}"] += 1
+        print(f"  {name:20s} {dict(statuses)}  largest case memory {memory / MIB:.0f} MiB")
+    print(
+        f"MemAvailable: baseline {baseline / MIB:.0f} MiB, lowest {lowest / MIB:.0f} MiB, "
+        f"largest drop {drop / MIB:.0f} MiB over {len(sampler.samples)} samples "
+        f"({time.monotonic() - started:.0f} s)"
+    )
+    if together is not None:
+        print(f"peak of all runs together (the judge's cgroup subtree): {together / MIB:.0f} MiB")
+    per_case = drop / args.workers
+    verdict = "below" if per_case < LIMIT_BYTES else "ABOVE"
+    print(
+        f"drop per running case: {per_case / MIB:.0f} MiB, {verdict} the "
+        f"{LIMIT_BYTES // MIB} MiB limit per case"
+    )
+
+
+if __name__ == "__main__":
+    main()
