@@ -1,7 +1,7 @@
 """One reef-eval episode: the task under `harness:HarborAgent`, i.e. one whole Guidance-TTT run.
 
     python run.py                 # run (or resume) the episode; prints the verifier's reward
-    python run.py --describe      # print the run's resolved settings as KEY=value (for run.sh)
+    python run.py --describe      # check serve.yaml; print the settings run.sh reads (KEY=value)
 
 `run.sh` starts the Reef stack first; see docs/running.md. The episode goes through
 `reef_eval.Lab(<state>/lab)`, which stores one row per episode key. A failed episode keeps its
@@ -47,6 +47,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "TASK_DIR": task_dir,
         "SEED_FILE": Path(task_dir) / settings.seed_file,
         "STEPS": settings.steps,
+        "STARTUP_DEADLINE_S": settings.startup_deadline_s,
     }
     return "\n".join(f"{key}={shlex.quote(str(value))}" for key, value in values.items())
 

@@ -11,6 +11,7 @@
 #   REEF_INFERENCE_HOST   the address Slime binds its router to (default: this host's first IP)
 #   MODEL_ID              the guidance model fetched into work/model (default Qwen/Qwen3-8B)
 #   GUIDANCE_TTT_EXECUTOR, GUIDANCE_TTT_REASONING_EFFORT, GUIDANCE_TTT_EXECUTOR_URL,
+#   GUIDANCE_TTT_STARTUP_DEADLINE_S (how long the stack may take to become healthy; 3600),
 #   OPENROUTER_API_KEY, FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, GUIDANCE_TTT_SEED
 #                         (see serve.yaml)
 set -euo pipefail
@@ -65,33 +66,19 @@ fi
 
 mkdir -p "$STATE_DIR"
 reef_log="$STATE_DIR/reef.log"
-reef_pid=""
-stop_reef() {
-    if [ -n "$reef_pid" ] && kill -0 "$reef_pid" 2>/dev/null; then
-        echo "run.sh: stopping the Reef stack (pid $reef_pid)"
-        kill -TERM "$reef_pid" 2>/dev/null || true
-        wait "$reef_pid" 2>/dev/null || true
-    fi
-}
+# shellcheck source=scripts/reef-stack.sh
+source scripts/reef-stack.sh
 trap stop_reef EXIT
 trap 'exit 130' INT TERM
 
 echo "run.sh: starting reef serve -c serve.yaml (log: $reef_log)"
-"$python" -m reef serve -c serve.yaml >>"$reef_log" 2>&1 &
-reef_pid=$!
+start_reef "$reef_log" "$python" -m reef serve -c serve.yaml
 
-echo "run.sh: waiting for $REEF_URL/healthz (training stack start-up can take many minutes)"
-until "$python" -c 'import sys, httpx
-sys.exit(httpx.get(sys.argv[1] + "/healthz", timeout=5).status_code != 200)' "$REEF_URL" \
-    2>/dev/null; do
-    if ! kill -0 "$reef_pid" 2>/dev/null; then
-        wait "$reef_pid" || true
-        echo "run.sh: reef serve exited before it was healthy; the end of $reef_log:" >&2
-        tail -n 40 "$reef_log" >&2
-        exit 1
-    fi
-    sleep 5
-done
+echo "run.sh: waiting for $REEF_URL/healthz, at most ${STARTUP_DEADLINE_S}s (training stack" \
+    "start-up can take many minutes)"
+if ! wait_for_reef "$REEF_URL" "$STARTUP_DEADLINE_S" "$reef_log"; then
+    exit 1
+fi
 
 echo "run.sh: Reef is up; running the episode (STEPS=$STEPS, state in $STATE_DIR)"
 "$python" run.py

@@ -52,7 +52,7 @@ class ExecutionBackend:
     temperature: float
     max_tokens: int | None = None
     timeout_s: float = 1200.0
-    concurrency: int = 32
+    concurrency: int = 8
     max_retries: int = 0
     retry_backoff_s: float = 2.0
     request_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
@@ -122,7 +122,7 @@ def _gpt_oss_120b(reasoning_effort: str) -> ExecutionBackend:
         base_url="http://127.0.0.1:8000/v1",
         api_key_env=None,
         temperature=0.0,
-        concurrency=64,
+        concurrency=8,
         max_retries=0,
         request_options={"reasoning_effort": reasoning_effort},
     )
@@ -140,7 +140,7 @@ def _openrouter_glm_5_2(reasoning_effort: str) -> ExecutionBackend:
         base_url="https://openrouter.ai/api/v1",
         api_key_env="OPENROUTER_API_KEY",
         temperature=1.0,
-        concurrency=32,
+        concurrency=8,
         max_retries=6,
         request_options={"reasoning": {"effort": "high", "exclude": False}},
     )

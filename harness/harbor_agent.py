@@ -17,8 +17,10 @@ Configuration (agent kwargs win over environment variables, which win over the d
 | `executor_url`    | `GUIDANCE_TTT_EXECUTOR_URL`     | the backend's own URL                |
 | `judge_url`       | `GUIDANCE_TTT_JUDGE_URL`        | serve.yaml's judge_url               |
 | `training_bridge` | `GUIDANCE_TTT_TRAINING_BRIDGE`  | Reef's Ray bridge (runtime.yaml)     |
-| `workers`         | `GUIDANCE_TTT_WORKERS`          | min(G·R, 32)                         |
 | `poll_interval_s` | -                               | 2.0 (training barrier poll)          |
+
+How many rollouts run at once and how many executor requests may be in flight are run settings,
+read from serve.yaml like every other (`max_rollout_workers`, `executor_max_in_flight`).
 
 Relative paths inside serve.yaml are taken from the serve.yaml's directory (where `run.sh`
 starts `reef serve`). `judge_url` exists because the host and the task container reach the same
@@ -68,7 +70,6 @@ class AgentOptions:
     executor_url: str | None
     judge_url: str | None
     training_bridge: str | None
-    workers: int | None
     poll_interval_s: float | None
 
     @classmethod
@@ -83,7 +84,6 @@ class AgentOptions:
                 else environ.get(f"GUIDANCE_TTT_{key.upper()}") or None
             )
 
-        workers = pick("workers")
         task_dir = pick("task_dir")
         poll = kwargs.get("poll_interval_s")
         return cls(
@@ -92,7 +92,6 @@ class AgentOptions:
             executor_url=pick("executor_url"),
             judge_url=pick("judge_url"),
             training_bridge=pick("training_bridge"),
-            workers=int(workers) if workers else None,
             poll_interval_s=float(poll) if poll is not None else None,
         )
 
@@ -131,7 +130,6 @@ class HarborAgent(BaseAgent):
         executor_url: str | None = None,
         judge_url: str | None = None,
         training_bridge: str | None = None,
-        workers: int | None = None,
         poll_interval_s: float | None = None,
         **kwargs: Any,
     ) -> None:
@@ -143,7 +141,6 @@ class HarborAgent(BaseAgent):
                 "executor_url": executor_url,
                 "judge_url": judge_url,
                 "training_bridge": training_bridge,
-                "workers": workers,
                 "poll_interval_s": poll_interval_s,
             },
             os.environ,
@@ -209,7 +206,6 @@ class HarborAgent(BaseAgent):
                 task_dir,
                 problem,
                 services,
-                workers=self.options.workers,
                 controller_overrides=overrides,
             )
         finally:

@@ -64,7 +64,10 @@ class RunIdentity:
     guidance_max_tokens: int
     sequence_length: int
     lora_rank: int
-    tensor_parallel_size: int
+    #: SGLang's tensor-parallel size per inference engine (1 in the reference: one engine per GPU).
+    inference_tensor_parallel_size: int
+    #: Megatron's tensor-parallel size for training (2 in the reference).
+    megatron_tensor_parallel_size: int
 
     def __post_init__(self) -> None:
         for f in fields(self):

@@ -103,7 +103,8 @@ class ReefSection(ReefOwned):
 
 
 class InferenceSection(ReefOwned):
-    """``inference``: the served model and the inference engine's tensor-parallel size."""
+    """``inference``: the served model and the tensor-parallel size of each SGLang engine (Reef
+    starts ``num-gpus / tensor-parallel-size`` engines)."""
 
     model_path: Text
     tensor_parallel_size: Integer = Field(ge=1)
@@ -131,6 +132,8 @@ class TrainingOptions(ReefOwned):
     rollout_batch_size: Integer | None = None
     n_samples_per_prompt: Integer | None = None
     num_rollout: Integer | None = None
+    #: Megatron's tensor-parallel size for training (Slime's default is 1).
+    tensor_model_parallel_size: Integer = Field(1, ge=1)
     save: Text
     save_hf: Text
 
@@ -139,13 +142,20 @@ class TrainingOptions(ReefOwned):
 
 
 class HarnessConfig(Section):
-    """``training.config.harness``: the frozen executor and the judge (read by the harness only)."""
+    """``training.config.harness`` (read by the harness only): the frozen executor, the judge, the
+    seed, the rollout and executor concurrency, and ``run.sh``'s start-up deadline."""
 
     executor_backend: str
     gpt_oss_reasoning_effort: str
     judge_url: Url
     judge_problem_id: Identifier
     seed: Text = DEFAULT_SEED_FILE
+    #: Rollouts that run at once (the reference runs at most 8).
+    max_rollout_workers: Integer = Field(8, ge=1)
+    #: Executor requests in flight (the reference's cap is 8); at most ``max_rollout_workers``.
+    executor_max_in_flight: Integer = Field(8, ge=1)
+    #: How long ``run.sh`` waits for the Reef stack to become healthy (the reference: 3600 s).
+    startup_deadline_s: Integer = Field(3600, ge=1)
 
     @field_validator("seed")
     @classmethod
@@ -153,6 +163,18 @@ class HarnessConfig(Section):
         if Path(value).is_absolute() or ".." in Path(value).parts:
             raise ValueError(
                 f"must name a seed record inside the task directory, e.g. {DEFAULT_SEED_FILE}"
+            )
+        return value
+
+    @field_validator("executor_max_in_flight")
+    @classmethod
+    def _no_more_in_flight_than_rollouts(cls, value: int, info: ValidationInfo) -> int:
+        workers = info.data.get("max_rollout_workers")
+        if workers is not None and value > workers:
+            raise ValueError(
+                f"must not exceed max_rollout_workers ({workers}): each executor request "
+                f"belongs to a running rollout; set executor_max_in_flight ≤ {workers} or raise "
+                "max_rollout_workers"
             )
         return value
 
@@ -316,7 +338,8 @@ class RunSettings:
     guidance_max_tokens: int
     sequence_length: int
     lora_rank: int
-    tensor_parallel_size: int
+    inference_tensor_parallel_size: int
+    megatron_tensor_parallel_size: int
     reef_host: str
     reef_port: int
     run_dir: Path
@@ -330,6 +353,9 @@ class RunSettings:
     gpt_oss_reasoning_effort: str
     judge_url: str
     judge_problem_id: str
+    max_rollout_workers: int
+    executor_max_in_flight: int
+    startup_deadline_s: int
     seed_file: str = DEFAULT_SEED_FILE
     reef_token: str | None = field(default=None, repr=False)
 
@@ -361,7 +387,8 @@ class RunSettings:
             "guidance_max_tokens": self.guidance_max_tokens,
             "sequence_length": self.sequence_length,
             "lora_rank": self.lora_rank,
-            "tensor_parallel_size": self.tensor_parallel_size,
+            "inference_tensor_parallel_size": self.inference_tensor_parallel_size,
+            "megatron_tensor_parallel_size": self.megatron_tensor_parallel_size,
         }
 
     def safe_dict(self) -> dict[str, Any]:
@@ -454,7 +481,8 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         guidance_max_tokens=config.max_response_len,
         sequence_length=config.context_length,
         lora_rank=config.lora_rank,
-        tensor_parallel_size=serve.inference.tensor_parallel_size,
+        inference_tensor_parallel_size=serve.inference.tensor_parallel_size,
+        megatron_tensor_parallel_size=serve.training.options.tensor_model_parallel_size,
         reef_host=serve.reef.host,
         reef_port=serve.reef.port,
         reef_token=(str(token).strip() or None) if token is not None else None,
@@ -470,4 +498,7 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         judge_url=harness.judge_url,
         judge_problem_id=harness.judge_problem_id,
         seed_file=harness.seed,
+        max_rollout_workers=harness.max_rollout_workers,
+        executor_max_in_flight=harness.executor_max_in_flight,
+        startup_deadline_s=harness.startup_deadline_s,
     )

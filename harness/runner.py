@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.agent import GuidanceHarness, StepRun, step_entries
 from harness.atomic import remove_stale_temps
-from harness.backends import backend_from_name
+from harness.backends import ExecutionBackend, backend_from_name
 from harness.contract import load_task
 from harness.cost import usage_by_step
 from harness.crash_hook import crash_point
@@ -54,7 +54,6 @@ RUN_DIR = RESUME_STATE.parent  # guidance-run
 ARCHIVE_DIR = RUN_DIR / "archive"
 COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
 SEED_FILE = Path("solution") / "seed.json"
-MAX_DEFAULT_WORKERS = 32
 
 
 def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry:
@@ -102,13 +101,7 @@ def production_services(
     `executor_url` when given), the FrontierCS judge at `settings.judge_url` with the task's case
     check, Reef's Ray training bridge (address from `<run-dir>/slime-driver/runtime.yaml`) unless
     `bridge` is given, and Reef's status page."""
-    effort = (
-        settings.gpt_oss_reasoning_effort if settings.executor_backend == "gpt_oss_120b" else None
-    )
-    backend = backend_from_name(
-        settings.executor_backend, reasoning_effort=effort, base_url=executor_url
-    )
-    executor = ExecutionClient(backend)
+    executor = ExecutionClient(executor_backend(settings, executor_url))
     status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
     if bridge is None:
         address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
@@ -146,10 +139,18 @@ class RunResult:
         }
 
 
-def default_workers(settings: RunSettings) -> int:
-    """Concurrent rollouts: the whole grid, at most 32 (the executor and judge bound their own
-    concurrency too)."""
-    return min(settings.rollouts_per_step, MAX_DEFAULT_WORKERS)
+def executor_backend(settings: RunSettings, executor_url: str | None = None) -> ExecutionBackend:
+    """The run's executor backend: the configured one (at `executor_url` when given), with at
+    most `executor_max_in_flight` requests in flight."""
+    effort = (
+        settings.gpt_oss_reasoning_effort if settings.executor_backend == "gpt_oss_120b" else None
+    )
+    return backend_from_name(
+        settings.executor_backend,
+        reasoning_effort=effort,
+        base_url=executor_url,
+        concurrency=settings.executor_max_in_flight,
+    )
 
 
 def run_steps(
@@ -163,9 +164,11 @@ def run_steps(
 ) -> RunResult:
     """Run (or resume) the run described by `settings` up to STEPS and return its result.
 
-    Raises what stops the run: `ResumeRefused` and friends from the controller, `StepInterrupted`
-    (judge down; re-run to resume), Reef or journal errors. Nothing is lost by any of them:
-    finished rollouts are journaled, committed steps are committed.
+    At most `settings.max_rollout_workers` rollouts run at once (`workers` overrides it, for
+    tests that want one rollout at a time). Raises what stops the run: `ResumeRefused` and
+    friends from the controller, `StepInterrupted` (judge down; re-run to resume), Reef or
+    journal errors. Nothing is lost by any of them: finished rollouts are journaled, committed
+    steps are committed.
     """
     contract, _ = load_task(task_dir)  # the whole task directory is checked before anything runs
     run_dir = settings.state_dir / RUN_DIR
@@ -232,7 +235,7 @@ def run_steps(
             reef=services.reef,
             executor=services.executor,
             scorer=services.scorer,
-            workers=workers or default_workers(settings),
+            workers=workers or settings.max_rollout_workers,
             events=events,
         )
         summaries = list(start.step_summaries)

@@ -39,7 +39,6 @@ if str(REPO) not in sys.path:  # the driver runs as `python -m tests.rehearsal_s
 
 from harness.agent import StepInterrupted  # noqa: E402
 from harness.atomic import temp_path_for  # noqa: E402
-from harness.backends import backend_from_name  # noqa: E402
 from harness.crash_hook import ENV_VAR, crash_point  # noqa: E402
 from harness.events import EventLog, EventSink, Fanout  # noqa: E402
 from harness.execution import ExecutionClient  # noqa: E402
@@ -51,6 +50,7 @@ from harness.runner import (  # noqa: E402
     RunResult,
     RunServices,
     event_log_path,
+    executor_backend,
     run_steps,
 )
 from harness.scorer import FrontierCSScorer  # noqa: E402
@@ -155,9 +155,11 @@ def write_serve_yaml(
     steps: int,
     task: str = "polyomino_packing",
     executor_backend: str = "gpt_oss_120b",
+    **harness: Any,
 ) -> RunSettings:
     """A serve.yaml for a test run (the repository's file with the grid, STEPS, ports and state
-    moved), and the `RunSettings` the harness reads from it."""
+    moved; `harness` adds settings to its harness section), and the `RunSettings` the harness
+    reads from it."""
     document = yaml.safe_load((REPO / "serve.yaml").read_text())
     document["reef"].update(host="127.0.0.1", port=reef_port, token=TOKEN)
     document["reef"]["run-dir"] = str(state_dir / "stack")
@@ -174,6 +176,7 @@ def write_serve_yaml(
         "gpt_oss_reasoning_effort": "high",
         "judge_url": judge_url,
         "judge_problem_id": "0",
+        **harness,
     }
     document["training"]["options"]["global-batch-size"] = groups * rollouts
     path.write_text(yaml.safe_dump(document, sort_keys=False))
@@ -325,8 +328,7 @@ def services(
 ) -> RunServices:
     """The run's adapters for a CPU rehearsal: real Reef, executor client, judge client and
     status page; the fake training bridge. `observer`, when given, sees every event too."""
-    backend = backend_from_name(settings.executor_backend, base_url=executor_url)
-    executor = ExecutionClient(backend)
+    executor = ExecutionClient(executor_backend(settings, executor_url))
     status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
     events = EventLog(event_log_path(settings))
     return RunServices(

@@ -77,7 +77,8 @@ def _identity(groups: int, rollouts: int) -> RunIdentity:
         guidance_max_tokens=8192,
         sequence_length=12288,
         lora_rank=32,
-        tensor_parallel_size=2,
+        inference_tensor_parallel_size=1,
+        megatron_tensor_parallel_size=2,
     )
 
 

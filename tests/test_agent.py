@@ -7,6 +7,8 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -26,7 +28,7 @@ from harness.runner import event_log_path, run_steps
 from harness.scorer import FrontierCSScorer
 from harness.state import ArchiveConfig, LibraryEntry
 from tests.bridge_fake import FakeTrainingBridge
-from tests.openai_fixture import OpenAIFixture
+from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply
 from tests.reef_fixtures import ReefService, running_reef
 from tests.rehearsal_support import (
     POLL_S,
@@ -239,6 +241,60 @@ def test_dead_executor_fails_each_rollout_and_is_counted_in_the_step_summary(
     summary = next(e for e in read_events(event_log_path(settings)) if e["event"] == "step_summary")
     assert summary["executor_failures"] == len(well_formed)
     assert summary["degenerate_step"] is True  # every group constant at 0
+
+
+class CountingExecutor:
+    """The stand-in executor, holding each answer `hold_s` and counting the requests it holds."""
+
+    def __init__(self, hold_s: float) -> None:
+        self.hold_s = hold_s
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self.calls += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            time.sleep(self.hold_s)
+            return executor_reply(request)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_executor_never_has_more_than_the_configured_requests_in_flight(
+    stack: Stack, tmp_path: Path
+) -> None:
+    # Four rollouts run at once (max_rollout_workers), but serve.yaml allows two executor calls.
+    settings = write_serve_yaml(
+        tmp_path / "serve.yaml",
+        state_dir=tmp_path / "state",
+        reef_port=stack.reef.port,
+        judge_url=stack.judge.url,
+        groups=2,
+        rollouts=2,
+        steps=1,
+        task="executor_bound",
+        max_rollout_workers=4,
+        executor_max_in_flight=2,
+    )
+    assert (settings.max_rollout_workers, settings.executor_max_in_flight) == (4, 2)
+    task = task_dir()
+    counting = CountingExecutor(hold_s=1.0)
+    with OpenAIFixture(counting) as executor:
+        adapters = services(settings, executor.v1_url, task)
+        try:
+            run_steps(settings, task, "problem", adapters, controller_overrides=CONTROLLER)
+        finally:
+            adapters.close()
+    assert counting.calls >= 3  # at most one malformed guidance skips the executor
+    assert counting.max_in_flight == 2
 
 
 def test_reef_outage_stops_the_run_before_any_rollout_is_journaled(tmp_path: Path) -> None:

@@ -472,16 +472,17 @@ def test_builtin_backends_match_the_spec_table():
         "temperature": 0.0,
         "max_tokens": None,
         "timeout_s": 1200.0,
-        "concurrency": 64,
+        "concurrency": 8,  # the reference's executor limit
         "max_retries": 0,
         "retry_backoff_s": 2.0,
         "request_options": {"reasoning_effort": "high"},
     }
-    assert (glm.model, glm.base_url, glm.temperature, glm.max_retries) == (
+    assert (glm.model, glm.base_url, glm.temperature, glm.max_retries, glm.concurrency) == (
         "z-ai/glm-5.2",
         "https://openrouter.ai/api/v1",
         1.0,
         6,
+        8,
     )
     assert glm.api_key_env == "OPENROUTER_API_KEY"
     assert glm.safe_dict()["request_options"] == {"reasoning": {"effort": "high", "exclude": False}}

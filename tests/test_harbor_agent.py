@@ -266,12 +266,12 @@ def test_options_come_from_kwargs_then_environment(tmp_path: Path) -> None:
     environ = {
         "GUIDANCE_TTT_SERVE_YAML": str(tmp_path / "env.yaml"),
         "GUIDANCE_TTT_EXECUTOR_URL": "http://127.0.0.1:9/v1",
-        "GUIDANCE_TTT_WORKERS": "4",
+        "GUIDANCE_TTT_TRAINING_BRIDGE": "tests.rehearsal_support:fake_bridge",
     }
     options = AgentOptions.resolve({"executor_url": "http://127.0.0.1:7/v1"}, environ)
     assert options.serve_yaml == tmp_path / "env.yaml"
     assert options.executor_url == "http://127.0.0.1:7/v1"
-    assert options.workers == 4 and options.training_bridge is None
+    assert options.training_bridge == "tests.rehearsal_support:fake_bridge"
     default = AgentOptions.resolve({}, {})
     assert default.serve_yaml.name == "serve.yaml" and default.task_dir is None
 

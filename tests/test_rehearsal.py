@@ -18,11 +18,10 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.backends import backend_from_name
 from harness.library_json import library_json_bytes, read_library_json
 from harness.run_controller import ResumeRefused
 from harness.run_settings import RunSettings
-from harness.runner import COMMITTED_LIBRARY, RunResult, run_steps
+from harness.runner import COMMITTED_LIBRARY, RunResult, executor_backend, run_steps
 from harness.store import read_committed
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import running_reef
@@ -265,7 +264,8 @@ def test_entries_carry_the_audit_metadata(rehearsal: Rehearsal) -> None:
     statuses = Counter(j.entry["verifier_status"] for j in rehearsal.journal)
     assert statuses["valid"] > 0 and statuses["invalid"] > 0
     assert statuses["parse_error"] > 0 and statuses["execution_error"] > 0
-    backend = backend_from_name("gpt_oss_120b", base_url=rehearsal.executor.v1_url).safe_dict()
+    backend = executor_backend(rehearsal.settings, rehearsal.executor.v1_url).safe_dict()
+    assert backend["concurrency"] == 8  # serve.yaml's executor_max_in_flight, the reference's
     for j in rehearsal.journal:
         meta = j.entry["metadata"]
         assert meta["guidance_generation_attempts"] == 1

@@ -43,7 +43,8 @@ IDENTITY = RunIdentity(
     guidance_max_tokens=8192,
     sequence_length=12288,
     lora_rank=32,
-    tensor_parallel_size=2,
+    inference_tensor_parallel_size=1,
+    megatron_tensor_parallel_size=2,
 )
 BACKEND = {"name": "local", "model": "openai/gpt-oss-120b", "api_key_env": None}
 MIXED = ((0.0, 0.7, 0.7, 0.2), (0.4, 0.4, 0.4, 0.9))

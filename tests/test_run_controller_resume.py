@@ -58,7 +58,8 @@ CHANGED = {
     "guidance_max_tokens": 4096,
     "sequence_length": 16384,
     "lora_rank": 16,
-    "tensor_parallel_size": 1,
+    "inference_tensor_parallel_size": 2,
+    "megatron_tensor_parallel_size": 1,
 }
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from harness.resume_state import RunIdentity
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError, ServeDocument
 
 SERVE = yaml.safe_load(DEFAULT_SERVE_YAML.read_text())
@@ -32,7 +33,15 @@ def test_repository_serve_yaml_gives_the_qualification_settings(tmp_path):
     assert (settings.groups_per_step, settings.rollouts_per_group, settings.steps) == (2, 4, 1)
     assert settings.rollouts_per_step == 8
     assert (settings.guidance_max_tokens, settings.sequence_length) == (8192, 12288)
-    assert (settings.lora_rank, settings.tensor_parallel_size) == (32, 2)
+    assert settings.lora_rank == 32
+    # The reference's topology: SGLang TP 1 (one engine per GPU), Megatron TP 2.
+    assert (settings.inference_tensor_parallel_size, settings.megatron_tensor_parallel_size) == (
+        1,
+        2,
+    )
+    # The reference's concurrency and start-up deadline.
+    assert (settings.max_rollout_workers, settings.executor_max_in_flight) == (8, 8)
+    assert settings.startup_deadline_s == 3600
     assert settings.checkpoint_every_n_versions == 2
     assert settings.model == "Qwen/Qwen3-8B"
     assert settings.model_path == tmp_path / "work/model"
@@ -179,8 +188,61 @@ def test_identity_holds_the_resume_fields():
         "guidance_max_tokens": 8192,
         "sequence_length": 12288,
         "lora_rank": 32,
-        "tensor_parallel_size": 2,
+        "inference_tensor_parallel_size": 1,
+        "megatron_tensor_parallel_size": 2,
     }
+
+
+@pytest.mark.parametrize(
+    ("edit", "key", "stored", "requested"),
+    [
+        (
+            lambda d: d["inference"].update({"tensor-parallel-size": 2}),
+            "inference_tensor_parallel_size",
+            1,
+            2,
+        ),
+        (
+            lambda d: d["training"]["options"].update({"tensor-model-parallel-size": 1}),
+            "megatron_tensor_parallel_size",
+            2,
+            1,
+        ),
+    ],
+)
+def test_a_resume_with_either_tp_size_changed_refuses_naming_the_key(
+    tmp_path, edit, key, stored, requested
+):
+    original = RunIdentity.from_dict(RunSettings.load(DEFAULT_SERVE_YAML, environ={}).identity())
+    changed = RunSettings.load(variant(tmp_path, edit), environ={}, base_dir=tmp_path)
+    resumed = RunIdentity.from_dict(changed.identity())
+    # The controller refuses a resume on exactly this difference, naming the key
+    # (tests/test_run_controller_resume.py runs that refusal for every identity key).
+    assert original.first_difference(resumed) == (key, stored, requested)
+
+
+def test_executor_limit_above_the_rollout_workers_is_refused(tmp_path):
+    path = variant(
+        tmp_path,
+        lambda d: d["training"]["config"]["harness"].update(
+            {"max_rollout_workers": 4, "executor_max_in_flight": 6}
+        ),
+    )
+    with pytest.raises(RunSettingsError) as refused:
+        RunSettings.load(path, environ={}, base_dir=tmp_path)
+    assert "training.config.harness.executor_max_in_flight" in str(refused.value)
+    assert "must not exceed max_rollout_workers (4)" in str(refused.value)
+
+
+def test_startup_deadline_comes_from_the_environment_or_serve_yaml(tmp_path):
+    environ = {"GUIDANCE_TTT_STARTUP_DEADLINE_S": "120"}
+    assert RunSettings.load(DEFAULT_SERVE_YAML, environ=environ).startup_deadline_s == 120
+    path = variant(
+        tmp_path,
+        lambda d: d["training"]["config"]["harness"].update({"startup_deadline_s": 0}),
+    )
+    with pytest.raises(RunSettingsError, match="startup_deadline_s"):
+        RunSettings.load(path, environ={}, base_dir=tmp_path)
 
 
 def test_environment_interpolation_matches_reefs_own_loader(tmp_path, monkeypatch):

@@ -7,6 +7,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,9 +55,61 @@ def test_run_sh_is_shellcheck_clean() -> None:
     if shutil.which("shellcheck") is None:
         pytest.skip("shellcheck is not installed (scripts/system-packages.sh installs it)")
     done = subprocess.run(
-        ["shellcheck", "run.sh"], cwd=REPO, capture_output=True, text=True, timeout=60
+        ["shellcheck", "-x", "run.sh", "scripts/reef-stack.sh"],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
     assert done.returncode == 0, done.stdout
+
+
+STACK_THAT_NEVER_GETS_HEALTHY = """
+import os, sys, time
+print("slime-driver: loading Qwen3-8B shards", flush=True)
+print("slime-driver: still waiting for the Ray placement group", flush=True)
+with open(sys.argv[1], "w") as out:
+    out.write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(120)
+def test_startup_deadline_stops_the_stack_and_prints_the_end_of_reef_log(tmp_path: Path) -> None:
+    # run.sh's own wait (scripts/reef-stack.sh) with a stand-in for `reef serve` that runs but
+    # never answers /healthz, and a 2 s deadline instead of the default 3600 s.
+    fake = tmp_path / "fake_reef.py"
+    fake.write_text(STACK_THAT_NEVER_GETS_HEALTHY)
+    log, pid_file = tmp_path / "reef.log", tmp_path / "reef.pid"
+    script = (
+        "source scripts/reef-stack.sh; "
+        'start_reef "$LOG" "$python" "$FAKE" "$PID_FILE"; '
+        'wait_for_reef "$URL" 2 "$LOG"; echo "wait returned $?"'
+    )
+    env = {
+        **os.environ,
+        "python": sys.executable,
+        "LOG": str(log),
+        "FAKE": str(fake),
+        "PID_FILE": str(pid_file),
+        "URL": closed_port_url(),
+        "REEF_HEALTH_POLL_S": "0.2",
+    }
+    started = time.monotonic()
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=60
+    )
+    elapsed = time.monotonic() - started
+
+    assert "wait returned 1" in done.stdout
+    assert "was not healthy" in done.stderr and "within 2s" in done.stderr
+    assert "GUIDANCE_TTT_STARTUP_DEADLINE_S" in done.stderr
+    assert "still waiting for the Ray placement group" in done.stderr  # the end of reef.log
+    assert "stopping the Reef stack" in done.stderr
+    assert 1.0 <= elapsed < 30.0  # bash counts whole seconds
+    stack = int(pid_file.read_text())
+    with pytest.raises(ProcessLookupError):
+        os.kill(stack, 0)  # the stand-in stack was stopped (and reaped by the shell)
 
 
 def test_run_py_describes_the_settings_run_sh_reads() -> None:
@@ -76,6 +129,7 @@ def test_run_py_describes_the_settings_run_sh_reads() -> None:
     assert Path(values["STATE_DIR"]) == REPO / "work" / "polyomino_packing"
     assert Path(values["TASK_DIR"]) == REPO / "harbor" / "polyomino_packing"
     assert values["EXECUTOR"] in ("gpt_oss_120b", "openrouter_glm_5_2")
+    assert values["STARTUP_DEADLINE_S"] == "3600"  # the reference's start-up deadline
 
 
 def test_run_py_refuses_a_broken_serve_yaml_naming_the_setting(tmp_path: Path) -> None:
@@ -91,6 +145,27 @@ def test_run_py_refuses_a_broken_serve_yaml_naming_the_setting(tmp_path: Path) -
     )
     assert done.returncode == 2
     assert "global-batch-size" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_run_py_describe_refuses_an_executor_limit_above_the_rollout_workers(
+    tmp_path: Path,
+) -> None:
+    edited = tmp_path / "serve.yaml"
+    edited.write_text(
+        (REPO / "serve.yaml")
+        .read_text()
+        .replace("executor_max_in_flight: 8", "executor_max_in_flight: 9")
+    )
+    done = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "--serve-yaml", str(edited), "--describe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert "executor_max_in_flight" in done.stderr
+    assert "must not exceed max_rollout_workers (8)" in done.stderr
+    assert "Traceback" not in done.stderr and done.stdout == ""
 
 
 def test_container_reaches_a_loopback_judge_through_the_docker_host_name() -> None:

@@ -98,7 +98,12 @@ def test_reef_and_the_harness_resolve_the_same_grid_limits_and_sizes(tmp_path):
     assert int(options["rollout-max-context-len"]) == settings.sequence_length == 12288
     assert int(options["seq-length"]) == settings.sequence_length
     assert int(options["megatron-lora-rank"]) == settings.lora_rank == 32
-    assert int(options["tensor-model-parallel-size"]) == settings.tensor_parallel_size == 2
+    assert int(options["tensor-model-parallel-size"]) == settings.megatron_tensor_parallel_size == 2
+    assert (
+        resolved_setting(result.stdout, "inference.tensor-parallel-size")
+        == str(settings.inference_tensor_parallel_size)
+        == "1"
+    )
     assert tmp_path / options["save"] == settings.megatron_checkpoint_dir
     assert resolved_setting(result.stdout, "reef.port") == str(settings.reef_port) == "8900"
     assert resolved_setting(result.stdout, "training.ray-actor-name") == settings.ray_actor_name

@@ -1,0 +1,60 @@
+# shellcheck shell=bash
+# The Reef stack's life cycle for run.sh, sourced (not run): start `reef serve` in the background
+# with its log appended to a file, wait until it is healthy within a deadline, stop it.
+#
+#   start_reef LOG COMMAND...        start COMMAND in the background; sets reef_pid
+#   wait_for_reef URL DEADLINE_S LOG poll URL/healthz until it answers 200 (0), the stack exits
+#                                    (1), or DEADLINE_S seconds pass (1: the stack is stopped);
+#                                    on failure the end of LOG goes to stderr
+#   stop_reef                        SIGTERM the stack and wait for it (safe to call twice)
+#
+# Reads $python (the interpreter with httpx) and, for tests, REEF_HEALTH_POLL_S (default 5).
+
+reef_pid=""
+: "${python:?set python to the interpreter with httpx before sourcing reef-stack.sh}"
+
+start_reef() {
+    local log=$1
+    shift
+    "$@" >>"$log" 2>&1 &
+    reef_pid=$!
+}
+
+stop_reef() {
+    if [ -n "$reef_pid" ] && kill -0 "$reef_pid" 2>/dev/null; then
+        echo "run.sh: stopping the Reef stack (pid $reef_pid)"
+        kill -TERM "$reef_pid" 2>/dev/null || true
+        wait "$reef_pid" 2>/dev/null || true
+    fi
+}
+
+reef_healthy() {
+    "$python" -c 'import sys, httpx
+try:
+    ok = httpx.get(sys.argv[1] + "/healthz", timeout=5).status_code == 200
+except httpx.HTTPError:
+    ok = False
+sys.exit(0 if ok else 1)' "$1" 2>/dev/null
+}
+
+wait_for_reef() {
+    local url=$1 deadline_s=$2 log=$3
+    local started=$SECONDS
+    until reef_healthy "$url"; do
+        if ! kill -0 "$reef_pid" 2>/dev/null; then
+            wait "$reef_pid" || true
+            echo "run.sh: reef serve exited before it was healthy; the end of $log:" >&2
+            tail -n 40 "$log" >&2
+            return 1
+        fi
+        if ((SECONDS - started >= deadline_s)); then
+            echo "run.sh: reef serve was not healthy at $url/healthz within ${deadline_s}s" \
+                "(startup_deadline_s in serve.yaml, or GUIDANCE_TTT_STARTUP_DEADLINE_S);" \
+                "stopping the stack; the end of $log:" >&2
+            tail -n 40 "$log" >&2
+            stop_reef >&2
+            return 1
+        fi
+        sleep "${REEF_HEALTH_POLL_S:-5}"
+    done
+}
