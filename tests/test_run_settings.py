@@ -294,3 +294,37 @@ def test_seed_outside_the_task_directory_is_refused_naming_the_key(tmp_path, val
         RunSettings.load(
             DEFAULT_SERVE_YAML, environ={"GUIDANCE_TTT_SEED": value}, base_dir=tmp_path
         )
+
+
+def test_a_boolean_where_a_count_belongs_is_refused(tmp_path):
+    path = variant(tmp_path, lambda d: d["recipe"]["config"].update({"groups-per-step": True}))
+    message = r"recipe\.config\.groups-per-step: .*boolean, got True"
+    with pytest.raises(RunSettingsError, match=message):
+        RunSettings.load(path, environ={}, base_dir=tmp_path)
+
+
+def test_a_key_written_with_both_spellings_is_refused(tmp_path):
+    path = variant(tmp_path, lambda d: d["training"]["config"].update({"lora-rank": 16}))
+    message = r"training\.config\.lora_rank: written twice \(with - and with _\)"
+    with pytest.raises(RunSettingsError, match=message):
+        RunSettings.load(path, environ={}, base_dir=tmp_path)
+
+
+def test_every_problem_of_a_file_is_reported_at_once(tmp_path):
+    def edit(document):
+        document["training"]["config"].update({"lora_rank": 0, "steps": 0})
+        document["reef"]["port"] = 99999
+
+    with pytest.raises(RunSettingsError) as refused:
+        RunSettings.load(variant(tmp_path, edit), environ={}, base_dir=tmp_path)
+    message = str(refused.value)
+    assert "reef.port: must be ≤ 65535, got 99999" in message
+    assert "training.config.steps: must be ≥ 1, got 0" in message
+    assert "training.config.lora_rank: must be ≥ 1, got 0" in message
+
+
+def test_a_numeric_problem_id_in_serve_yaml_is_read_as_its_text(tmp_path):
+    path = variant(
+        tmp_path, lambda d: d["training"]["config"]["harness"].update({"judge_problem_id": 5})
+    )
+    assert RunSettings.load(path, environ={}, base_dir=tmp_path).judge_problem_id == "5"

@@ -1,12 +1,13 @@
 """What the real start would refuse is refused before anything starts, naming key and value.
 
-Settings: each broken ``serve.yaml`` goes through the two real commands that validate it,
-``run.py --describe`` (what ``run.sh`` runs first) and ``reef serve -c <file> --print-config``
-(reef-infra 0.1.3's own CLI with this repository's recipe package), as subprocesses; both must
-exit 2 with the same line and create nothing. Tasks: each broken task directory goes through the
-preflight (its entry function, and the real ``guidance-ttt doctor`` command) against the real
-local judge, which must stay unasked; the run's own start (``load_task``) refuses it with the same
-words.
+Settings: each broken ``serve.yaml`` goes through the three real commands that validate it,
+``run.py --describe`` (what ``run.sh`` runs first), ``reef serve -c <file> --print-config``
+(reef-infra 0.1.3's own CLI with this repository's recipe package) and ``guidance-ttt doctor
+--config <file>``, as subprocesses; each must exit 2 with the same line and create nothing.
+
+Tasks: each broken task directory goes through the preflight (its entry function, and the real
+``guidance-ttt doctor`` command) against the real local judge, which must stay unasked; the
+run's own start (``load_task``) refuses it with the same words.
 """
 
 from __future__ import annotations
@@ -141,7 +142,7 @@ def _run(command: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(SETTINGS_CASES))
-def test_describe_and_reef_print_config_refuse_the_same_setting_with_key_and_value(
+def test_describe_print_config_and_doctor_refuse_the_same_setting_with_key_and_value(
     tmp_path: Path, case: str
 ) -> None:
     edit, line = SETTINGS_CASES[case]
@@ -151,6 +152,7 @@ def test_describe_and_reef_print_config_refuse_the_same_setting_with_key_and_val
         [sys.executable, str(REPO / "run.py"), "--describe", "--serve-yaml", str(config)], tmp_path
     )
     reef = _run([str(BIN / "reef"), "serve", "-c", str(config), "--print-config"], tmp_path)
+    doctor = _run([str(BIN / "guidance-ttt"), "doctor", "--config", str(config)], tmp_path)
 
     assert describe.returncode == 2, describe.stdout + describe.stderr
     assert line in describe.stderr
@@ -158,6 +160,8 @@ def test_describe_and_reef_print_config_refuse_the_same_setting_with_key_and_val
     assert reef.returncode == 2, reef.stdout + reef.stderr
     assert line in reef.stderr
     assert "resolved settings" not in reef.stdout
+    assert doctor.returncode == 2, doctor.stdout + doctor.stderr
+    assert line in doctor.stderr
     assert sorted(path.name for path in tmp_path.iterdir()) == ["serve.yaml"]
 
 
