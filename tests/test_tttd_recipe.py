@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+import yaml
 from reef.recipe.base import WeightTrainingSpec
 from reef.recipe.errors import RecipeConfigError
 from reef.recipe.registry import build_recipe, recipe_class_for
@@ -15,6 +17,8 @@ from tttd.grouping import StepRecords
 from tttd.recipe import TTTDRecipe, TTTDReportsRecipe
 from tttd.report import grid_report_type
 from tttd.samples import RolloutSamples
+
+REPO = Path(__file__).resolve().parents[1]
 
 
 def build_reports_recipe(**grid: object) -> TTTDReportsRecipe:
@@ -121,3 +125,18 @@ def test_importing_the_recipe_and_building_the_service_side_never_imports_torch(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_serve_yaml_trains_with_reefs_slime_deployment_unchanged_but_for_the_check():
+    from reef.service.deploy.training import training_deployment_for
+    from reef.train.slime_backend.launch import SlimeDeployment
+
+    from tttd.deployment import TTTDSlimeDeployment
+
+    backend = yaml.safe_load((REPO / "serve.yaml").read_text())["training"]["backend"]
+    deployment = training_deployment_for(backend)
+    assert type(deployment) is TTTDSlimeDeployment and isinstance(deployment, SlimeDeployment)
+    # Only prepare() is ours; what the driver and the service call is Reef's own.
+    for name in ("create_training_plan", "runtime_config"):
+        assert getattr(TTTDSlimeDeployment, name) is getattr(SlimeDeployment, name)
+    assert deployment.requires_local_model and deployment.supports_teacher_engine
