@@ -1,0 +1,98 @@
+"""``python -m tttd.gpu_check``: run the GPU-boundary checks and print one table.
+
+    python -m tttd.gpu_check                    # arguments (2×4 and 8×16) and the loss path
+    python -m tttd.gpu_check --step             # also one optimizer step (needs a GPU)
+    python -m tttd.gpu_check --only loss --json out.json
+
+Exit status: 0 when every row passed, 1 when a row failed (the failures are named on the
+last line), 2 when Slime or Megatron-LM cannot be imported (the reason is printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tttd.gpu_check import CheckResult, upstream_missing, use_upstream_sources
+
+REPO = Path(__file__).resolve().parents[2]
+CHECKS = ("arguments", "loss", "step")
+
+
+def run_checks(selected: list[str], serve_yaml: Path, device: str) -> list[CheckResult]:
+    """Run the selected checks in order; an exception in one becomes a failed row."""
+    results: list[CheckResult] = []
+    with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+        for name in selected:
+            started = time.monotonic()
+            try:
+                results.extend(_run_one(name, serve_yaml, Path(scratch), device))
+            except Exception as error:
+                results.append(CheckResult(f"{name}", False, f"{type(error).__name__}: {error}"))
+            results.append(
+                CheckResult(f"{name} (wall time)", True, f"{time.monotonic() - started:.1f} s")
+            )
+    return results
+
+
+def _run_one(name: str, serve_yaml: Path, scratch: Path, device: str) -> list[CheckResult]:
+    if name == "arguments":
+        from tttd.gpu_check.arguments import GRIDS, check_arguments
+
+        rows: list[CheckResult] = []
+        for grid in GRIDS:
+            rows.extend(check_arguments(serve_yaml, scratch / grid, grid))
+        return rows
+    if name == "loss":
+        from tttd.gpu_check.loss_path import check_loss_path
+
+        return check_loss_path(serve_yaml, scratch / "loss", device)
+    from tttd.gpu_check.optimizer_step import check_optimizer_step
+
+    return check_optimizer_step(serve_yaml, scratch / "step", device)
+
+
+def print_table(results: list[CheckResult], stream=sys.stdout) -> None:
+    width = max((len(result.name) for result in results), default=10)
+    for result in results:
+        mark = "PASS" if result.ok else "FAIL"
+        print(f"{mark}  {result.name:<{width}}  {result.detail}", file=stream)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tttd.gpu_check", description=__doc__)
+    parser.add_argument("--only", choices=CHECKS, action="append", help="run only these checks")
+    parser.add_argument("--step", action="store_true", help="also run the optimizer step (GPU)")
+    parser.add_argument("--serve-yaml", type=Path, default=REPO / "serve.yaml")
+    parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    options = parser.parse_args(argv)
+    use_upstream_sources()
+    reason = upstream_missing()
+    if reason is not None:
+        print(f"gpu-check: cannot run: {reason}", file=sys.stderr)
+        return 2
+    selected = options.only or ["arguments", "loss", *(["step"] if options.step else [])]
+    device = options.device
+    if device == "auto":
+        import torch
+
+        device = "cuda" if torch.cuda.is_available() else "cpu"
+    results = run_checks(selected, options.serve_yaml.resolve(), device)
+    print_table(results)
+    if options.json is not None:
+        options.json.write_text(json.dumps([result.as_dict() for result in results], indent=1))
+    failed = [result.name for result in results if not result.ok]
+    if failed:
+        print(f"gpu-check: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+        return 1
+    print(f"gpu-check: all {len(results)} rows passed ({device})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
