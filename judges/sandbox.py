@@ -66,6 +66,7 @@ log = logging.getLogger("judges.sandbox")
 
 
 DEFAULT_SANDBOX_UID = 65534
+MIN_BWRAP_VERSION = (0, 8)
 SANDBOX_PATH = "/usr/bin:/bin"
 RUNNER_SOURCE = Path(__file__).with_name("runner.cpp")
 _RUNNER_INSIDE = "/judge/runner"
@@ -99,6 +100,7 @@ class Sandbox:
                 f"not found on PATH: {missing}; install the Debian packages bubblewrap and g++"
             )
         self._bwrap = shutil.which("bwrap") or "bwrap"
+        _require_bwrap_version(self._bwrap)
         self.bound = bound
         self._as_root = os.geteuid() == 0
         self.uid = uid if self._as_root else os.geteuid()
@@ -361,6 +363,22 @@ class Sandbox:
             str(limits.stack_bytes),
         ]
         return [*argv, "--", *command]
+
+
+def _require_bwrap_version(bwrap: str) -> None:
+    """bubblewrap 0.8 or newer: older ones lack `--disable-userns`."""
+    result = subprocess.run([bwrap, "--version"], capture_output=True, text=True, check=False)
+    words = result.stdout.split()
+    try:
+        version = tuple(int(part) for part in words[-1].split(".")[:2])
+    except (IndexError, ValueError):
+        version = (0, 0)
+    if version < MIN_BWRAP_VERSION:
+        found = words[-1] if words else "unknown"
+        raise SandboxUnavailable(
+            f"{bwrap} is version {found}; the sandbox needs bubblewrap 0.8 or newer "
+            "(for --disable-userns): install a newer bubblewrap package"
+        )
 
 
 def _sealed_input(data: bytes | Path | None) -> BinaryIO:
