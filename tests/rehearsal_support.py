@@ -69,7 +69,10 @@ def task_dir() -> Path:
 
 
 def seed_source() -> str:
-    return (task_dir() / "solution" / "solution.cpp").read_text()
+    """The program the stand-in executor edits: the task's shelf packer (`solution/shelf`, the
+    documented alternative seed), whose knobs the variants below turn. The default seed (one row
+    of pieces) has no such knobs."""
+    return (task_dir() / "solution" / "shelf" / "solution.cpp").read_text()
 
 
 # --- the executor: real C++ variants of the seed -----------------------------------------------
