@@ -24,14 +24,14 @@ from reef.recipe.errors import RecipeConfigError
 from reef.train.algos import StepScheduling
 from reef.train.pipeline import PipelineSpec
 
-from harness.run_settings import (
-    MISSING,
+from harness.serve_settings import (
     InferenceSection,
     RecipeConfig,
     ReefSection,
     grid_layout_errors,
     section_errors,
 )
+from harness.validation import MISSING
 from tttd.batches import StepBatches
 from tttd.grouping import StepRecords
 from tttd.objective import TTTDObjective
@@ -39,7 +39,7 @@ from tttd.report import grid_report_type
 from tttd.samples import RolloutSamples
 
 #: Where Reef's flat ``reef`` settings come from in ``serve.yaml``: each public section, its
-#: model in ``harness.run_settings``, and the flat keys Reef keeps it under.
+#: model in ``harness.serve_settings``, and the flat keys Reef keeps it under.
 SERVE_SECTIONS = (
     (
         "recipe.config",
@@ -131,7 +131,7 @@ class TTTDRecipe(StepGrid, WeightTrainingRecipe):
 def settings_errors(config: Mapping[str, Any]) -> list[str]:
     """What is wrong with Reef's flat ``reef`` settings for a tttd run (empty when nothing is).
 
-    Each section is validated with its model from ``harness.run_settings``; the batch layout is
+    Each section is validated with its model from ``harness.serve_settings``; the batch layout is
     compared with the grid only once the grid itself is valid.
     """
     errors: list[str] = []
