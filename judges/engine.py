@@ -28,15 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from judges.cases import judge_case
 from judges.judging import (
     OUTPUT_FIELD_CAP,
     CompileLimits,
     JudgeFailure,
     aggregate,
-    compile_cpp,
     error_record,
-    judge_case,
+    prepare_candidate,
 )
+from judges.problem_programs import ProgramCache
 from judges.problems import Problem
 from judges.sandbox import Sandbox
 from judges.store import SubmissionStore
@@ -46,6 +47,7 @@ log = logging.getLogger("judges.engine")
 DISPATCHERS = 2
 QUEUED = b'{"status": "queued"}'
 CPP_LANGS = frozenset({"cpp", "c++", "cxx", "cpp17", "gnu++17", "g++"})
+PYTHON_LANGS = frozenset({"python", "py", "python3"})
 
 
 class SubmissionRefused(Exception):
@@ -80,6 +82,8 @@ class JudgeEngine:
         self.store = store
         self.sandbox = sandbox
         self.settings = settings
+        programs = store.root.parent / "programs"
+        self.programs = ProgramCache(sandbox, programs, settings.compile_limits)
         self._queue: deque[int] = deque()
         self._pending: set[int] = set()  # queued or being judged
         self._unsaved: dict[int, bytes] = {}  # final records the disk refused
@@ -116,11 +120,14 @@ class JudgeEngine:
         if pid not in self.problems:
             known = ", ".join(sorted(self.problems)) or "none"
             raise SubmissionRefused(400, f"unknown problem id {pid!r}; this judge serves: {known}")
-        if lang.lower() not in CPP_LANGS:
+        language = "cpp" if lang.lower() in CPP_LANGS else None
+        language = "python" if lang.lower() in PYTHON_LANGS else language
+        if language != self.problems[pid].language:
+            accepted = CPP_LANGS if self.problems[pid].language == "cpp" else PYTHON_LANGS
             raise SubmissionRefused(
                 400,
-                f"unsupported lang {lang!r}: this judge compiles C++17 only "
-                f"(lang one of {', '.join(sorted(CPP_LANGS))})",
+                f"unsupported lang {lang!r} for problem {pid}: it takes "
+                f"{self.problems[pid].language} (lang one of {', '.join(sorted(accepted))})",
             )
         if len(self._queue) >= self.settings.max_queue:
             raise SubmissionRefused(
@@ -128,7 +135,7 @@ class JudgeEngine:
                 f"queue full: {len(self._queue)} submissions are waiting "
                 f"(limit {self.settings.max_queue}); retry later",
             )
-        sid = await asyncio.to_thread(self.store.create, pid, "cpp", code)
+        sid = await asyncio.to_thread(self.store.create, pid, language, code)
         self._enqueue(sid)
         log.info("submission %d queued for problem %s (%d waiting)", sid, pid, len(self._queue))
         return sid
@@ -180,7 +187,8 @@ class JudgeEngine:
             if problem is None:
                 record = error_record(f"problem {meta['pid']!r} is no longer served", "judge")
             else:
-                record = await self._judge_problem(problem, code, workdir)
+                language = meta.get("lang", "cpp")
+                record = await self._judge_problem(problem, code, language, workdir)
         except JudgeFailure as failure:
             log.error("submission %d: judge failure: %s", sid, failure)
             record = error_record(f"judge failure: {failure}", "judge")
@@ -193,15 +201,21 @@ class JudgeEngine:
         log.info("submission %d: %s (%.1f s)", sid, summary[:300], time.monotonic() - started)
         return record
 
-    async def _judge_problem(self, problem: Problem, code: str, workdir: Path) -> dict[str, Any]:
+    async def _judge_problem(
+        self, problem: Problem, code: str, language: str, workdir: Path
+    ) -> dict[str, Any]:
+        started = time.monotonic()
         compiled = await self._in_slot(
-            compile_cpp, self.sandbox, code, workdir, self.settings.compile_limits
+            prepare_candidate, self.sandbox, code, language, workdir, self.settings.compile_limits
         )
         if compiled.binary is None:
             return error_record(compiled.error, "compile")
-        judged, keep = (self.sandbox, compiled.binary), self.settings.output_field_bytes
+        prepared = time.monotonic()
+        checker, origin = await self._in_slot(self.programs.program, problem)
+        checked = time.monotonic()
+        keep = self.settings.output_field_bytes
         runs = [
-            self._in_slot(judge_case, *judged, case, problem.checker, workdir, keep)
+            self._in_slot(judge_case, self.sandbox, compiled, case, problem, workdir, checker, keep)
             for case in problem.cases
         ]
         # Every case finishes before the work directory is removed, even when one failed.
@@ -209,7 +223,14 @@ class JudgeEngine:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        return aggregate(list(outcomes), problem.suite.to_json())
+        record = aggregate(list(outcomes), problem.suite.to_json())
+        record["timing"] = {
+            "compileSeconds": round(prepared - started, 3),
+            "checkerSeconds": round(checked - prepared, 3),
+            "checkerCache": origin,
+            "casesSeconds": round(time.monotonic() - checked, 3),
+        }
+        return record
 
     async def _in_slot(self, function: Any, *args: Any) -> Any:
         async with self._slots:

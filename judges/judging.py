@@ -24,12 +24,12 @@ Where this judge deliberately differs from FrontierCS (JUDGE.md §1):
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judges.checkers import get_checker
 from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
 from judges.problems import Case
 from judges.sandbox import Sandbox
@@ -64,27 +64,60 @@ class CompileLimits:
 
 @dataclass(frozen=True)
 class Compiled:
-    """A compile result: the binary on success, else the FrontierCS-style error text."""
+    """A prepared candidate: on success the file to mount at `/box/<mount>` and the command that
+    runs it; else the FrontierCS-style error text."""
 
     binary: Path | None
     error: str
+    command: tuple[str, ...] = ("/box/a",)
+    mount: str = "a"
 
 
-def compile_cpp(sandbox: Sandbox, source: str, workdir: Path, limits: CompileLimits) -> Compiled:
-    """Compile `source` with `g++ main.cpp -O2 -pipe -std=gnu++17` inside the sandbox.
+PYTHON_COMMAND = ("/usr/bin/env", "OPENBLAS_NUM_THREADS=1", "/usr/bin/python3", "/box/main.py")
 
-    `workdir` must not exist yet. Returns the binary, or `error` = "compile failed: …" with
-    the compiler's messages (or the limit that was hit). Raises JudgeFailure if the sandbox
-    itself failed.
+
+def prepare_candidate(
+    sandbox: Sandbox, source: str, language: str, workdir: Path, limits: CompileLimits
+) -> Compiled:
+    """Compile a C++ candidate, or stage a Python one (run by the system `python3`, with numpy,
+    under the same limits; a syntax error is the run's failure, as in FrontierCS's `py`)."""
+    if language != "python":
+        return compile_cpp(sandbox, source, workdir, limits)
+    staged = workdir / "build"
+    staged.mkdir(parents=True)
+    (staged / "main.py").write_text(source)
+    return Compiled(staged / "main.py", "", PYTHON_COMMAND, "main.py")
+
+
+def compile_cpp(
+    sandbox: Sandbox,
+    source: str,
+    workdir: Path,
+    limits: CompileLimits,
+    *,
+    source_name: str = "main.cpp",
+    include: Path | None = None,
+) -> Compiled:
+    """Compile `source` with `g++ <source_name> -O2 -pipe -std=gnu++17` inside the sandbox.
+
+    `include` (a directory, mounted read-only at /include) adds `-I /include`: how checkers and
+    interactors find `testlib.h`. `workdir` must not exist yet. Returns the binary, or `error` =
+    "compile failed: …" with the compiler's messages (or the limit that was hit). Raises
+    JudgeFailure if the sandbox itself failed.
     """
     build = workdir / "build"
     build.mkdir(parents=True)
     build.chmod(0o700)
-    (build / "main.cpp").write_text(source)
+    (build / source_name).write_text(source)
     sandbox.own(build)
     log_path = workdir / "compile.log"
+    command = [COMPILE_COMMAND[0], source_name, *COMPILE_COMMAND[2:]]
+    binds = [("rw", build, "/box")]
+    if include is not None:
+        command[-2:-2] = ["-I", "/include"]
+        binds.append(("ro", include, "/include"))
     outcome = sandbox.execute(
-        COMPILE_COMMAND,
+        command,
         limits=Limits(
             cpu_seconds=limits.cpu_seconds,
             wall_seconds=2 * limits.cpu_seconds,
@@ -96,13 +129,13 @@ def compile_cpp(sandbox: Sandbox, source: str, workdir: Path, limits: CompileLim
         stdin=None,
         stdout=workdir / "compile.out",
         stderr=log_path,
-        binds=[("rw", build, "/box")],
+        binds=binds,
         workdir="/box",
     )
     if outcome.status == INTERNAL_ERROR:
         raise JudgeFailure(f"compile sandbox failed: {outcome.detail}")
     binary = build / "a"
-    messages = _excerpt(log_path, COMPILE_LOG_CAP)
+    messages = excerpt(log_path, COMPILE_LOG_CAP)
     if outcome.accepted and binary.is_file():
         return Compiled(binary, "")
     if outcome.status in (ACCEPTED, NONZERO_EXIT) and messages:
@@ -111,55 +144,18 @@ def compile_cpp(sandbox: Sandbox, source: str, workdir: Path, limits: CompileLim
     return Compiled(None, f"compile failed: {reason}" + (f"\n{messages}" if messages else ""))
 
 
-def judge_case(
-    sandbox: Sandbox,
-    binary: Path,
-    case: Case,
-    checker_name: str,
-    workdir: Path,
-    output_field_bytes: int = OUTPUT_FIELD_CAP,
-) -> dict[str, Any]:
-    """Run the binary on one case and check its output; return the case record (whose `output`
-    keeps at most `output_field_bytes` of stdout).
-
-    Raises JudgeFailure when the sandbox could not run the program at all.
-    """
-    stdout = workdir / f"case-{case.number}.out"
-    stderr = workdir / f"case-{case.number}.err"
-    try:
-        outcome = sandbox.execute(
-            ["/box/a"],
-            limits=Limits(
-                cpu_seconds=case.time_limit,
-                wall_seconds=2 * case.time_limit,
-                memory_bytes=case.memory_limit,
-                processes=RUN_PROCESSES,
-                file_bytes=STDOUT_CAP + 1,
-                tmpfs_bytes=RUN_TMPFS,
-                stack_bytes=case.memory_limit,
-            ),
-            stdin=case.input_path.read_bytes(),
-            stdout=stdout,
-            stderr=stderr,
-            binds=[("ro", binary, "/box/a")],
-            output_cap=STDOUT_CAP,
-        )
-        if outcome.status == INTERNAL_ERROR:
-            raise JudgeFailure(f"case {case.number}: {outcome.detail}")
-        if not outcome.accepted:
-            return case_record(outcome, stderr=_excerpt(stderr, STDERR_FIELD_CAP))
-        output = stdout.read_bytes()  # at most STDOUT_CAP bytes: the run was accepted
-        verdict = get_checker(checker_name).check(case.instance, output)
-        return case_record(
-            outcome,
-            checker_msg=verdict.render(),
-            checker_exit=verdict.outcome.exit_code,
-            output=output,
-            output_field_bytes=output_field_bytes,
-        )
-    finally:
-        stdout.unlink(missing_ok=True)
-        stderr.unlink(missing_ok=True)
+def run_limits(case: Case) -> Limits:
+    """The candidate's limits on one case (FrontierCS: CPU = the time limit, wall twice that,
+    address space and stack = the memory limit, 128 processes, 128 MiB of stdout)."""
+    return Limits(
+        cpu_seconds=case.time_limit,
+        wall_seconds=2 * case.time_limit,
+        memory_bytes=case.memory_limit,
+        processes=RUN_PROCESSES,
+        file_bytes=STDOUT_CAP + 1,
+        tmpfs_bytes=RUN_TMPFS,
+        stack_bytes=case.memory_limit,
+    )
 
 
 def case_record(
@@ -213,7 +209,8 @@ def output_summary(output: bytes, keep: int = OUTPUT_FIELD_CAP) -> dict[str, Any
 
 
 def aggregate(cases: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, Any]:
-    """The final `done` record: FrontierCS's score arithmetic plus our `suite` label."""
+    """The final `done` record: FrontierCS's score arithmetic plus our `suite` label, and the
+    mean `value` when every case reported one (`Value: <x>` in its checker message)."""
     total = 0.0
     total_unbounded = 0.0
     for case in cases:  # summed in case order, like the orchestrator
@@ -221,7 +218,7 @@ def aggregate(cases: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, A
         total_unbounded += case["scoreRatioUnbounded"]
     count = len(cases)
     passed = all(case["scoreRatio"] == 1.0 for case in cases)
-    return {
+    record = {
         "status": "done",
         "passed": passed,
         "result": "Correct Answer" if passed else "Wrong Answer",
@@ -230,6 +227,10 @@ def aggregate(cases: list[dict[str, Any]], suite: dict[str, Any]) -> dict[str, A
         "cases": cases,
         "suite": suite,
     }
+    values = [case.get("value") for case in cases]
+    if count and all(isinstance(value, float) for value in values):
+        record["value"] = math.fsum(values) / count  # ours: the mean raw value (a verifier's)
+    return record
 
 
 def error_record(message: str, kind: str) -> dict[str, Any]:
@@ -237,7 +238,8 @@ def error_record(message: str, kind: str) -> dict[str, Any]:
     return {"status": "error", "error": f"Error: {message}", "errorKind": kind}
 
 
-def _excerpt(path: Path, limit: int) -> str:
+def excerpt(path: Path, limit: int) -> str:
+    """The first `limit` bytes of a file as text, marked when cut; empty when it is missing."""
     try:
         with open(path, "rb") as file:
             data = file.read(limit + 1)

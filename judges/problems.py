@@ -10,12 +10,27 @@ number of bytes (binary units, like the FrontierCS orchestrator). A subtask may 
 and `memory`; a top-level `n_cases` is accepted when there are no subtasks. Like FrontierCS,
 numbered testdata pairs (`<k>.in` with `<k>.ans`) beyond the configured count are judged too.
 
-Only problems whose checker this judge implements are served: problem id `0`, or any package whose
-config says `judge_checker: polyomino`. Others are skipped with a logged reason.
+How a problem is checked (its `kind`):
+
+- `builtin` — a checker written in Python in this package (`judge_checker: <name>` in config.yaml,
+  or problem `0` without a checker source). A package whose `chk.cc` is byte-identical to the
+  FrontierCS Polyomino checker also uses the built-in one: it is the fast path, and the test suite
+  shows both give the same verdict, message and ratio on every public case for several programs.
+- `checker` — `type: default` with a testlib checker (`checker:`, default `chk.cc`, the
+  special-judge form included), compiled against `testlib.h` and run as `chk in out ans`;
+- `interactive` — `type: interactive` with an interactor (`interactor:`, default
+  `interactor.cc`), run as `interactor in tout ans` with its stdio piped to the candidate's;
+- `verifier` — `type: verifier`, a Python verifier (`verifier:`, a file in the package) run as
+  `python3 verify.py in out` after the candidate; it prints `points <ratio>` or a value line (see
+  `judges.verifier`). It is how a task that is not a FrontierCS problem is served.
+
+Checker and interactor sources need `testlib.h`: the `testlib` directory given to `load_problems`.
+A package that cannot be served is skipped with a logged reason.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass, field, replace
@@ -29,6 +44,11 @@ from judges.checkers import CHECKERS
 log = logging.getLogger("judges.problems")
 
 _DEFAULT_CHECKER_BY_ID = {"0": "polyomino"}
+# sha256 of FrontierCS's Polyomino chk.cc whose verdicts the built-in checker reproduces exactly.
+_BUILTIN_EQUIVALENTS = {
+    "9e1a344ee3bee030fa67cb509070be627b85ed3c3fa1c64b3a64582f04e6a58a": "polyomino",
+}
+KINDS = ("builtin", "checker", "interactive", "verifier")
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$", re.IGNORECASE)
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)b?\s*$", re.IGNORECASE)
 
@@ -51,6 +71,15 @@ class Case:
     memory_limit: int  # bytes of address space
     instance: Any = field(default=None, repr=False, compare=False)
 
+    @property
+    def answer_path(self) -> Path | None:
+        """The case's answer file (`<k>.ans`, else `<k>.out`), None when the package has none."""
+        for suffix in (".ans", ".out"):
+            path = self.input_path.with_suffix(suffix)
+            if path.is_file():
+                return path
+        return None
+
 
 @dataclass(frozen=True)
 class Suite:
@@ -70,13 +99,22 @@ class Suite:
 
 @dataclass(frozen=True)
 class Problem:
-    """A servable problem: id, directory, cases in order, checker name and suite label."""
+    """A servable problem: id, directory, cases in order, how it is checked and its suite.
+
+    `checker` names the built-in checker (kind `builtin`); `program` is the checker, interactor
+    or verifier source of the other kinds, `testlib` the directory holding `testlib.h`, and
+    `language` the candidate language the problem accepts (`cpp` or `python`).
+    """
 
     id: str
     directory: Path
     cases: tuple[Case, ...]
-    checker: str
+    checker: str | None
     suite: Suite
+    kind: str = "builtin"
+    program: Path | None = None
+    testlib: Path | None = None
+    language: str = "cpp"
 
     def listing(self) -> dict[str, Any]:
         """The `/problems` entry: FrontierCS's `id` plus our case count and suite label."""
@@ -107,11 +145,13 @@ def parse_memory_limit(value: Any, where: str) -> int:
     return round(float(match.group(1)) * scale)
 
 
-def load_problem(directory: Path, suite: Suite | None = None) -> Problem:
+def load_problem(
+    directory: Path, suite: Suite | None = None, testlib: Path | None = None
+) -> Problem:
     """Load one package; raise ProblemError naming what is missing or malformed.
 
-    The checker is `judge_checker` from config.yaml, else the built-in default for the id.
-    Every input file is parsed once with the checker's instance parser.
+    `testlib` is the directory holding `testlib.h`, needed by checker and interactor sources.
+    Every input file of a built-in checker's problem is parsed once with its instance parser.
     """
     config_path = directory / "config.yaml"
     if not config_path.is_file():
@@ -123,23 +163,24 @@ def load_problem(directory: Path, suite: Suite | None = None) -> Problem:
     if not isinstance(config, dict):
         raise ProblemError(f"{config_path}: expected a mapping at the top level")
     problem_id = directory.name
-    checker = config.get("judge_checker") or _DEFAULT_CHECKER_BY_ID.get(problem_id)
-    if checker not in CHECKERS:
+    kind, checker, program = _checking(directory, config, str(config_path))
+    needs_testlib = kind in ("checker", "interactive") and program is not None
+    if needs_testlib and (testlib is None or not (testlib / "testlib.h").is_file()):
         raise UnsupportedProblem(
-            f"{config_path}: no built-in checker for problem {problem_id!r} "
-            f"(set judge_checker to one of {sorted(CHECKERS)})"
+            f"{config_path}: {program.name} needs testlib.h; pass the directory holding it "
+            "(--testlib DIR, or a FrontierCS checkout with algorithmic/judge/include)"
         )
-    if config.get("type", "default") != "default":
-        raise ProblemError(
-            f"{config_path}: type {config.get('type')!r} is not supported (only default)"
-        )
-    parse = CHECKERS[checker].parse
-    cases = []
-    for case in _cases(directory, config, str(config_path)):
-        try:
-            cases.append(replace(case, instance=parse(case.input_path.read_text())))
-        except ValueError as error:
-            raise ProblemError(f"{case.input_path}: {error}") from None
+    language = str(config.get("language", "cpp")).lower()
+    if language not in ("cpp", "python"):
+        raise ProblemError(f"{config_path}: language {language!r} is not cpp or python")
+    cases = list(_cases(directory, config, str(config_path)))
+    if kind == "builtin":
+        parse = CHECKERS[checker].parse
+        for index, case in enumerate(cases):
+            try:
+                cases[index] = replace(case, instance=parse(case.input_path.read_text()))
+            except ValueError as error:
+                raise ProblemError(f"{case.input_path}: {error}") from None
     marker = directory / "generated.txt"
     if suite is None and marker.is_file():
         stamp = marker.read_text().strip()
@@ -147,7 +188,52 @@ def load_problem(directory: Path, suite: Suite | None = None) -> Problem:
             "generated", f"generated Polyomino suite ({stamp}); not comparable to FrontierCS", False
         )
     suite = suite or Suite("package", f"cases of the problem package {directory}", True)
-    return Problem(problem_id, directory, tuple(cases), checker, suite)
+    return Problem(
+        problem_id, directory, tuple(cases), checker, suite, kind, program,
+        testlib if kind in ("checker", "interactive") else None, language,
+    )  # fmt: skip
+
+
+def _checking(
+    directory: Path, config: dict[str, Any], where: str
+) -> tuple[str, str | None, Path | None]:
+    """(kind, built-in checker name, program source) of a package, from its config."""
+    problem_type = config.get("type", "default")
+    if config.get("judge_checker"):
+        name = config["judge_checker"]
+        if name not in CHECKERS:
+            raise UnsupportedProblem(
+                f"{where}: judge_checker {name!r} is not built in (one of {sorted(CHECKERS)})"
+            )
+        return "builtin", name, None
+    if problem_type == "interactive":
+        source = directory / str(config.get("interactor") or "interactor.cc")
+        if not source.is_file():
+            raise ProblemError(f"{source}: missing; an interactive problem needs its interactor")
+        return "interactive", None, source
+    if problem_type == "verifier":
+        source = directory / str(config.get("verifier") or "verify.py")
+        if not source.is_file():
+            raise ProblemError(f"{source}: missing; a verifier problem needs its verifier")
+        return "verifier", None, source
+    if problem_type != "default":
+        raise ProblemError(
+            f"{where}: type {problem_type!r} is not supported (default, interactive, verifier)"
+        )
+    source = directory / str(config.get("checker") or "chk.cc")
+    if source.is_file():
+        builtin = _BUILTIN_EQUIVALENTS.get(hashlib.sha256(source.read_bytes()).hexdigest())
+        if builtin is not None:
+            return "builtin", builtin, None
+        return "checker", None, source
+    builtin = _DEFAULT_CHECKER_BY_ID.get(directory.name)
+    if builtin is None:
+        raise UnsupportedProblem(
+            f"{where}: checker source {source.name} is missing and there is no built-in "
+            f"checker for problem {directory.name!r} (set judge_checker to one of "
+            f"{sorted(CHECKERS)})"
+        )
+    return "builtin", builtin, None
 
 
 def _cases(directory: Path, config: dict[str, Any], where: str) -> tuple[Case, ...]:
@@ -191,30 +277,82 @@ def _cases(directory: Path, config: dict[str, Any], where: str) -> tuple[Case, .
     return tuple(cases)
 
 
-def load_problems(root: Path) -> dict[str, Problem]:
+PUBLIC_TIME_LIMIT = 2.0  # FrontierCS problem 0's limits, used for a plain folder of its cases
+PUBLIC_MEMORY_LIMIT = 256 << 20
+
+
+def load_public_cases(directory: Path) -> Problem:
+    """A plain folder of Polyomino cases (`<k>.in`, numbered from 1) as problem 0, with
+    FrontierCS problem 0's limits and the built-in checker; its suite is `public`."""
+    if not directory.is_dir():
+        raise ProblemError(f"public cases folder {directory} does not exist")
+    numbers = sorted(int(path.stem) for path in directory.glob("*.in") if path.stem.isdigit())
+    if not numbers or numbers != list(range(1, len(numbers) + 1)):
+        raise ProblemError(
+            f"{directory}: expected cases 1.in, 2.in, ... numbered without gaps, found "
+            f"{len(numbers)} numbered .in files"
+        )
+    parse = CHECKERS["polyomino"].parse
+    cases = []
+    for number in numbers:
+        path = directory / f"{number}.in"
+        try:
+            instance = parse(path.read_text())
+        except ValueError as error:
+            raise ProblemError(f"{path}: {error}") from None
+        cases.append(Case(number, path, PUBLIC_TIME_LIMIT, PUBLIC_MEMORY_LIMIT, instance))
+    suite = Suite("public", f"the {len(cases)} public Polyomino cases in {directory}", True)
+    return Problem("0", directory, tuple(cases), "polyomino", suite)
+
+
+def find_testlib(root: Path) -> Path | None:
+    """The directory holding `testlib.h` for a problems directory: a FrontierCS checkout keeps it
+    in `algorithmic/judge/include`, next to `algorithmic/problems`; a plain copy may keep it in
+    `include/` beside `problems/` or in the problems directory itself. None if there is none."""
+    for candidate in (root.parent / "judge" / "include", root.parent / "include", root):
+        if (candidate / "testlib.h").is_file():
+            return candidate
+    return None
+
+
+def frontiercs_problems(path: Path) -> Path:
+    """The problems directory of a FrontierCS checkout (`algorithmic/problems`), of its
+    `algorithmic/` folder, or `path` itself when it already is one."""
+    for candidate in (path / "algorithmic" / "problems", path / "problems", path):
+        if candidate.is_dir() and any(candidate.glob("*/config.yaml")):
+            return candidate
+    raise ProblemError(
+        f"{path}: no FrontierCS problems found; pass a checkout, its algorithmic/ folder or "
+        "algorithmic/problems (folders <id>/config.yaml)"
+    )
+
+
+def load_problems(root: Path, testlib: Path | None = None) -> dict[str, Problem]:
     """Load every servable package under `root`; log and skip the others.
 
-    Raises ProblemError when `root` is not a directory or nothing under it can be served.
+    `testlib` defaults to `find_testlib(root)`. Raises ProblemError when `root` is not a
+    directory or nothing under it can be served.
     """
     if not root.is_dir():
         raise ProblemError(f"problems directory {root} does not exist")
+    testlib = testlib or find_testlib(root)
     problems: dict[str, Problem] = {}
     unsupported = 0
     for directory in sorted(path for path in root.iterdir() if path.is_dir()):
         if not (directory / "config.yaml").is_file():
             continue
         try:
-            problems[directory.name] = load_problem(directory)
+            problems[directory.name] = load_problem(directory, testlib=testlib)
         except UnsupportedProblem as error:
             unsupported += 1
-            log.debug("skipping problem %s: %s", directory.name, error)
+            log.info("skipping problem %s: %s", directory.name, error)
         except ProblemError as error:
             log.warning("skipping problem %s: %s", directory.name, error)
     if unsupported:
-        log.info("skipped %d problems without a built-in checker under %s", unsupported, root)
+        log.info("skipped %d problems that cannot be checked here under %s", unsupported, root)
     if not problems:
         raise ProblemError(
-            f"no servable problem under {root}: expected <id>/config.yaml with a built-in checker "
-            "(problem 0, or judge_checker: polyomino)"
+            f"no servable problem under {root}: expected <id>/config.yaml with a checker source "
+            "and testlib.h, an interactor, a verifier, or a built-in checker"
         )
     return problems

@@ -147,8 +147,8 @@ class Sandbox:
         command: list[str],
         *,
         limits: Limits,
-        stdin: bytes | Path | None,
-        stdout: Path,
+        stdin: bytes | Path | int | None,
+        stdout: Path | int,
         stderr: Path,
         binds: list[tuple[str, Path, str]],
         workdir: str = "/tmp",
@@ -164,13 +164,17 @@ class Sandbox:
         an output failure. With a cgroup bound the whole run (every process, tmpfs and memfd
         page) is held to `limits.memory_bytes` and `limits.processes`, `memory_bytes` of the
         outcome is the group's peak, and reaching the bound is Memory Limit Exceeded.
+        stdin and stdout may instead be pipe descriptors (an interactive run): `execute`
+        takes ownership and closes them when the run ends.
         Status INTERNAL_ERROR means the sandbox itself failed, not the program.
         """
         if self._closed:
+            _close_descriptors(stdin, stdout)
             return RunOutcome(INTERNAL_ERROR, "the sandbox is shut down", None, None, 0, 0, 0, 0)
         try:
             group = self.bound.create(limits.memory_bytes, limits.processes) if self.bound else None
         except OSError as error:
+            _close_descriptors(stdin, stdout)
             detail = f"cannot create the run's cgroup: {error}"
             return RunOutcome(INTERNAL_ERROR, detail, None, None, 0, 0, 0, 0)
         try:
@@ -196,8 +200,8 @@ class Sandbox:
         self,
         command: list[str],
         limits: Limits,
-        stdin: bytes | Path | None,
-        stdout: Path,
+        stdin: bytes | Path | int | None,
+        stdout: Path | int,
         stderr: Path,
         binds: list[tuple[str, Path, str]],
         workdir: str,
@@ -211,7 +215,7 @@ class Sandbox:
         try:
             with (
                 _sealed_input(stdin) as stdin_file,
-                open(stdout, "wb") as stdout_file,
+                _output(stdout) as stdout_file,
                 open(stderr, "wb") as stderr_file,
             ):
                 process = subprocess.Popen(
@@ -254,7 +258,7 @@ class Sandbox:
         wall = time.monotonic() - started
         usage = group.usage() if group is not None else None
         report = Report.parse(report_text)
-        stdout_bytes = stdout.stat().st_size
+        stdout_bytes = stdout.stat().st_size if isinstance(stdout, Path) else 0
         if report is None:
             return self._unreported(
                 process.returncode, report_text, stderr, limits, wall, stdout_bytes, usage
@@ -381,9 +385,26 @@ def _require_bwrap_version(bwrap: str) -> None:
         )
 
 
-def _sealed_input(data: bytes | Path | None) -> BinaryIO:
+def _close_descriptors(*streams: object) -> None:
+    """Close the pipe descriptors among `streams` (execute owns them even when it fails)."""
+    for stream in streams:
+        if isinstance(stream, int) and not isinstance(stream, bool):
+            with contextlib.suppress(OSError):
+                os.close(stream)
+
+
+def _output(target: Path | int) -> BinaryIO:
+    """The file a program writes its stdout to, or a pipe descriptor (closed with the file)."""
+    if isinstance(target, int):
+        return os.fdopen(target, "wb")
+    return open(target, "wb")
+
+
+def _sealed_input(data: bytes | Path | int | None) -> BinaryIO:
     """A read-only view of `data` (or a file's content): a memfd sealed against writes and
-    resizing, or /dev/null."""
+    resizing, or /dev/null; a pipe descriptor is used as given (closed with the file)."""
+    if isinstance(data, int):
+        return os.fdopen(data, "rb")
     if data is None:
         return open(os.devnull, "rb")
     if isinstance(data, Path):

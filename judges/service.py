@@ -1,7 +1,10 @@
 """The local judge service: the FrontierCS judge HTTP API on 127.0.0.1, and `main()`.
 
-    python -m judges --port 8081 [--host 127.0.0.1] [--problems DIR] [--state-dir DIR]
-                     [--workers K] [--generated-cases N --seed S]
+    python -m judges --port 8081 [--host 127.0.0.1] [--state-dir DIR] [--workers K]
+                     [--frontiercs DIR] [--problems DIR] [--task DIR] [--public-cases DIR]
+                     [--testlib DIR] [--generated-cases N --seed S]
+
+(problem sources: `judges.sources`)
 
 | call                  | answer                                                          |
 |-----------------------|-----------------------------------------------------------------|
@@ -42,10 +45,10 @@ from judges.cgroups import MODES, CgroupBound, CgroupUnavailable, detect
 from judges.connections import descriptor_budget, error_middleware, listen
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
 from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
-from judges.polyomino.generator import write_suite
-from judges.problems import Problem, ProblemError, load_problem, load_problems, parse_memory_limit
+from judges.problems import ProblemError, parse_memory_limit
 from judges.requests import BODY_TIMEOUT_S, BadRequest, submission_fields
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
+from judges.sources import add_problem_arguments, load_served_problems
 from judges.store import SubmissionStore
 
 log = logging.getLogger("judges.service")
@@ -136,12 +139,7 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
     parser.add_argument(
         "--port", type=int, default=8081, help="port; 0 picks a free one (default: %(default)s)"
     )
-    parser.add_argument(
-        "--problems",
-        type=Path,
-        help="FrontierCS problems directory (e.g. a checkout's algorithmic/problems); "
-        "default: a generated Polyomino suite served as problem 0",
-    )
+    add_problem_arguments(parser)
     parser.add_argument(
         "--state-dir",
         type=Path,
@@ -236,16 +234,6 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return host == "localhost"
-
-
-def load_served_problems(args: argparse.Namespace) -> dict[str, Problem]:
-    """The problems to serve: the `--problems` packages, or the generated suite as problem 0."""
-    if args.problems is not None:
-        return load_problems(args.problems)
-    directory = args.state_dir / "generated" / f"seed-{args.seed}-cases-{args.generated_cases}"
-    log.info("using the generated suite in %s", directory)
-    write_suite(directory / "0", args.seed, args.generated_cases)
-    return {"0": load_problem(directory / "0")}
 
 
 async def serve(args: argparse.Namespace) -> None:

@@ -2,7 +2,8 @@
 # Install the system packages the project needs, if any are missing:
 #   git-lfs (Reef's artifact store), bubblewrap (the judge sandbox; 0.8 or newer, which Debian 12
 #   and Ubuntu 24.04 ship), g++ (compiling candidates), and the shell linter (linting the
-#   project's shell scripts in the test suite). The judge's cgroup bound needs no package: it
+#   project's shell scripts in the test suite), and the system Python's numpy (Python candidates
+#   run in the judge sandbox under /usr/bin/python3). The judge's cgroup bound needs no package: it
 #   writes the cgroup file system directly (as root, or in a delegated cgroup v2 subtree).
 set -euo pipefail
 
@@ -11,6 +12,7 @@ missing=()
 for package in "${!command_of[@]}"; do
     command -v "${command_of[$package]}" >/dev/null 2>&1 || missing+=("$package")
 done
+/usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || missing+=(python3-numpy)
 if [ ${#missing[@]} -eq 0 ]; then
     exit 0
 fi

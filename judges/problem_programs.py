@@ -1,0 +1,214 @@
+"""A problem's own programs: testlib checkers, interactors and Python verifiers.
+
+They are problem code, not the candidate's, but they read the candidate's output, so they run in
+the same sandbox as candidates with only what they need mounted read-only (the input, the
+candidate's output, the answer file) and FrontierCS's checker limits (10 s CPU, 256 MiB).
+
+**Compile cache.** A checker or interactor is compiled once, in the sandbox, with the FrontierCS
+judge's flags `g++ <src> -O2 -pipe -std=gnu++17 -I <testlib include>`, and cached by the sha256
+of the flags, the source and `testlib.h`: in memory for the service's life and on disk under the
+state directory, so a restarted judge (warm cache) does not compile again. `stats()` counts
+compiles, their seconds and cache hits (the throughput benchmark reports them).
+
+**Verdicts** follow FrontierCS: the case message is the checker's stdout, or its stderr when
+stdout is empty (testlib writes its verdict to stderr); the case is `ok` when the checker exits 0;
+the ratio is read from `Ratio: <x>` in that message (see `judges.judging.case_record`). A message
+carrying `Value: <number>` also gives the case a raw `value` (a verifier's certified bound).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import threading
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from judges.judging import (
+    COMPILE_COMMAND,
+    CompileLimits,
+    JudgeFailure,
+    compile_cpp,
+    excerpt,
+)
+from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
+from judges.problems import Case, Problem
+from judges.sandbox import Sandbox
+
+CHECKER_LIMITS = Limits(
+    cpu_seconds=10.0,
+    wall_seconds=20.0,
+    memory_bytes=256 << 20,
+    processes=128,
+    file_bytes=(1 << 20) + 1,
+    tmpfs_bytes=16 << 20,
+    stack_bytes=256 << 20,
+)
+VERIFIER_LIMITS = Limits(
+    cpu_seconds=20.0,
+    wall_seconds=40.0,
+    memory_bytes=2 << 30,
+    processes=16,
+    file_bytes=(1 << 20) + 1,
+    tmpfs_bytes=16 << 20,
+)
+MESSAGE_CAP = 1 << 20
+# testlib.h alone takes several CPU seconds to compile; a problem program gets at least this.
+PROGRAM_COMPILE_SECONDS = 120.0
+VERIFIER_COMMAND = ("/usr/bin/env", "OPENBLAS_NUM_THREADS=1", "/usr/bin/python3", "/box/verify.py")
+_VALUE = re.compile(r"Value: (-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?)")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A problem program's verdict on one output: its message, exit code and reported value."""
+
+    message: str
+    exit_code: int
+    value: float | None
+
+
+class ProgramCache:
+    """Compiled checkers and interactors, keyed by the hash of flags, source and `testlib.h`."""
+
+    def __init__(self, sandbox: Sandbox, store: Path, limits: CompileLimits) -> None:
+        self.sandbox = sandbox
+        self.store = store
+        self.limits = replace(limits, cpu_seconds=max(limits.cpu_seconds, PROGRAM_COMPILE_SECONDS))
+        self._lock = threading.Lock()
+        self._locks: dict[str, threading.Lock] = {}
+        self._compiles = 0
+        self._compile_seconds = 0.0
+        self._hits = 0
+
+    def stats(self) -> dict[str, float]:
+        """Compiles so far, the seconds they took, and the times a compiled program was reused."""
+        with self._lock:
+            return {
+                "compiles": self._compiles,
+                "compileSeconds": round(self._compile_seconds, 3),
+                "hits": self._hits,
+            }
+
+    def program(self, problem: Problem) -> tuple[Path | None, str]:
+        """What the cases of `problem` need besides the candidate — the compiled checker or
+        interactor, the verifier source, or None for a built-in checker — and where it came
+        from: `none`, `source`, `memory`, `disk` (warm cache) or `compiled` (cold). Blocking;
+        compiles on first use. Raises JudgeFailure when the problem's program does not compile."""
+        if problem.kind == "builtin" or problem.program is None:
+            return None, "none"
+        if problem.kind == "verifier":
+            return problem.program, "source"
+        assert problem.testlib is not None
+        source = problem.program.read_bytes()
+        header = (problem.testlib / "testlib.h").read_bytes()
+        digest = hashlib.sha256()
+        for part in (" ".join(COMPILE_COMMAND).encode(), source, header):
+            digest.update(hashlib.sha256(part).digest())
+        key = digest.hexdigest()
+        with self._lock:
+            lock = self._locks.setdefault(key, threading.Lock())
+        with lock:
+            local = self.sandbox.scratch / "programs" / key / "program"
+            if local.is_file():
+                with self._lock:
+                    self._hits += 1
+                return local, "memory"
+            local.parent.mkdir(parents=True, exist_ok=True)
+            local.parent.chmod(0o711)
+            saved = self.store / key / "program"
+            if saved.is_file():
+                shutil.copyfile(saved, local)
+                local.chmod(0o755)
+                with self._lock:
+                    self._hits += 1
+                return local, "disk"
+            self._compile(problem, source, local, saved)
+            return local, "compiled"
+
+    def _compile(self, problem: Problem, source: bytes, local: Path, saved: Path) -> None:
+        assert problem.program is not None
+        started = time.monotonic()
+        workdir = local.parent / "work"
+        shutil.rmtree(workdir, ignore_errors=True)
+        try:
+            compiled = compile_cpp(
+                self.sandbox,
+                source.decode("utf-8", "replace"),
+                workdir,
+                self.limits,
+                source_name=problem.program.name,
+                include=problem.testlib,
+            )
+            if compiled.binary is None:
+                raise JudgeFailure(
+                    f"problem {problem.id}: {problem.program.name} does not compile "
+                    f"({compiled.error[:2000]}); fix the problem package"
+                )
+            shutil.copyfile(compiled.binary, local)
+            local.chmod(0o755)
+        finally:
+            shutil.rmtree(workdir, ignore_errors=True)
+        saved.parent.mkdir(parents=True, exist_ok=True)
+        temporary = saved.with_name(".program.tmp")
+        shutil.copyfile(local, temporary)
+        temporary.replace(saved)
+        with self._lock:
+            self._compiles += 1
+            self._compile_seconds += time.monotonic() - started
+
+
+def run_checker(
+    sandbox: Sandbox, kind: str, program: Path, case: Case, output: Path, workdir: Path
+) -> Checked:
+    """Run a checker (`chk in out ans`) or a Python verifier (`verify.py in out ans`) on one
+    candidate output, in the sandbox. Raises JudgeFailure when the sandbox itself failed."""
+    answer = case.answer_path or empty_file(workdir)
+    binds = [
+        ("ro", case.input_path, "/box/in.txt"),
+        ("ro", output, "/box/out.txt"),
+        ("ro", answer, "/box/ans.txt"),
+    ]
+    if kind == "verifier":
+        command = [*VERIFIER_COMMAND, "/box/in.txt", "/box/out.txt", "/box/ans.txt"]
+        binds.append(("ro", program, "/box/verify.py"))
+        limits = VERIFIER_LIMITS
+    else:
+        command = ["/box/chk", "/box/in.txt", "/box/out.txt", "/box/ans.txt"]
+        binds.append(("ro", program, "/box/chk"))
+        limits = CHECKER_LIMITS
+    stdout = workdir / f"case-{case.number}.chk.out"
+    stderr = workdir / f"case-{case.number}.chk.err"
+    try:
+        outcome = sandbox.execute(
+            command, limits=limits, stdin=None, stdout=stdout, stderr=stderr, binds=binds
+        )
+        if outcome.status == INTERNAL_ERROR:
+            raise JudgeFailure(f"case {case.number}: checker sandbox failed: {outcome.detail}")
+        message = excerpt(stdout, MESSAGE_CAP) or excerpt(stderr, MESSAGE_CAP)
+        return verdict(outcome, message)
+    finally:
+        stdout.unlink(missing_ok=True)
+        stderr.unlink(missing_ok=True)
+
+
+def verdict(outcome: RunOutcome, message: str) -> Checked:
+    """A checker's or interactor's result: exit code 0 is `ok`; a checker stopped by a limit or a
+    signal reports -1 and says so in the message. `Value: <x>` in the message is kept."""
+    if outcome.status in (ACCEPTED, NONZERO_EXIT) and outcome.exit_code is not None:
+        code = outcome.exit_code
+    else:
+        code = -1
+        message = f"{message}\n[checker {outcome.status}: {outcome.detail}]".strip()
+    found = _VALUE.search(message)
+    return Checked(message, code, float(found.group(1)) if found else None)
+
+
+def empty_file(workdir: Path) -> Path:
+    """An empty answer file in `workdir`, for packages whose cases have none."""
+    path = workdir / "empty.ans"
+    if not path.exists():
+        path.write_bytes(b"")
+    return path
