@@ -13,25 +13,20 @@ Per rollout the store writes one journal line (O(size of the rollout)); per step
 one groups line and atomically replaces the head, whose size is bounded by the node count.
 Entries are never rewritten. `library.json` is only produced on export.
 
-Tamper evidence: every record (each journal and segment line, and the head) ends with its own
-`"sha256"` member, the SHA-256 of the record's bytes without that member. Every load verifies
-every record it reads; a record that was altered (one digit of a score, one character of a
-string) or lost its checksum refuses the load with `StoreError` naming file and line. A torn
-final line of the in-flight journal (a crash mid-append) is still cut off silently: it never
-reached the disk whole, so it was never reported.
+Tamper evidence: every record carries its own checksum, verified on every load
+(harness/store_files.py); a record altered after it was written refuses the load with
+`StoreError` naming file and line. A torn final line of the in-flight journal (a crash
+mid-append) is still cut off silently: it never reached the disk whole, so it was never
+reported.
 """
 
 from __future__ import annotations
 
 import fcntl
-import hashlib
-import json
 import os
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from harness.atomic import (
     append_durable_line,
@@ -40,80 +35,38 @@ from harness.atomic import (
     truncate_durable,
 )
 from harness.library import Archive, ArchiveError, require_same_config
-from harness.library_json import from_library_dict, write_library_json
-from harness.state import (
-    ArchiveConfig,
-    LibraryEntry,
-    LibraryNode,
-    RecordError,
-    read_fields,
+from harness.library_json import write_library_json
+from harness.state import ArchiveConfig, LibraryEntry, LibraryNode
+from harness.store_files import (
+    BASE_SEGMENT,
+    FORMAT,
+    FORMAT_VERSION,
+    HEAD,
+    JournalRecord,
+    StoreError,
+    encode_record,
+    journal_name,
+    read_committed,
+    read_committed_parts,
+    read_head,
+    read_in_flight,
+    read_journal,
 )
-from harness.state_files import StateFileError, complete_lines, decode_object, read_bytes
 
-HEAD = "archive-head.json"
-BASE_SEGMENT = "entries-base.jsonl"
+__all__ = [
+    "BASE_SEGMENT",
+    "HEAD",
+    "ArchiveStore",
+    "JournalRecord",
+    "Restored",
+    "StoreError",
+    "journal_name",
+    "missing_slots",
+    "read_committed",
+    "read_in_flight",
+]
+
 LOCK = ".writer.lock"
-FORMAT = "guidance-ttt-archive"
-FORMAT_VERSION = 2  # 2: every record carries its own sha256
-CHECKSUM_KEY = "sha256"
-_CHECKSUM_TAIL = re.compile(rb',"sha256":"([0-9a-f]{64})"\}\Z')
-
-
-class StoreError(RuntimeError):
-    """The store directory cannot be used as asked (missing, locked, corrupt, out of order)."""
-
-
-def journal_name(step: int) -> str:
-    """File name of the journal (and, once committed, the entry segment) of `step`."""
-    return f"step-{step:06d}.jsonl"
-
-
-def _encode(obj: dict[str, Any]) -> bytes:
-    """A record as stored: compact JSON with its own checksum as the last member."""
-    if CHECKSUM_KEY in obj:
-        raise ValueError(f"a store record must not carry its own {CHECKSUM_KEY!r} key")
-    body = json.dumps(obj, ensure_ascii=False, separators=(",", ":"), allow_nan=False).encode()
-    digest = hashlib.sha256(body).hexdigest()
-    return body[:-1] + f',"{CHECKSUM_KEY}":"{digest}"}}'.encode()
-
-
-def _verified(line: bytes, where: str) -> bytes:
-    """The record's bytes without its checksum member, once the checksum matches them."""
-    found = _CHECKSUM_TAIL.search(line)
-    if found is None:
-        raise StoreError(
-            f"{where}: the record carries no checksum; the file was altered or written by "
-            "another version — restore it, or use a new state directory"
-        )
-    body = line[: found.start()] + b"}"
-    if hashlib.sha256(body).hexdigest() != found[1].decode():
-        raise StoreError(
-            f"{where}: the record does not match its checksum (it was altered after it was "
-            "written); the run cannot trust this state — restore the file, or use a new state "
-            "directory"
-        )
-    return body
-
-
-@dataclass(frozen=True)
-class JournalRecord:
-    """One finished rollout as journaled: its step-grid slot and its entry."""
-
-    step: int
-    group: int
-    rollout: int
-    entry: LibraryEntry
-
-    def to_line(self) -> bytes:
-        """The journal line (compact JSON, no newline)."""
-        return _encode(
-            {
-                "step": self.step,
-                "group": self.group,
-                "rollout": self.rollout,
-                "entry": self.entry.to_dict(),
-            }
-        )
 
 
 @dataclass(frozen=True)
@@ -148,110 +101,6 @@ def missing_slots(config: ArchiveConfig, done: Iterable[tuple[int, int]]) -> lis
     ]
 
 
-# --- reading ---------------------------------------------------------------------------------
-
-_HEAD_SCHEMA = {
-    "format": "str",
-    "format_version": "int",
-    "committed_step": "int",
-    "config": "dict",
-    "nodes": "dict",
-    "best_node_id": "str?",
-    "puct_n": "dict",
-    "puct_m": "dict",
-    "puct_T": "int",
-    "segments": "dict",
-}
-_ROLLOUT_SCHEMA = {"step": "int", "group": "int", "rollout": "int", "entry": "dict"}
-
-
-def _parse_line(line: bytes, where: str) -> dict[str, Any]:
-    """A stored record: its checksum verified, then parsed as a JSON object."""
-    try:
-        return decode_object(_verified(line, where), where)
-    except StateFileError as exc:
-        raise StoreError(str(exc)) from exc
-
-
-def _read_head(root: Path) -> dict[str, Any]:
-    path = root / HEAD
-    if not os.path.lexists(path):
-        raise StoreError(f"{root} holds no archive ({HEAD} is missing); create the store first")
-    try:
-        data = read_bytes(path)
-        head = read_fields(_parse_line(data.rstrip(b"\n"), f"{path}:1"), _HEAD_SCHEMA, str(path))
-    except (StateFileError, RecordError) as exc:
-        raise StoreError(str(exc)) from exc
-    if head["format"] != FORMAT or head["format_version"] != FORMAT_VERSION:
-        raise StoreError(
-            f"{path}: format {head['format']!r} v{head['format_version']} is not "
-            f"{FORMAT!r} v{FORMAT_VERSION}"
-        )
-    return head
-
-
-def _read_committed(root: Path) -> tuple[Archive, int, dict[str, int]]:
-    """The committed archive, its step and the committed segment lengths. The pieces are put
-    together as a `library.json` object, so they pass the same strict validation as an import."""
-    head = _read_head(root)
-    entries: dict[str, Any] = {}
-    groups: dict[str, Any] = {}
-    segments: dict[str, int] = {}
-    for name, size in head["segments"].items():
-        if not isinstance(size, int) or isinstance(size, bool):
-            raise StoreError(f"{root / HEAD}: segment {name} has no byte length")
-        path = root / name
-        if not os.path.lexists(path):
-            raise StoreError(f"committed segment {path} is missing")
-        try:
-            lines, end = complete_lines(path, limit=size)
-        except StateFileError as exc:
-            raise StoreError(str(exc)) from exc
-        if end != size:
-            raise StoreError(f"committed segment {path} is shorter than its committed {size} bytes")
-        for number, line in enumerate(lines, 1):
-            obj = _parse_line(line, f"{path}:{number}")
-            if "groups" in obj:  # the groups of a committed step (or of the imported archive)
-                groups.update(obj["groups"])
-            elif isinstance(obj.get("entry"), dict):
-                entries[str(obj["entry"].get("id"))] = obj["entry"]
-            else:
-                raise StoreError(f"{path}:{number}: neither an entry nor a groups record")
-        segments[name] = size
-    library = {key: head[key] for key in ("nodes", "best_node_id", "config", "puct_n", "puct_m")}
-    archive = from_library_dict(
-        library | {"entries": entries, "groups": groups, "puct_T": head["puct_T"]}
-    )
-    return archive, head["committed_step"], segments
-
-
-def _read_journal(path: Path, step: int) -> tuple[list[JournalRecord], int]:
-    """The rollout records of an in-flight journal and the byte length they span. A torn final
-    line and anything from an uncommitted groups line on are left out."""
-    if not os.path.lexists(path):
-        return [], 0
-    try:
-        lines, _ = complete_lines(path)
-    except StateFileError as exc:
-        raise StoreError(str(exc)) from exc
-    records: list[JournalRecord] = []
-    end = 0
-    for number, line in enumerate(lines, 1):
-        obj = _parse_line(line, f"{path}:{number}")
-        if "groups" in obj:  # sealed, but the head was never replaced: the commit did not happen
-            break
-        try:
-            fields = read_fields(obj, _ROLLOUT_SCHEMA, f"{path}:{number}")
-            entry = LibraryEntry.from_dict(fields.pop("entry"))
-        except RecordError as exc:
-            raise StoreError(f"{path}:{number}: {exc}") from exc
-        if fields["step"] != step:
-            raise StoreError(f"{path}:{number}: record of step {fields['step']}, expected {step}")
-        records.append(JournalRecord(entry=entry, **fields))
-        end += len(line) + 1
-    return records, end
-
-
 def _replay(archive: Archive, step: int, records: list[JournalRecord], path: Path) -> None:
     archive.select_parents(step)
     seen: set[tuple[int, int]] = set()
@@ -264,19 +113,6 @@ def _replay(archive: Archive, step: int, records: list[JournalRecord], path: Pat
             archive.submit(step, record.group, record.entry)
         except ArchiveError as exc:
             raise StoreError(f"{path}: journaled rollout does not replay: {exc}") from exc
-
-
-def read_in_flight(root: Path, step: int) -> list[JournalRecord]:
-    """Lock-free read of the rollouts journaled so far for the in-flight `step`, in journal order,
-    for inspection while a run is writing (a torn last line is left out)."""
-    return _read_journal(Path(root) / journal_name(step), step)[0]
-
-
-def read_committed(root: Path) -> tuple[Archive, int]:
-    """Lock-free read of the last committed archive and its step, for inspection and export while
-    a run is writing: the head is replaced atomically and committed segments are append-only."""
-    archive, step, _ = _read_committed(Path(root))
-    return archive, step
 
 
 # --- the writer ------------------------------------------------------------------------------
@@ -323,8 +159,8 @@ class ArchiveStore:
                 "import a committed library.json"
             )
         store = cls(root, cls._lock(root))
-        lines = [_encode({"entry": e.to_dict()}) for e in archive.entries.values()]
-        lines.append(_encode({"groups": {u: g.to_dict() for u, g in archive.groups.items()}}))
+        lines = [encode_record({"entry": e.to_dict()}) for e in archive.entries.values()]
+        lines.append(encode_record({"groups": {u: g.to_dict() for u, g in archive.groups.items()}}))
         data = b"".join(line + b"\n" for line in lines)
         atomic_write_bytes(root / BASE_SEGMENT, data)
         store._write_head(archive, archive.last_step(), {BASE_SEGMENT: len(data)})
@@ -344,7 +180,7 @@ class ArchiveStore:
         try:
             remove_stale_temps(root)
             if config is not None:
-                stored = ArchiveConfig.from_dict(_read_head(root)["config"])
+                stored = ArchiveConfig.from_dict(read_head(root)["config"])
                 require_same_config(stored, config)
         except BaseException:
             store.close()
@@ -356,12 +192,12 @@ class ArchiveStore:
         re-selected, journaled rollouts re-submitted in order). Selection is deterministic, so
         `select_parents(next_step)` then returns the parents the crashed process had. Also makes
         the journal ready for appending (a torn or uncommitted tail is truncated)."""
-        archive, step, segments = _read_committed(self.root)
+        archive, step, segments = read_committed_parts(self.root)
         path = self.root / journal_name(step + 1)
         later = [p.name for p in self.root.glob("step-*.jsonl") if p.name > path.name]
         if later:
             raise StoreError(f"{self.root}: journals beyond the in-flight step exist: {later}")
-        records, end = _read_journal(path, step + 1)
+        records, end = read_journal(path, step + 1)
         if path.exists() and path.stat().st_size != end:
             truncate_durable(path, end)
         if records:
@@ -412,7 +248,7 @@ class ArchiveStore:
                 f"cannot commit step {step}: {len(in_archive)} entries in the archive but "
                 f"{len(self._slots)} journaled"
             )
-        seal = _encode({"step": step, "groups": {u: g.to_dict() for u, g in groups.items()}})
+        seal = encode_record({"step": step, "groups": {u: g.to_dict() for u, g in groups.items()}})
         size = append_durable_line(self.root / journal_name(step), seal)
         segments = {**self._segments, journal_name(step): size}
         self._write_head(archive, step, segments)
@@ -448,7 +284,7 @@ class ArchiveStore:
             "puct_T": archive.puct_T,
             "segments": segments,
         }
-        atomic_write_bytes(self.root / HEAD, _encode(head))
+        atomic_write_bytes(self.root / HEAD, encode_record(head))
         self._segments, self._committed_step = segments, step
 
     def _require_loaded(self) -> None:
