@@ -1,7 +1,7 @@
 """Step overhead: the real rollout loop at 8×16 against services with configured latencies.
 
-    python benchmarks/step_overhead.py [--groups 8 --rollouts 16 --workers 32
-        --executor-concurrency 16 --guidance-latency 0.5 --executor-latency 1.5
+    python benchmarks/step_overhead.py [--groups 8 --rollouts 16 --workers 8
+        --executor-concurrency 8 --guidance-latency 0.5 --executor-latency 1.5
         --judge-latency 0.5]
 
 One step of `harness.agent.GuidanceHarness.run_step` (parents, G·R rollouts in the worker pool,
@@ -257,7 +257,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             status = type("Status", (), {"fetch": lambda self: status_page(SCENARIO)})()
             identity = RunIdentity(
-                "Qwen/Qwen3-8B", "gpt_oss_120b", "high", g, r, 8192, 12288, 32, 2
+                "Qwen/Qwen3-8B", "gpt_oss_120b", "high", g, r, 8192, 12288, 32, 1, 2
             )
             controller = RunController(
                 ControllerSettings(
@@ -341,8 +341,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve", help=argparse.SUPPRESS)
     parser.add_argument("--groups", type=int, default=8)
     parser.add_argument("--rollouts", type=int, default=16)
-    parser.add_argument("--workers", type=int, default=32, help="rollout pool (runner default)")
-    parser.add_argument("--executor-concurrency", type=int, default=16)
+    parser.add_argument(
+        "--workers", type=int, default=8, help="rollout pool (serve.yaml's max_rollout_workers)"
+    )
+    parser.add_argument(
+        "--executor-concurrency",
+        type=int,
+        default=8,
+        help="executor bound (serve.yaml's executor_max_in_flight)",
+    )
     parser.add_argument("--guidance-latency", type=float, default=0.5)
     parser.add_argument("--executor-latency", type=float, default=1.5)
     parser.add_argument("--judge-latency", type=float, default=0.5)
