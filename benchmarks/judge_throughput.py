@@ -1,15 +1,25 @@
-"""Throughput of the local judge: candidates per minute and per-case latency, in one run.
+"""Throughput of the local judge per task: candidates per minute and how much time is compiling.
 
-    python benchmarks/judge_throughput.py [--submissions 3] [--workers K]
-        [--suite public|generated] [--generated-cases 70] [--seed 0] [--program PATH]
+    python benchmarks/judge_throughput.py [--task harbor/treasure_packing ...] [--suite public]
+        [--submissions 3] [--workers K] [--generated-cases 70] [--seed 0] [--program PATH]
 
-Starts the project's judge (`python -m judges`, a subprocess on 127.0.0.1) on the 70 public
-Polyomino cases (a FrontierCS package of symlinks into ../shared/data/frontiercs-p0), or on the
-built-in generated suite when ../shared is absent or `--suite generated` is given, and says
-which. It submits the program (default: the task's seed) `--submissions` times at once through
-the harness's judge client and prints the score, candidates per minute, per-submission latency
-and per-case latency (the judge's wall time per case run, and the average worker-seconds spent
-per judged case), with the number of workers.
+For each task (default: the three shipped tasks) a fresh judge (`python -m judges`, 127.0.0.1)
+serves the task's problem and the task's seed program (or `--program`) is judged three ways:
+
+- **cold**: the first submission, the checker or interactor not yet compiled;
+- **warm**: `--submissions` more submitted at once (checker cached in memory); this gives the
+  candidates per minute;
+- **restart**: one submission after restarting the judge on the same state directory (the
+  checker comes from the on-disk cache).
+
+Each line says where the time went, from the judge's `timing` record: compiling the candidate,
+preparing the checker (compile when cold), and running the cases.
+
+Suites: `public` (default) judges Polyomino on the 70 public cases (`../shared/data/frontiercs-p0`)
+and Treasure Packing on FrontierCS problem 1's cases (`../shared/data/frontiercs`); it **fails
+loudly when they are absent** instead of measuring another suite. `generated` judges Polyomino on
+the built-in generated suite (Treasure Packing has no generated suite and is skipped). The Erdős
+task's package ships with the task, so it runs on either.
 """
 
 from __future__ import annotations
@@ -25,134 +35,164 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from harness.contract import load_contract
 from harness.scorer import FrontierCSScorer
 
 ROOT = Path(__file__).resolve().parents[1]
-TASK_DIR = ROOT / "harbor" / "polyomino_packing"
-PUBLIC_CASES = ROOT.parent / "shared" / "data" / "frontiercs-p0"
+SHARED = ROOT.parent / "shared" / "data"
+PUBLIC_CASES = SHARED / "frontiercs-p0"
+FRONTIERCS = SHARED / "frontiercs"
+TASKS = ("polyomino_packing", "treasure_packing", "erdos_min_overlap")
 
 
-def public_package(root: Path) -> Path | None:
-    """A problem-0 package under `root` whose testdata link to the public cases; None if absent."""
-    inputs = sorted(PUBLIC_CASES.glob("*.in"), key=lambda p: int(p.stem))
-    if not inputs:
-        return None
-    (root / "0" / "testdata").mkdir(parents=True)
-    (root / "0" / "config.yaml").write_text(
-        "type: default\ntime: 2s\nmemory: 256m\n"
-        f"subtasks:\n- score: 100\n  n_cases: {len(inputs)}\n"
-    )
-    for path in inputs:
-        (root / "0" / "testdata" / path.name).symlink_to(path)
-    return root
+class SuiteMissing(SystemExit):
+    """The requested suite's data is absent: stop, naming it, rather than measure another."""
+
+
+def judge_sources(task: Path, options: argparse.Namespace, scratch: Path) -> list[str] | None:
+    """The judge flags serving `task`'s problem on the requested suite; None to skip the task."""
+    if (task / "judge").is_dir():
+        return ["--task", str(task)]
+    problem = load_contract(task).judge_problem_id
+    if options.suite == "generated":
+        if problem != "0":
+            print(f"{task.name}: no generated suite for problem {problem}; skipped")
+            return None
+        return ["--generated-cases", str(options.generated_cases), "--seed", str(options.seed)]
+    if problem == "0":
+        if not any(PUBLIC_CASES.glob("*.in")):
+            raise SuiteMissing(
+                f"--suite public: the public cases are absent ({PUBLIC_CASES}/*.in); put the 70 "
+                "public Polyomino cases there, or pass --suite generated"
+            )
+        return ["--public-cases", str(PUBLIC_CASES)]
+    package = FRONTIERCS / "problems" / problem
+    if not (package / "config.yaml").is_file():
+        raise SuiteMissing(
+            f"--suite public: FrontierCS problem {problem} is absent ({package}); put a "
+            "FrontierCS algorithmic/ copy there, or leave this task out"
+        )
+    problems = scratch / "problems"
+    problems.mkdir(exist_ok=True)
+    (problems / problem).symlink_to(package)
+    return ["--problems", str(problems), "--testlib", str(FRONTIERCS / "include")]
 
 
 def start_judge(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     """Start `python -m judges --port 0 ...` and return it with the address it prints."""
     process = subprocess.Popen(
         [sys.executable, "-m", "judges", "--port", "0", *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        cwd=ROOT,
-    )
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT,
+    )  # fmt: skip
     assert process.stdout is not None
     for line in process.stdout:
         found = re.search(r"judge listening on (http://\S+)", line)
         if found:
-            # Keep draining the judge's log so it never blocks on a full pipe.
             threading.Thread(target=process.stdout.read, daemon=True).start()
             return process, found[1]
     raise SystemExit(f"the local judge exited before listening (status {process.wait()})")
 
 
-def summary(values: list[float], unit: str) -> str:
-    """`mean / p50 / p95` of `values` in `unit`."""
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
+def judge_many(url: str, task: Path, program: str, count: int) -> tuple[float, list[dict]]:
+    """Submit `program` `count` times at once; wall seconds and each submission's judge record."""
+    scorer = FrontierCSScorer.for_task(task, url, deadline_s=3600.0, poll_interval_s=0.2)
+
+    def one(_: int) -> dict[str, Any]:
+        verdict = scorer(program)
+        sid = verdict.artifacts["judge_sid"]
+        record = httpx.get(f"{url}/result/{sid}", timeout=30).json()
+        return {"verdict": verdict, "record": record}
+
+    started = time.monotonic()
+    with ThreadPoolExecutor(count) as pool:
+        outcomes = list(pool.map(one, range(count)))
+    scorer.close()
+    return time.monotonic() - started, outcomes
+
+
+def timing_line(label: str, outcomes: list[dict], wall: float) -> str:
+    """Where the judge's time went for these submissions (means over them)."""
+    timings = [o["record"].get("timing", {}) for o in outcomes]
+    compile_s = statistics.fmean(t.get("compileSeconds", 0.0) for t in timings)
+    checker_s = statistics.fmean(t.get("checkerSeconds", 0.0) for t in timings)
+    cases_s = statistics.fmean(t.get("casesSeconds", 0.0) for t in timings)
+    total = compile_s + checker_s + cases_s
+    compiling = 100 * (compile_s + checker_s) / total if total else 0.0
+    origins = sorted({t.get("checkerCache", "?") for t in timings})
     return (
-        f"mean {statistics.fmean(ordered):.3f} {unit}, p50 {statistics.median(ordered):.3f} {unit},"
-        f" p95 {p95:.3f} {unit}"
+        f"  {label:8} {len(outcomes)} in {wall:6.1f} s: candidate compile {compile_s:6.2f} s, "
+        f"checker {checker_s:6.2f} s ({'/'.join(origins)}), cases {cases_s:6.2f} s "
+        f"-> {compiling:4.1f}% compiling"
     )
+
+
+def bench_task(task: Path, options: argparse.Namespace) -> None:
+    contract = load_contract(task)
+    extension = "cpp" if contract.fence_tag == "cpp" else "py"
+    program_path = options.program or task / "solution" / f"solution.{extension}"
+    program = program_path.read_text()
+    with tempfile.TemporaryDirectory(prefix="judge-throughput-") as scratch:
+        sources = judge_sources(task, options, Path(scratch))
+        if sources is None:
+            return
+        flags = [*sources, "--state-dir", f"{scratch}/state", "--workers", str(options.workers)]
+        process, url = start_judge(flags)
+        try:
+            cold_wall, cold = judge_many(url, task, program, 1)
+            warm_wall, warm = judge_many(url, task, program, options.submissions)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+        process, url = start_judge(flags)
+        try:
+            restart_wall, restart = judge_many(url, task, program, 1)
+        finally:
+            process.terminate()
+            process.wait(timeout=60)
+    verdict = warm[0]["verdict"]
+    suite = warm[0]["record"].get("suite", {}).get("label", "?")
+    print(f"{task.name}: {contract.solution_language}, {contract.score_direction}; suite: {suite}")
+    print(f"  program {program_path.relative_to(ROOT)}: {verdict.status}, raw {verdict.raw_score}")
+    print(
+        f"  candidates per minute (warm, {options.submissions} at once, {options.workers} "
+        f"workers): {60 * options.submissions / warm_wall:.2f}"
+    )
+    print(timing_line("cold", cold, cold_wall))
+    print(timing_line("warm", warm, warm_wall))
+    print(timing_line("restart", restart, restart_wall))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--submissions", type=int, default=3)
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument(
+        "--task", type=Path, action="append",
+        help="task directory (repeatable; default: the three shipped tasks)",
+    )  # fmt: skip
     parser.add_argument("--suite", choices=("public", "generated"), default="public")
+    parser.add_argument("--submissions", type=int, default=3, help="warm submissions at once")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--generated-cases", type=int, default=70)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--program", type=Path, default=TASK_DIR / "solution" / "solution.cpp")
+    parser.add_argument(
+        "--program", type=Path, help="default: each task's seed (a program implies its task)"
+    )
     options = parser.parse_args()
-
-    with tempfile.TemporaryDirectory(prefix="judge-throughput-") as scratch:
-        problems = public_package(Path(scratch) / "problems") if options.suite == "public" else None
-        if problems is not None:
-            suite = f"the {len(list(PUBLIC_CASES.glob('*.in')))} public FrontierCS cases"
-            judge_args = ["--problems", str(problems)]
-        else:
-            if options.suite == "public":
-                print(f"note: {PUBLIC_CASES} is absent; using the generated suite instead")
-            suite = f"the generated suite ({options.generated_cases} cases, seed {options.seed})"
-            judge_args = [
-                "--generated-cases",
-                str(options.generated_cases),
-                "--seed",
-                str(options.seed),
-            ]
-        state = Path(scratch) / "state"
-        judge_args += ["--state-dir", str(state), "--workers", str(options.workers)]
-        process, url = start_judge(judge_args)
-        try:
-            report(url, suite, options)
-        finally:
-            process.terminate()
-            process.wait(timeout=30)
-
-
-def report(url: str, suite: str, options: argparse.Namespace) -> None:
-    """Submit the program concurrently, then print throughput and latency."""
-    program = options.program.read_text()
-    scorer = FrontierCSScorer.for_task(TASK_DIR, url, "0", deadline_s=3600.0, poll_interval_s=0.2)
-
-    def timed(_: int) -> tuple[float, object]:
-        started = time.monotonic()
-        verdict = scorer(program)
-        return time.monotonic() - started, verdict
-
-    started = time.monotonic()
-    with ThreadPoolExecutor(options.submissions) as pool:
-        outcomes = list(pool.map(timed, range(options.submissions)))
-    elapsed = time.monotonic() - started
-
-    case_seconds: list[float] = []
-    for _, verdict in outcomes:
-        answer = httpx.get(f"{url}/result/{verdict.artifacts['judge_sid']}", timeout=30).json()
-        case_seconds += [case["time"] / 1e9 for case in answer.get("cases", [])]
-    verdict = outcomes[0][1]
-    ratios = verdict.artifacts.get("case_ratios", [])
-    print(f"judge: {url}, workers: {options.workers}, suite: {suite}")
-    print(f"program: {options.program} ({verdict.status}: {verdict.message})")
-    print(f"score: {verdict.raw_score} ({sum(r > 0 for r in ratios)}/{len(ratios)} cases valid)")
-    print(
-        f"candidates per minute: {60 * len(outcomes) / elapsed:.2f} "
-        f"({len(outcomes)} submitted at once, all final after {elapsed:.1f} s)"
-    )
-    print(f"per-submission latency: {summary([seconds for seconds, _ in outcomes], 's')}")
-    print(
-        f"per-case latency, program run as timed by the judge ({len(case_seconds)} runs): "
-        f"{summary(case_seconds, 's')}"
-    )
-    # The judge reports no per-case timestamps, so the full cost (sandbox start, checker,
-    # compile share) is only known on average: worker-seconds spent per judged case.
-    cost = elapsed * options.workers / max(len(case_seconds), 1)
-    print(
-        f"per-case judging cost (worker-seconds per case, incl. compile and checker): {cost:.3f} s"
-    )
+    if options.program is not None and not options.task:  # the task the program belongs to
+        owner = next(
+            (d for d in options.program.resolve().parents if (d / "task.toml").is_file()), None
+        )
+        if owner is None:
+            parser.error(f"--program {options.program} is in no task directory; add --task DIR")
+        options.task = [owner]
+    elif options.program is not None and len(options.task) > 1:
+        parser.error("--program names one program: give one --task with it")
+    tasks = options.task or [ROOT / "harbor" / name for name in TASKS]
+    for task in tasks:
+        bench_task(task.resolve(), options)
 
 
 if __name__ == "__main__":

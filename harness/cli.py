@@ -6,6 +6,7 @@
     guidance-ttt plot STATE|CSV      PNGs: every rollout's score per step; the run's health
     guidance-ttt export STATE        results records: runs.json + trajectory.csv
     guidance-ttt judge [flags]       start the local judge
+    guidance-ttt task check|seed     check a task directory / score and record its seed
 
 Everything but `doctor` and `judge` only reads the state directory (no lock, safe while a run
 writes it). Exit status: 0 on success, 1 when the command ran but found a problem (doctor), 2 for
@@ -192,6 +193,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     sub.add_parser("doctor", help="can this machine run? (guidance-ttt doctor --help)")
     sub.add_parser("judge", help="start the local judge (guidance-ttt judge --help)")
+    sub.add_parser("task", help="check a task or record its seed (guidance-ttt task --help)")
 
     def services(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -315,6 +317,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness import preflight
 
         return preflight.main(argv[1:], prog="guidance-ttt doctor")
+    if argv and argv[0] == "task":
+        from harness import task_files
+
+        return task_files.main(argv[1:])
     if argv and argv[0] == "judge":
         from judges import service
 

@@ -9,8 +9,12 @@ preflight (`guidance-ttt doctor`). Each problem is reported as `<file>: <key>: <
 <value>`; unknown keys in `contract.json`, a `problem_prompt` key (the problem lives in
 instruction.md only) and empty strings are refused.
 
-What a task may declare lives in two named tables: `SOLUTION_LANGUAGES` (languages the judge
-compiles, with their fence tag, file extension and judge `lang`) and `SCORE_DIRECTIONS`.
+What a task may declare lives in three named tables: `SOLUTION_LANGUAGES` (languages the judge
+runs, with their fence tag, file extension and judge `lang`), `SCORE_DIRECTIONS` and
+`VERIFIER_KINDS` (how the judge's answer gives the raw score: `frontiercs`, the judge's `score`,
+100 x the mean case ratio; or `value`, the mean `value` a verifier certified on every case). What
+differs between tasks is declared there, never keyed on a task name in `harness/`; every key is
+described in docs/adding-a-task.md.
 """
 
 from __future__ import annotations
@@ -59,11 +63,18 @@ class SolutionLanguage:
 
 
 _CPP = SolutionLanguage(fence_tag="cpp", extension="cpp", judge_lang="cpp")
+_PYTHON = SolutionLanguage(fence_tag="python", extension="py", judge_lang="python")
 #: The `solution_language` values a contract may declare (case-insensitive): only languages the
-#: judge compiles. The FrontierCS algorithmic judge and the local judge compile C++17 only.
-SOLUTION_LANGUAGES: Mapping[str, SolutionLanguage] = {"cpp": _CPP, "c++": _CPP, "cxx": _CPP}
-#: `max`: a higher raw score is better; `min`: a lower one (PUCT then ranks by the negated score).
+#: judge runs. FrontierCS's algorithmic problems take C++17; the local judge also runs Python 3
+#: (with numpy) for packages that declare `language: python` (docs/judge.md).
+SOLUTION_LANGUAGES: Mapping[str, SolutionLanguage] = {
+    "cpp": _CPP, "c++": _CPP, "cxx": _CPP, "python": _PYTHON, "py": _PYTHON,
+}  # fmt: skip
+#: `max`: a higher raw score is better; `min`: a lower one (PUCT then ranks by the negated score,
+#: and the training reward is 1 / raw, see harness.scorer.Scoring).
 SCORE_DIRECTIONS = ("max", "min")
+#: Where the raw score comes from: the judge's `score`, or the certified per-case `value`.
+VERIFIER_KINDS = ("frontiercs", "value")
 
 
 def fence_tag(solution_language: str) -> str:
@@ -76,6 +87,12 @@ def _known_language(value: str) -> str:
         raise ValueError(
             f"must be a language the judge compiles, one of {', '.join(SOLUTION_LANGUAGES)}"
         )
+    return value
+
+
+def _verifier_kind(value: str) -> str:
+    if value not in VERIFIER_KINDS:
+        raise ValueError(f"must be one of {', '.join(map(repr, VERIFIER_KINDS))}")
     return value
 
 
@@ -98,6 +115,7 @@ class TaskContract(Section):
     raw_score_label: Text
     score_direction: Annotated[Text, AfterValidator(_score_direction)]
     judge_problem_id: Text
+    verifier: Annotated[Text, AfterValidator(_verifier_kind)] = "frontiercs"
 
     @model_validator(mode="before")
     @classmethod

@@ -106,7 +106,7 @@ def load_run(state_dir: Path) -> RunView:
         looked = ", ".join(str(state_dir / c / HEAD) for c in STORE_CANDIDATES)
         raise RunNotFound(
             f"{state_dir} holds no run: none of {looked} or {state_dir / COMMITTED_LIBRARY} "
-            "exists; pass the state directory of a run (e.g. work/polyomino_packing)"
+            "exists; pass the state directory of a run (e.g. work/<task>)"
         )
     events = read_events(_events_path(state_dir))
     return RunView(state_dir, archive, committed, resume, tuple(in_flight), tuple(events), source)

@@ -109,7 +109,9 @@ def production_services(
     return RunServices(
         reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
         executor=executor,
-        scorer=FrontierCSScorer.for_task(task_dir, settings.judge_url, settings.judge_problem_id),
+        scorer=FrontierCSScorer.for_task(
+            task_dir, settings.judge_url, settings.judge_problem_id or None
+        ),
         bridge=bridge,
         status=status,
         events=events or NullSink(),

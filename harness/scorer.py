@@ -22,6 +22,12 @@ candidate can provoke it (`Ratio: .` parses as NaN). Treating it as infrastructu
 candidate stall the run; treating it as a number would let it poison training.
 
 The generic FrontierCS checks live here (every ratio finite in [0, 1], score = 100 × mean ratio).
+What the raw score is and how it becomes a training reward is declared by the task (`Scoring`,
+from `contract.json`): the raw score is the judge's `score` (`verifier: frontiercs`) or the
+`value` a verifier certified on every case (`verifier: value`); the reward is the raw score for
+direction `max` and its inverse `1 / raw` for direction `min` (TTT-Discover's shaping for its
+minimisation problems), so the reward always grows as the raw score improves and a failure's
+reward 0 stays the worst.
 What a genuine checker verdict looks like is task knowledge: a task supplies it as a case check
 (`tests/score_check.py` in the task directory, loaded by `load_case_check`).
 """
@@ -137,6 +143,18 @@ def _submit_lock(base_url: str) -> threading.Lock:
         return _SUBMIT_LOCKS.setdefault(base_url.rstrip("/"), threading.Lock())
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """A task's scoring rule: where the raw score comes from and its direction (see above)."""
+
+    direction: str = "max"
+    verifier: str = "frontiercs"
+
+    def reward(self, raw: float) -> float:
+        """The training reward of a raw score: `raw` (max) or `1 / raw` (min, raw > 0)."""
+        return raw if self.direction == "max" else 1.0 / raw
+
+
 class FrontierCSScorer:
     """A `Scorer` backed by a FrontierCS-protocol judge (the external one or `judges/`).
 
@@ -147,9 +165,15 @@ class FrontierCSScorer:
     concurrent. Call `close()` when done.
     """
 
-    def __init__(self, settings: JudgeSettings, case_check: CaseCheck | None = None) -> None:
+    def __init__(
+        self,
+        settings: JudgeSettings,
+        case_check: CaseCheck | None = None,
+        scoring: Scoring | None = None,
+    ) -> None:
         self.settings = settings
         self.case_check = case_check
+        self.scoring = scoring or Scoring()
         self._client = httpx.Client(
             base_url=settings.base_url.rstrip("/"),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
@@ -167,15 +191,19 @@ class FrontierCSScorer:
 
     @classmethod
     def for_task(
-        cls, task_dir: Path, base_url: str, problem_id: str, **options: Any
+        cls, task_dir: Path, base_url: str, problem_id: str | None = None, **options: Any
     ) -> FrontierCSScorer:
-        """Build the client for a task directory, with the task's case check when it ships one.
-        The judge is sent the contract's language (`ContractError` when the contract is not
-        valid); `options` are further `JudgeSettings` fields (deadline, retries, ...)."""
+        """Build the client for a task directory: its judge problem (`judge_problem_id` unless
+        `problem_id` overrides it), the contract's language (`ContractError` when the contract is
+        not valid), its scoring rule, and its case check when it ships one. `options` are further
+        `JudgeSettings` fields (deadline, retries, ...)."""
+        contract = load_contract(Path(task_dir))
         path = Path(task_dir) / SCORE_CHECK_PATH
         check = load_case_check(path) if path.is_file() else None
-        options.setdefault("lang", load_contract(task_dir).language.judge_lang)
-        return cls(JudgeSettings(base_url=base_url, problem_id=str(problem_id), **options), check)
+        options.setdefault("lang", contract.language.judge_lang)
+        problem = str(problem_id or contract.judge_problem_id)
+        settings = JudgeSettings(base_url=base_url, problem_id=problem, **options)
+        return cls(settings, check, Scoring(contract.score_direction, contract.verifier))
 
     def __call__(self, code: str) -> VerificationResult:
         """Judge `code` and return its hardened verdict. Infrastructure faults are retried with
@@ -217,7 +245,7 @@ class FrontierCSScorer:
             return VerificationResult.failure(
                 INVALID, f"evaluation timed out after {self.settings.deadline_s:g}s", **artifacts
             )
-        return judge_verdict(answer, self.case_check, artifacts)
+        return judge_verdict(answer, self.case_check, artifacts, self.scoring)
 
     def _submit(self, client: httpx.Client, code: str, deadline: float) -> str | VerificationResult:
         timeout = min(self.settings.submit_timeout_s, max(deadline - time.monotonic(), 0.001))
@@ -225,7 +253,7 @@ class FrontierCSScorer:
             response = client.post(
                 "/submit",
                 data={"pid": str(self.settings.problem_id), "lang": self.settings.lang},
-                files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
+                files={"code": _code_part(self.settings.lang, code)},
                 timeout=timeout,
             )
         except httpx.HTTPError as exc:
@@ -289,10 +317,15 @@ class FrontierCSScorer:
 
 
 def judge_verdict(
-    answer: Mapping[str, Any], case_check: CaseCheck | None, artifacts: dict[str, Any]
+    answer: Mapping[str, Any],
+    case_check: CaseCheck | None,
+    artifacts: dict[str, Any],
+    scoring: Scoring | None = None,
 ) -> VerificationResult:
     """Map one final FrontierCS answer to a verdict, applying the score hardening (JUDGE.md §3).
-    Raises `JudgeFault` for answers that only a broken judge produces."""
+    Raises `JudgeFault` for answers that only a broken judge produces. `scoring` is the task's
+    rule (raw score and reward; default: the judge's score, max)."""
+    scoring = scoring or Scoring()
     status = answer.get("status")
     if status == "error":
         message = str(answer.get("error", ""))
@@ -329,10 +362,58 @@ def judge_verdict(
     artifacts["case_ratios"] = ratios
     # Every case failing is still a judged candidate: valid with score 0, as in the reference.
     failed = [(i, case) for i, case in enumerate(cases, start=1) if ratios[i - 1] == 0.0]
+    if scoring.verifier == "value":
+        return _certified_value(answer, cases, failed, scoring, artifacts)
     message = f"score {float(score):.6f} over {len(cases)} cases"
     if failed:
         message += f"; {len(failed)} cases scored 0, first: {_describe_case(*failed[0])}"
-    return VerificationResult(float(score), float(score), True, VALID, _clip(message), artifacts)
+    if scoring.direction == "min" and score <= 0:
+        return VerificationResult.failure(
+            INVALID, _clip(f"{message}; a min-direction score must be positive"), **artifacts
+        )
+    reward = scoring.reward(float(score))
+    return VerificationResult(reward, float(score), True, VALID, _clip(message), artifacts)
+
+
+def _certified_value(
+    answer: Mapping[str, Any],
+    cases: list[Any],
+    failed: list[tuple[int, Mapping[str, Any]]],
+    scoring: Scoring,
+    artifacts: dict[str, Any],
+) -> VerificationResult:
+    """The raw score of a `value` task: the mean `value` the verifier certified, valid only when
+    every case was certified (ratio 1) and the judge's mean agrees with the cases' values."""
+    uncertified = failed or [
+        (i, case) for i, case in enumerate(cases, start=1) if case.get("scoreRatio") != 1.0
+    ]
+    if uncertified:
+        return VerificationResult.failure(
+            INVALID, _clip(f"no certified value; {_describe_case(*uncertified[0])}"), **artifacts
+        )
+    values = [case.get("value") for case in cases]
+    value = answer.get("value")
+    if not all(_finite(item) for item in values) or not _finite(value):
+        return _inconsistent(f"certified cases without a finite value: {values!r}", artifacts)
+    expected = math.fsum(values) / len(values)
+    if abs(value - expected) > SCORE_TOLERANCE * max(1.0, abs(expected)):
+        problem = f"value {value!r} disagrees with the case mean {expected!r}"
+        return _inconsistent(problem, artifacts)
+    if scoring.direction == "min" and value <= 0:
+        return VerificationResult.failure(
+            INVALID, f"value {value!r}: a min-direction value must be positive", **artifacts
+        )
+    artifacts["case_values"] = [float(item) for item in values]
+    message = f"value {float(value):.9g} certified on {len(cases)} cases"
+    reward = scoring.reward(float(value))
+    return VerificationResult(reward, float(value), True, VALID, message, artifacts)
+
+
+def _code_part(lang: str, code: str) -> tuple[str, bytes, str]:
+    """The multipart file part of a submission, named as FrontierCS's clients name it."""
+    if lang == "python":
+        return ("solution.py", code.encode(), "text/x-python")
+    return ("solution.cpp", code.encode(), "text/x-c++src")
 
 
 def is_candidate_compile_failure(message: str) -> bool:

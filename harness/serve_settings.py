@@ -127,7 +127,8 @@ class HarnessConfig(Section):
     executor_backend: str
     gpt_oss_reasoning_effort: str
     judge_url: Url
-    judge_problem_id: Identifier
+    # Empty: the task's own `judge_problem_id` (contract.json); set it only to override.
+    judge_problem_id: Annotated[str, BeforeValidator(_text_of_number)] = ""
     seed: Text = DEFAULT_SEED_FILE
     #: Rollouts that run at once (the reference runs at most 8).
     max_rollout_workers: Integer = Field(8, ge=1)

@@ -15,7 +15,7 @@ TASK_ROOTS = (PACKAGE_DIR / "harbor_tasks", PACKAGE_DIR.parent / "harbor")
 
 
 def bundled_task_dir(task: str) -> Path:
-    """The directory of the task named `task` (e.g. `polyomino_packing`). Raises
+    """The directory of the task named `task` (a directory name under `harbor/`). Raises
     `FileNotFoundError` naming the places looked in."""
     for root in TASK_ROOTS:
         candidate = root / task

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Install the system packages the project needs, if any are missing:
 #   git-lfs (Reef's artifact store), bubblewrap (the judge sandbox; 0.8 or newer, which Debian 12
-#   and Ubuntu 24.04 ship), g++ (compiling candidates), and the shell linter (linting the
+#   and Ubuntu 24.04 ship), g++ (compiling candidates), the shell linter (linting the
 #   project's shell scripts in the test suite), and the system Python's numpy (Python candidates
 #   run in the judge sandbox under /usr/bin/python3). The judge's cgroup bound needs no package: it
 #   writes the cgroup file system directly (as root, or in a delegated cgroup v2 subtree).

@@ -193,7 +193,7 @@ def write_serve_yaml(
         "executor_backend": executor_backend,
         "gpt_oss_reasoning_effort": "high",
         "judge_url": judge_url,
-        "judge_problem_id": "0",
+        "judge_problem_id": "",  # the task's own (its contract.json)
         **harness,
     }
     document["training"]["options"]["global-batch-size"] = groups * rollouts
@@ -353,7 +353,7 @@ def services(
         reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
         executor=executor,
         scorer=FrontierCSScorer.for_task(
-            task, settings.judge_url, settings.judge_problem_id, poll_interval_s=0.1
+            task, settings.judge_url, settings.judge_problem_id or None, poll_interval_s=0.1
         ),
         bridge=fake_bridge(settings),
         status=status,

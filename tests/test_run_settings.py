@@ -59,7 +59,8 @@ def test_repository_serve_yaml_gives_the_qualification_settings(tmp_path):
         "gpt_oss_120b",
         "high",
     )
-    assert (settings.judge_url, settings.judge_problem_id) == ("http://127.0.0.1:8081", "0")
+    # No override: the problem id is the task's own (its contract.json).
+    assert (settings.judge_url, settings.judge_problem_id) == ("http://127.0.0.1:8081", "")
 
 
 def test_harness_section_takes_environment_overrides_and_falls_back_on_empty(tmp_path):

@@ -1,0 +1,135 @@
+"""`guidance-ttt task check` on the three shipped tasks and on broken copies of one of them.
+
+The real local judge serves FrontierCS problems 0 and 1 from `../shared/data/frontiercs` (the
+test skips when that copy is absent) and the Erdős task's own package. The shipped tasks pass,
+their seeds reproduced by the judge; each broken copy is refused with a line naming the file and
+the key: a missing file, an unknown key (contract.json, task.toml), a seed whose recorded score
+the judge does not reproduce, an unsupported language.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from harness import task_files
+from judges.process import JudgeProcess
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = REPO.parent / "shared" / "data" / "frontiercs"
+TASKS = ("polyomino_packing", "treasure_packing", "erdos_min_overlap")
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        not (SHARED / "problems" / "1").is_dir(),
+        reason="FrontierCS test data ../shared/data/frontiercs is absent",
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def judge_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    state = tmp_path_factory.mktemp("judge")
+    erdos = REPO / "harbor" / "erdos_min_overlap"
+    with JudgeProcess(state, "--frontiercs", str(SHARED), "--task", str(erdos)) as judge:
+        yield judge.url
+
+
+def check(task: Path, *flags: str) -> tuple[int, list[str]]:
+    lines: list[str] = []
+    status = task_files.main(["check", str(task), *flags], out=lines.append)
+    return status, lines
+
+
+def broken_copy(tmp_path: Path, name: str = "treasure_packing") -> Path:
+    copy = tmp_path / name
+    shutil.copytree(REPO / "harbor" / name, copy)
+    return copy
+
+
+@pytest.mark.parametrize("name", TASKS)
+def test_shipped_task_passes_with_its_seed_reproduced(judge_url: str, name: str) -> None:
+    status, lines = check(REPO / "harbor" / name, "--judge-url", judge_url)
+    assert status == 0, lines
+    assert all(line.startswith("ok") for line in lines)
+    assert any(line.startswith("ok   judge: seed reproduced") for line in lines), lines
+
+
+def test_missing_file_is_named(tmp_path: Path) -> None:
+    task = broken_copy(tmp_path)
+    (task / "tests" / "test.sh").unlink()
+    status, lines = check(task, "--no-judge")
+    assert status == 1
+    assert "FAIL tests/test.sh: missing (every task ships it)" in lines
+
+
+def test_unknown_contract_key_is_named(tmp_path: Path) -> None:
+    task = broken_copy(tmp_path)
+    contract = json.loads((task / "contract.json").read_text())
+    (task / "contract.json").write_text(json.dumps({**contract, "timeout": "5"}))
+    status, lines = check(task, "--no-judge")
+    assert status == 1
+    assert any(
+        line.startswith("FAIL contract.json") and "unknown key 'timeout'" in line for line in lines
+    ), lines
+
+
+def test_unknown_task_toml_key_is_named(tmp_path: Path) -> None:
+    task = broken_copy(tmp_path)
+    text = (task / "task.toml").read_text().replace("[agent]\n", "[agent]\nretries = 3\n")
+    (task / "task.toml").write_text(text)
+    status, lines = check(task, "--no-judge")
+    assert status == 1
+    assert any("FAIL task.toml: unknown key 'agent.retries'" in line for line in lines), lines
+
+
+def test_unsupported_language_is_named(tmp_path: Path) -> None:
+    task = broken_copy(tmp_path)
+    contract = json.loads((task / "contract.json").read_text())
+    (task / "contract.json").write_text(json.dumps({**contract, "solution_language": "rust"}))
+    status, lines = check(task, "--no-judge")
+    assert status == 1
+    assert any(
+        line.startswith("FAIL contract.json") and "'solution_language': 'rust'" in line
+        for line in lines
+    ), lines
+
+
+def test_seed_the_judge_does_not_reproduce_is_refused(judge_url: str, tmp_path: Path) -> None:
+    task = broken_copy(tmp_path)
+    path = task / "solution" / "seed.json"
+    record = json.loads(path.read_text())
+    claimed = 64.0  # a consistent record of a score the program does not reach
+    record["entry"].update(verifier_raw_score=claimed, verifier_reward=claimed)
+    record["node"].update(raw_score=claimed, value=claimed)
+    record["measured"]["public"]["score"] = claimed
+    path.write_text(json.dumps(record))
+    status, lines = check(task, "--judge-url", judge_url)
+    assert status == 1
+    assert any(
+        line.startswith("FAIL solution/seed.json: entry.verifier_raw_score")
+        and "recorded 64.0 but the judge gives 28.07" in line
+        for line in lines
+    ), lines
+
+
+def test_seed_command_writes_a_record_that_check_accepts(judge_url: str, tmp_path: Path) -> None:
+    task = broken_copy(tmp_path, "erdos_min_overlap")
+    (task / "solution" / "seed.json").unlink()
+    summary = "A symmetric bump refined by projected subgradient steps on the worst shift."
+    program = task / "solution" / "solution.py"
+    lines: list[str] = []
+    args = ["seed", str(task), str(program), "--summary", summary, "--judge-url", judge_url]
+    assert task_files.main(args, out=lines.append) == 0, lines
+    record = json.loads((task / "solution" / "seed.json").read_text())
+    bound = record["entry"]["verifier_raw_score"]
+    assert 0.38 < bound < 0.39  # the bound itself, lower is better
+    assert record["entry"]["verifier_reward"] == pytest.approx(1 / bound)
+    assert record["node"]["value"] == -bound
+    status, lines = check(task, "--judge-url", judge_url)
+    assert status == 0, lines
