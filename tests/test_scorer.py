@@ -6,7 +6,6 @@ whole file runs in a few seconds.
 
 from __future__ import annotations
 
-import json
 import math
 import threading
 import time
