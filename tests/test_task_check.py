@@ -75,7 +75,7 @@ def test_unknown_contract_key_is_named(tmp_path: Path) -> None:
     status, lines = check(task, "--no-judge")
     assert status == 1
     assert any(
-        line.startswith("FAIL contract.json") and "unknown key 'timeout'" in line for line in lines
+        line.startswith("FAIL contract.json") and "timeout: unknown key" in line for line in lines
     ), lines
 
 
@@ -95,7 +95,9 @@ def test_unsupported_language_is_named(tmp_path: Path) -> None:
     status, lines = check(task, "--no-judge")
     assert status == 1
     assert any(
-        line.startswith("FAIL contract.json") and "'solution_language': 'rust'" in line
+        line.startswith("FAIL contract.json")
+        and "solution_language: must be a language the judge compiles" in line
+        and "got 'rust'" in line
         for line in lines
     ), lines
 
