@@ -49,6 +49,7 @@ import httpx
 
 from harness.contract import load_contract
 from harness.state import INVALID, VALID, VerificationResult
+from harness.validation import http_url
 
 log = logging.getLogger(__name__)
 
@@ -115,11 +116,10 @@ class JudgeSettings:
     retry_backoff_s: float = 5.0
 
     def __post_init__(self) -> None:
-        if not self.base_url.startswith(("http://", "https://")):
-            raise ValueError(
-                f"judge url {self.base_url!r} must start with http:// or https:// "
-                "(e.g. http://127.0.0.1:8081)"
-            )
+        try:  # the same URL rule serve.yaml's judge_url is held to
+            http_url(self.base_url)
+        except ValueError as exc:
+            raise ValueError(f"judge url {self.base_url!r} {exc}") from None
         if not str(self.problem_id).strip():
             raise ValueError("judge problem id is empty; set judge_problem_id in contract.json")
         for name in ("deadline_s", "poll_interval_s", "submit_timeout_s", "poll_timeout_s"):

@@ -335,7 +335,7 @@ def test_done_answer_without_cases_is_an_infrastructure_fault() -> None:
 
 
 def test_settings_refuse_bad_values_and_name_them() -> None:
-    with pytest.raises(ValueError, match="must start with http"):
+    with pytest.raises(ValueError, match="must be an http:// or https:// URL"):
         JudgeSettings("127.0.0.1:8081", "0")
     with pytest.raises(ValueError, match="problem id is empty"):
         JudgeSettings("http://127.0.0.1:8081", " ")
