@@ -66,15 +66,24 @@ def _overload_response() -> bytes:
 
 
 class _Refuse(asyncio.Protocol):
-    """Answers 503 at once, discards what the client sends, closes shortly after."""
+    """Answers 503 at once and closes once the client's request head is read (closing with
+    unread data would reset the connection and could lose the answer), or after _LINGER_S."""
+
+    def __init__(self) -> None:
+        self._tail = b""
+        self._transport: asyncio.Transport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
+        self._transport = transport
         transport.write(_overload_response())
         asyncio.get_running_loop().call_later(_LINGER_S, transport.close)
 
     def data_received(self, data: bytes) -> None:
-        pass
+        window = self._tail + data
+        self._tail = window[-3:]
+        if b"\r\n\r\n" in window and self._transport is not None:
+            self._transport.close()
 
 
 class CappedServer:

@@ -8,13 +8,15 @@ request consumes no submission id and leaves no folder.
 
 Refused, each with a message naming the problem: a body that cannot be decoded
 (`Content-Encoding` that does not match it, a truncated multipart body), an unknown `charset`,
-invalid JSON, JSON nested deeper than MAX_JSON_DEPTH, a lone UTF-16 surrogate in a JSON
-string, and any field that is not valid UTF-8 (or the declared charset): the judge compiles
-exactly the bytes it was sent or nothing, never a silently repaired copy, and the message names
-the byte offset. A body still arriving after `body_timeout` seconds is a 408.
+invalid JSON, JSON nested deeper than MAX_JSON_DEPTH, a multipart body of more than MAX_PARTS
+parts or MAX_BODY_BYTES, a lone UTF-16 surrogate in a JSON string, and any field that is not
+valid UTF-8 (or the declared charset): the judge compiles exactly the bytes it was sent or
+nothing, never a silently repaired copy, and the message names the byte offset. A body still
+arriving after `body_timeout` seconds is a 408.
 
-Running out of descriptors while reading (multipart file parts are spooled to temporary files)
-is not the client's fault: that OSError propagates, and the service answers 503.
+Bodies are read into memory (never spooled to temporary files) and parsed in worker threads.
+Running out of descriptors or memory while reading is not the client's fault: that OSError
+propagates, and the service answers 503.
 """
 
 from __future__ import annotations
@@ -24,14 +26,17 @@ import base64
 import binascii
 import codecs
 import errno
+import itertools
 import json
 from typing import Any
 from urllib.parse import parse_qsl
 
-from aiohttp import web
+from aiohttp import BodyPartReader, web
 
 BODY_TIMEOUT_S = 30.0
+MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
 MAX_JSON_DEPTH = 64
+MAX_PARTS = 16
 FIELDS = ("pid", "lang", "code")
 _RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
 
@@ -56,7 +61,7 @@ async def submission_fields(
     charset = _charset(request)
     try:
         async with asyncio.timeout(body_timeout):
-            raw = await _raw_fields(request, charset)
+            raw, charsets = await _raw_fields(request, charset)
     except TimeoutError:
         raise BadRequest(
             f"the request body did not arrive within {body_timeout:g} s", status=408
@@ -76,7 +81,7 @@ async def submission_fields(
         ) from None
     if not raw.get("code") and raw.get("codeBase64") is not None:
         raw["code"] = _base64_field(raw["codeBase64"])
-    return {name: _field(name, raw.get(name), charset) for name in FIELDS}
+    return {name: _field(name, raw.get(name), charsets.get(name, charset)) for name in FIELDS}
 
 
 def _charset(request: web.Request) -> str:
@@ -92,25 +97,58 @@ def _charset(request: web.Request) -> str:
         ) from None
 
 
-async def _raw_fields(request: web.Request, charset: str) -> dict[str, Any]:
+async def _raw_fields(request: web.Request, charset: str) -> tuple[dict[str, Any], dict]:
+    """The raw fields (bytes or JSON values) and, for multipart text parts, their charsets.
+    Parsing a large body happens in a worker thread, never on the event loop."""
     raw: dict[str, Any] = dict(_form_pairs(request.rel_url.raw_query_string, "query string"))
+    charsets: dict[str, str] = {}
     kind = request.content_type
     if kind == "application/json":
-        raw.update(await _json_object(await request.read(), charset))
+        raw.update(await asyncio.to_thread(_json_object, await request.read(), charset))
     elif kind == "application/x-www-form-urlencoded":
-        body = await request.read()
-        try:
-            text = body.decode("ascii")
-        except UnicodeDecodeError as error:
-            raise _not_text("urlencoded body", body, error, "ascii") from None
-        raw.update(_form_pairs(text, "urlencoded body", charset))
+        raw.update(await asyncio.to_thread(_urlencoded, await request.read(), charset))
     elif kind == "multipart/form-data":
-        form = await request.post()
-        for key, value in form.items():
-            raw[key] = value.file.read() if isinstance(value, web.FileField) else value
+        await _multipart(request, raw, charsets)
     elif kind.startswith("text/") and request.can_read_body:
         raw["code"] = await request.read()
-    return raw
+    return raw, charsets
+
+
+async def _multipart(request: web.Request, raw: dict[str, Any], charsets: dict[str, str]) -> None:
+    """Read a multipart body into memory, at most MAX_PARTS parts and MAX_BODY_BYTES in all
+    (aiohttp's own form reader would spool every file part to a temporary file: a body of
+    thousands of parts could exhaust the judge's descriptors)."""
+    reader = await request.multipart()
+    total = 0
+    for count in itertools.count(1):
+        part = await reader.next()
+        if part is None:
+            return
+        if count > MAX_PARTS:
+            raise BadRequest(
+                f"multipart body has more than {MAX_PARTS} parts; send pid, lang and code"
+            )
+        if not isinstance(part, BodyPartReader):
+            raise BadRequest("nested multipart parts are not accepted; send pid, lang and code")
+        chunks = []
+        while chunk := await part.read_chunk():
+            total += len(chunk)
+            if total > MAX_BODY_BYTES:
+                raise BadRequest(f"multipart body exceeds {MAX_BODY_BYTES} bytes")
+            chunks.append(chunk)
+        data = part.decode(b"".join(chunks))  # Content-Transfer-Encoding / -Encoding only
+        if part.name:
+            raw[part.name] = data
+            if part.filename is None:
+                charsets[part.name] = part.get_charset(default="utf-8")
+
+
+def _urlencoded(body: bytes, charset: str) -> list[tuple[str, bytes]]:
+    try:
+        text = body.decode("ascii")
+    except UnicodeDecodeError as error:
+        raise _not_text("urlencoded body", body, error, "ascii") from None
+    return _form_pairs(text, "urlencoded body", charset)
 
 
 def _form_pairs(text: str, where: str, charset: str = "utf-8") -> list[tuple[str, bytes]]:
@@ -123,48 +161,38 @@ def _form_pairs(text: str, where: str, charset: str = "utf-8") -> list[tuple[str
             for key, value in pairs]  # fmt: skip
 
 
-async def _json_object(body: bytes, charset: str) -> dict[str, Any]:
+def _json_object(body: bytes, charset: str) -> dict[str, Any]:
+    """The JSON object of a body (in a worker thread): strict decoding, bounded nesting."""
     try:
         text = body.decode(charset)
     except UnicodeDecodeError as error:
         raise _not_text("JSON body", body, error, charset) from None
-    depth = _nesting_depth(text)
-    if depth > MAX_JSON_DEPTH:
-        raise BadRequest(
-            f"JSON body nests {depth} levels deep (at most {MAX_JSON_DEPTH}); send an object "
-            "with pid, lang and code"
-        )
+    too_deep = BadRequest(
+        f"JSON body nests more than {MAX_JSON_DEPTH} levels deep; send an object with pid, "
+        "lang and code"
+    )
     try:
-        value = await asyncio.to_thread(json.loads, text)
+        value = json.loads(text)
+    except RecursionError:
+        raise too_deep from None
     except ValueError as error:
         raise BadRequest(f"body is not valid JSON: {error}") from None
     if not isinstance(value, dict):
         raise BadRequest("JSON body must be an object with pid, lang and code")
+    if _depth(value) > MAX_JSON_DEPTH:
+        raise too_deep
     return value
 
 
-def _nesting_depth(text: str) -> int:
-    """The deepest bracket nesting outside strings (exact for valid JSON, cheap for any text)."""
-    depth = deepest = 0
-    in_string = escaped = False
-    for char in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif char == "\\":
-                escaped = True
-            elif char == '"':
-                in_string = False
-        elif char == '"':
-            in_string = True
-        elif char in "[{":
-            depth += 1
-            if depth > deepest:
-                deepest = depth
-                if deepest > MAX_JSON_DEPTH:
-                    return deepest
-        elif char in "]}":
-            depth -= 1
+def _depth(value: Any) -> int:
+    """Nesting depth of a parsed JSON value, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, dict | list):
+            deepest = max(deepest, level)
+            children = item.values() if isinstance(item, dict) else item
+            stack.extend((child, level + 1) for child in children)
     return deepest
 
 
@@ -184,6 +212,8 @@ def _field(name: str, value: Any, charset: str) -> str | None:
     if isinstance(value, bytes | bytearray):
         try:
             value = bytes(value).decode(charset)
+        except LookupError:
+            raise BadRequest(f"unknown charset {charset!r} for field {name}; send UTF-8") from None
         except UnicodeDecodeError as error:
             raise _not_text(f"field {name}", bytes(value), error, charset) from None
     elif isinstance(value, int) and not isinstance(value, bool):

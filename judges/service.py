@@ -46,14 +46,13 @@ from judges.connections import descriptor_budget, error_middleware, listen
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
 from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
 from judges.problems import ProblemError, parse_memory_limit
-from judges.requests import BODY_TIMEOUT_S, BadRequest, submission_fields
+from judges.requests import BODY_TIMEOUT_S, MAX_BODY_BYTES, BadRequest, submission_fields
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
 from judges.sources import add_problem_arguments, load_served_problems
 from judges.store import SubmissionStore
 
 log = logging.getLogger("judges.service")
 
-MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
 ENGINE_KEY = web.AppKey("engine", JudgeEngine)
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
 

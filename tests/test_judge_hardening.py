@@ -90,7 +90,21 @@ def test_lone_utf16_surrogate_in_json_is_a_400_naming_it(judge: JudgeProcess) ->
 def test_deeply_nested_json_is_a_400_naming_the_depth(judge: JudgeProcess) -> None:
     body = b'{"pid": "0", "lang": "cpp", "code": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
     error = refused_without_trace(judge, lambda: post(judge, body, "application/json"))
-    assert "JSON body nests 65 levels deep (at most 64)" in error
+    assert "JSON body nests more than 64 levels deep" in error
+    shallow_but_over = b'{"pid": "0", "lang": "cpp", "code": ' + b"[" * 65 + b"]" * 65 + b"}"
+    send = lambda: post(judge, shallow_but_over, "application/json")  # noqa: E731
+    assert "nests more than 64 levels deep" in refused_without_trace(judge, send)
+
+
+def test_multipart_body_of_many_parts_is_a_400_and_opens_no_files(judge: JudgeProcess) -> None:
+    parts = b"".join(
+        b'--XYZ\r\nContent-Disposition: form-data; name="f%d"; filename="f.txt"\r\n\r\nx\r\n'
+        % number
+        for number in range(2000)
+    )
+    body = parts + b"--XYZ--\r\n"
+    send = lambda: post(judge, body, "multipart/form-data; boundary=XYZ")  # noqa: E731
+    assert "multipart body has more than 16 parts" in refused_without_trace(judge, send)
 
 
 def test_truncated_multipart_body_is_a_400(judge: JudgeProcess) -> None:
@@ -202,10 +216,13 @@ def test_descriptor_limit_caps_connections_and_the_excess_gets_503(tmp_path: Pat
         assert 20 < cap < 200 - 64
         held = [connect(judge) for _ in range(cap)]
         time.sleep(0.5)  # the server has accepted them all
-        extra = [connect(judge) for _ in range(30)]
+        extra = []
+        for _ in range(30):  # each sends its request at once, as clients do
+            sock = connect(judge)
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: judge\r\n\r\n")
+            extra.append(sock)
         answers = []
         for sock in extra:
-            sock.sendall(b"GET /health HTTP/1.1\r\nHost: judge\r\n\r\n")
             answers.append(closed_after(sock)[0])
             sock.close()
         refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 503 ")]
