@@ -120,9 +120,25 @@ def snapshot(root: Path) -> dict[str, tuple]:
     return seen
 
 
+#: Runs the command given as its arguments and prints the command's own peak RSS (KiB). The CLI is
+#: forked from this small interpreter, not from pytest: Linux keeps a process's peak RSS across
+#: `execve`, so a child forked straight from a large pytest process reports pytest's size.
+MEASURE = """
+import os, sys
+pid = os.fork()
+if pid == 0:
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.execv(sys.argv[1], sys.argv[1:])
+_, status, usage = os.wait4(pid, 0)
+print(usage.ru_maxrss)
+sys.exit(os.waitstatus_to_exitcode(status))
+"""
+
+
 def run_cli(args: list[str], scratch: Path) -> tuple[int, str, float, float]:
-    """Run `python -m harness.cli ARGS`; returns exit status, stderr, seconds and the child's
-    own peak RSS in MB (from `wait4`, so no other process is counted)."""
+    """Run `python -m harness.cli ARGS`; returns exit status, stderr, seconds and the CLI
+    process's own peak RSS in MB (measured by `MEASURE`, so no other process is counted)."""
     down = f"http://127.0.0.1:{free_port()}"
     command = [sys.executable, "-m", "harness.cli", *args]
     if args[0] != "inspect":
@@ -132,20 +148,22 @@ def run_cli(args: list[str], scratch: Path) -> tuple[int, str, float, float]:
     started = time.monotonic()
     with open(err_path, "wb") as err_file:
         process = subprocess.Popen(
-            command, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=err_file
+            [sys.executable, "-c", MEASURE, *command],
+            cwd=REPO,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=err_file,
+            start_new_session=True,
         )
-    while True:
-        pid, wait_status, usage = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            break
-        if time.monotonic() - started > 60:
-            process.kill()
-            os.wait4(process.pid, 0)
-            pytest.fail(f"{args[0]} hung for 60 s")
-        time.sleep(0.02)
+    try:
+        out, _ = process.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, 9)
+        process.wait()
+        pytest.fail(f"{args[0]} hung for 60 s")
     elapsed = time.monotonic() - started
-    process.returncode = os.waitstatus_to_exitcode(wait_status)  # reaped here, not by Popen
-    return process.returncode, err_path.read_text(errors="replace"), elapsed, usage.ru_maxrss / 1024
+    peak_kib = int(out.decode().strip() or 0)
+    return process.returncode, err_path.read_text(errors="replace"), elapsed, peak_kib / 1024
 
 
 @pytest.mark.parametrize("command", ["status", "inspect", "export"])
