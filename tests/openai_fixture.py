@@ -88,7 +88,7 @@ class OpenAIFixture:
         class Handler(_Handler):
             owner = fixture
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server = _Server(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, name="openai-fixture", daemon=True
@@ -150,6 +150,12 @@ class OpenAIFixture:
         if callable(chosen) and not isinstance(chosen, Reply):
             chosen = chosen(request)
         return chosen if isinstance(chosen, Reply) else Reply(content=str(chosen))
+
+
+class _Server(ThreadingHTTPServer):
+    # socketserver's default listen backlog is 5: on a loaded host a burst of concurrent clients
+    # (a step's rollouts) overflows it and a connection is dropped before any answer.
+    request_queue_size = 128
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+import yaml
 from judge_fakes import LocalJudge
 
 from harness.library_json import library_json_bytes, read_library_json
@@ -302,3 +303,35 @@ def test_a_finished_run_refuses_to_start_again(rehearsal: Rehearsal) -> None:
             run_steps(rehearsal.settings, rehearsal.task, "problem", adapters)
     finally:
         adapters.close()
+
+
+@pytest.mark.parametrize(
+    ("edit", "refusal"),
+    [
+        (
+            lambda d: d["inference"].update({"tensor-parallel-size": 2}),
+            "inference_tensor_parallel_size stored 1, requested 2",
+        ),
+        (
+            lambda d: d["training"]["options"].update({"tensor-model-parallel-size": 1}),
+            "megatron_tensor_parallel_size stored 2, requested 1",
+        ),
+    ],
+)
+def test_a_resume_with_a_changed_tp_size_refuses_naming_the_key(
+    rehearsal: Rehearsal, tmp_path: Path, edit, refusal: str
+) -> None:
+    document = yaml.safe_load(rehearsal.settings.config_path.read_text())
+    edit(document)
+    changed = tmp_path / "serve.yaml"
+    changed.write_text(yaml.safe_dump(document, sort_keys=False))
+    settings = RunSettings.load(changed, environ={}, base_dir=tmp_path)
+    assert settings.state_dir == rehearsal.settings.state_dir
+    before = (settings.state_dir / "guidance-run/resume-state.json").read_bytes()
+    adapters = services(settings, rehearsal.executor.v1_url, rehearsal.task)
+    try:
+        with pytest.raises(ResumeRefused, match=refusal):
+            run_steps(settings, rehearsal.task, "problem", adapters)
+    finally:
+        adapters.close()
+    assert (settings.state_dir / "guidance-run/resume-state.json").read_bytes() == before
