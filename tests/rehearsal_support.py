@@ -86,29 +86,14 @@ def _edit(source: str, old: str, new: str) -> str:
 
 #: Each variant is a small, honest source edit of the seed; the judge scores it for real.
 VARIANTS: dict[str, Callable[[str], str]] = {
-    # A free column after every box: still valid, a little less dense.
-    "spaced_columns": lambda s: _edit(
-        s, "total_width += hi_x - lo_x + 1;", "total_width += hi_x - lo_x + 2;"
-    ),
-    # One empty row above the tallest box: still valid, a little less dense.
-    "taller_rectangle": lambda s: _edit(
-        s,
-        "height = std::max(height, hi_y - lo_y + 1);",
-        "height = std::max(height, hi_y - lo_y + 2);",
-    ),
+    "fewer_widths": lambda s: _edit(s, "step <= 16", "step <= 3"),
+    "wider_range": lambda s: _edit(s, "0.8 + 0.05 * step", "0.6 + 0.1 * step"),
     "annotated": lambda s: "// variant: the parent, annotated\n" + s,
-    "broken": lambda s: _edit(s, "return 0;", "return 0"),  # a compile error
+    "broken": lambda s: _edit(s, "return best;", "return best"),  # a compile error
 }
 #: Executor answers that are not programs.
 NO_SOLUTION, REFUSED = "no_solution", "refused"
-GUIDANCE_CYCLE = (
-    "spaced_columns",
-    "taller_rectangle",
-    "annotated",
-    "broken",
-    NO_SOLUTION,
-    REFUSED,
-)
+GUIDANCE_CYCLE = ("fewer_widths", "wider_range", "annotated", "broken", NO_SOLUTION, REFUSED)
 _VARIANT_IN_GUIDANCE = re.compile(r"<guidance>.*?variant (\w+)", re.DOTALL)
 
 
@@ -120,7 +105,7 @@ def executor_reply(request: RecordedRequest) -> Reply:
     if name == REFUSED:
         return Reply(status=400, error="the test executor refuses this request")
     summary = (
-        "The candidate keeps the parent's row of bounding boxes in input orientation and applies "
+        "The candidate keeps the parent's shelf packing of oriented bounding boxes and applies "
         f"the requested change ({name.replace('_', ' ')}); everything else is kept as it was."
     )
     if name == NO_SOLUTION:
@@ -152,7 +137,7 @@ class GuidanceScript:
         return Reply(
             content=(
                 "Thinking: the summary says boxes go on shelves.\n"
-                f"<guidance>Direction {n}: try the variant {variant} of the row layout, "
+                f"<guidance>Direction {n}: try the variant {variant} of the shelf strategy, "
                 "keeping the orientation rule.</guidance>"
             ),
             usage={"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500},
