@@ -31,7 +31,7 @@ from judges.judging import (
     run_limits,
 )
 from judges.outcome import INTERNAL_ERROR, Limits, RunOutcome
-from judges.problem_programs import MESSAGE_CAP, empty_file, run_checker, verdict
+from judges.problem_programs import MESSAGE_CAP, case_files, run_checker, verdict
 from judges.problems import Case, Problem
 from judges.sandbox import Sandbox
 
@@ -108,7 +108,7 @@ def _interactive_case(
     to_candidate_read, to_candidate_write = os.pipe()
     candidate_err = workdir / f"case-{case.number}.err"
     interactor_err = workdir / f"case-{case.number}.interactor.err"
-    answer = case.answer_path or empty_file(workdir)
+    inputs, answer = case_files(case, workdir)
     limits = run_limits(case)
     interactor_limits = Limits(
         cpu_seconds=limits.cpu_seconds * INTERACTOR_SCALE,
@@ -121,7 +121,7 @@ def _interactive_case(
     )
     binds = [
         ("ro", interactor, "/box/interactor"),
-        ("ro", case.input_path, "/box/in.txt"),
+        ("ro", inputs, "/box/in.txt"),
         ("ro", answer, "/box/ans.txt"),
     ]
     outcomes: dict[str, RunOutcome] = {}

@@ -100,7 +100,7 @@ class ProgramCache:
         if problem.kind == "builtin" or problem.program is None:
             return None, "none"
         if problem.kind == "verifier":
-            return problem.program, "source"
+            return self._staged_source(problem.program), "source"
         assert problem.testlib is not None
         source = problem.program.read_bytes()
         header = (problem.testlib / "testlib.h").read_bytes()
@@ -127,6 +127,21 @@ class ProgramCache:
                 return local, "disk"
             self._compile(problem, source, local, saved)
             return local, "compiled"
+
+    def _staged_source(self, source: Path) -> Path:
+        """A copy of a verifier source in the scratch directory, which the sandbox user can
+        reach (the problem package may sit under a directory only the judge can read)."""
+        data = source.read_bytes()
+        staged = self.sandbox.scratch / "programs" / hashlib.sha256(data).hexdigest() / source.name
+        with self._lock:
+            if not staged.is_file():
+                staged.parent.mkdir(parents=True, exist_ok=True)
+                staged.parent.chmod(0o711)
+                temporary = staged.with_name(f".{source.name}.tmp")
+                temporary.write_bytes(data)
+                temporary.chmod(0o644)
+                temporary.replace(staged)
+        return staged
 
     def _compile(self, problem: Problem, source: bytes, local: Path, saved: Path) -> None:
         assert problem.program is not None
@@ -165,9 +180,9 @@ def run_checker(
 ) -> Checked:
     """Run a checker (`chk in out ans`) or a Python verifier (`verify.py in out ans`) on one
     candidate output, in the sandbox. Raises JudgeFailure when the sandbox itself failed."""
-    answer = case.answer_path or empty_file(workdir)
+    inputs, answer = case_files(case, workdir)
     binds = [
-        ("ro", case.input_path, "/box/in.txt"),
+        ("ro", inputs, "/box/in.txt"),
         ("ro", output, "/box/out.txt"),
         ("ro", answer, "/box/ans.txt"),
     ]
@@ -206,9 +221,17 @@ def verdict(outcome: RunOutcome, message: str) -> Checked:
     return Checked(message, code, float(found.group(1)) if found else None)
 
 
-def empty_file(workdir: Path) -> Path:
-    """An empty answer file in `workdir`, for packages whose cases have none."""
-    path = workdir / "empty.ans"
-    if not path.exists():
-        path.write_bytes(b"")
-    return path
+def case_files(case: Case, workdir: Path) -> tuple[Path, Path]:
+    """The case's input and answer files copied into `workdir` (an empty answer when the package
+    has none). The problem package may sit where only the judge can read; bubblewrap opens bind
+    sources as the sandbox user, so problem programs get these copies."""
+    staged = []
+    for source, suffix in ((case.input_path, "in"), (case.answer_path, "ans")):
+        path = workdir / f"case-{case.number}.{suffix}"
+        if not path.exists():
+            temporary = path.with_name(f".{path.name}.tmp")
+            temporary.write_bytes(source.read_bytes() if source is not None else b"")
+            temporary.chmod(0o644)
+            temporary.replace(path)
+        staged.append(path)
+    return staged[0], staged[1]

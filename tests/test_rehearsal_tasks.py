@@ -75,7 +75,11 @@ def test_one_step_runs_on_the_task_with_the_same_harness(name: str, tmp_path: Pa
         LocalJudge(tmp_path / "judge", *flags) as judge,
         OpenAIFixture(GuidanceScript()) as guidance,
         OpenAIFixture(seed_executor(task)) as executor,
-        running_reef(tmp_path / "reef", upstream=guidance) as reef,
+        running_reef(
+            tmp_path / "reef",
+            upstream=guidance,
+            recipe_config={"groups-per-step": G, "rollouts-per-group": R},
+        ) as reef,
     ):
         settings = write_serve_yaml(
             tmp_path / "serve.yaml",
