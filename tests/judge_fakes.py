@@ -340,7 +340,7 @@ class LocalJudge:
     """The project's judge service (`python -m judges`) on 127.0.0.1 with an ephemeral port, in
     its own state directory; stopped with SIGTERM on exit. `args` are extra CLI options."""
 
-    def __init__(self, state_dir: Path, *args: str, start_timeout_s: float = 60.0) -> None:
+    def __init__(self, state_dir: Path, *args: str, start_timeout_s: float = 180.0) -> None:
         self.command = [
             sys.executable,
             "-m",

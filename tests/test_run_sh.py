@@ -44,11 +44,28 @@ def test_run_sh_without_gpus_prints_the_preflight_table_and_stops_naming_the_gpu
     )
     assert done.returncode != 0
     assert "Guidance-TTT preflight" in done.stdout
-    gpu_row = next(line for line in done.stdout.splitlines() if "| GPUs" in line)
-    assert "missing" in gpu_row and "0 GPUs visible to torch, 2 needed" in gpu_row
+    assert "missing" in table_row(done.stdout, "GPUs")
+    assert "0 GPUs visible to torch, 2 needed" in table_row(done.stdout, "GPUs")
     assert "missing GPUs" in done.stderr
     assert "nothing was started" in done.stderr
     assert "reef serve" not in done.stdout
+
+
+def table_row(table: str, name: str) -> str:
+    """The text of the preflight table's row `name`, its wrapped continuation lines joined: the
+    cells of each column are concatenated with single spaces."""
+    lines = table.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {name} "))
+    rows = [lines[start]]
+    for line in lines[start + 1 :]:
+        cells = line.strip("|").split("|")
+        if not line.startswith("|") or cells[0].strip():
+            break
+        rows.append(line)
+    columns = zip(*(row.strip("|").split("|") for row in rows), strict=True)
+    return " | ".join(
+        " ".join(cell.strip() for cell in column if cell.strip()) for column in columns
+    )
 
 
 def test_run_sh_is_shellcheck_clean() -> None:
