@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.scorer import FrontierCSScorer
+from harness.scorer import FrontierCSScorer, JudgeUnavailableError
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 SEED_PROGRAM = (TASK_DIR / "solution" / "solution.cpp").read_text()
@@ -108,3 +108,33 @@ def test_task_verifier_reaches_the_clients_score(judge: LocalJudge, tmp_path: Pa
     )
     assert json.loads((logs / "reward.json").read_text()) == {"reward": pytest.approx(expected)}
     assert (logs / "reason.txt").read_text().startswith(f"score {expected:.6f} over {CASES} cases")
+
+
+FRONTIERCS = Path(__file__).resolve().parents[2] / "shared" / "data" / "frontiercs"
+
+
+def test_a_checker_that_does_not_compile_stops_the_candidate_as_a_judge_fault(
+    tmp_path: Path,
+) -> None:
+    # Problem 1 of FrontierCS with its checker replaced by one that does not compile: the judge
+    # answers `error` for a judge-side reason, which must never become the candidate's reward 0.
+    original = FRONTIERCS / "problems" / "1"
+    if not (original / "config.yaml").is_file():
+        pytest.skip(f"the FrontierCS test data is not at {FRONTIERCS} (../shared absent)")
+    package = tmp_path / "problems" / "1"
+    package.mkdir(parents=True)
+    (package / "config.yaml").write_text((original / "config.yaml").read_text())
+    (package / "testdata").symlink_to(original / "testdata")
+    (package / "chk.cc").write_text('#include "testlib.h"\nint main() { this is not C++ }\n')
+    testlib = FRONTIERCS / "include"
+    with LocalJudge(
+        tmp_path / "state", "--problems", str(tmp_path / "problems"), "--testlib", str(testlib)
+    ) as broken:
+        scorer = FrontierCSScorer.for_task(
+            TASK_DIR, broken.url, "1", attempts=2, retry_backoff_s=0.0, poll_interval_s=0.1
+        )
+        with pytest.raises(JudgeUnavailableError, match="judge-side exception") as stopped:
+            scorer("int main() { return 0; }\n")
+        scorer.close()
+    assert stopped.value.attempts == 2
+    assert "chk.cc does not compile" in str(stopped.value)
