@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
+from harness import results
 from harness.contract import load_contract
 from harness.runner import load_seed
 from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply
@@ -110,3 +111,11 @@ def test_one_step_runs_on_the_task_with_the_same_harness(name: str, tmp_path: Pa
     prompts = [e["metadata"]["guidance_prompt"]["user"] for e in rollouts]
     assert all(contract.objective in prompt for prompt in prompts)  # the task's own words
     assert result.best is not None and result.best.verifier_raw_score is not None
+    # The records show the raw score with its direction: the bound itself for a min task.
+    view = results.load_run(settings.state_dir)
+    assert view.direction == contract.score_direction
+    problem = results.seed_entry(view.archive).problem_id
+    rows = results.trajectory(view.archive, problem, view.committed_step)
+    raws = [float(e["verifier_raw_score"]) for e in rollouts] + [seed.verifier_raw_score]
+    best = min(raws) if contract.score_direction == "min" else max(raws)
+    assert rows[-1].cumulative_best == pytest.approx(best)
