@@ -32,6 +32,15 @@ def _settings(serve_yaml: Path):  # imported lazily: --help must work without th
     return RunSettings.load(serve_yaml, base_dir=serve_yaml.parent)
 
 
+def problem_id(override: str, task_dir: Path) -> str:
+    """The judge problem of the run: serve.yaml's override, else the task's own (contract.json)."""
+    if override:
+        return override
+    from harness.contract import load_contract
+
+    return load_contract(Path(task_dir)).judge_problem_id
+
+
 def describe(serve_yaml: Path, task_dir: Path) -> str:
     """The settings run.sh needs, one shell-quoted `KEY=value` per line."""
     settings = _settings(serve_yaml)
@@ -40,7 +49,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "RUN_DIR": settings.run_dir,
         "REEF_URL": settings.reef_url,
         "JUDGE_URL": settings.judge_url,
-        "JUDGE_PROBLEM_ID": settings.judge_problem_id,
+        "JUDGE_PROBLEM_ID": problem_id(settings.judge_problem_id, task_dir),
         "EXECUTOR": settings.executor_backend,
         "REASONING_EFFORT": settings.gpt_oss_reasoning_effort,
         "MODEL": settings.model,
@@ -63,7 +72,7 @@ async def run_episode(serve_yaml: Path, task_dir: Path, **overrides: Any) -> int
     os.environ.setdefault("GUIDANCE_TTT_TASK_DIR", str(task_dir))
     os.environ.setdefault("GUIDANCE_TTT_JUDGE_URL", settings.judge_url)
     os.environ.setdefault("FRONTIERCS_JUDGE_URL", container_judge_url(settings.judge_url))
-    os.environ.setdefault("FRONTIERCS_PROBLEM_ID", settings.judge_problem_id)
+    os.environ.setdefault("FRONTIERCS_PROBLEM_ID", problem_id(settings.judge_problem_id, task_dir))
     lab = reef_eval.Lab(settings.state_dir / "lab")
     agent = {"name": AGENT, "model_name": settings.model}
     attempt = 1
