@@ -38,7 +38,9 @@ MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 
 MAX_JSON_DEPTH = 64
 MAX_PARTS = 16
 FIELDS = ("pid", "lang", "code")
-_RESOURCE_ERRNOS = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS})
+_RESOURCE_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ENOSPC, errno.EDQUOT}
+)
 
 
 class BadRequest(Exception):
@@ -50,7 +52,7 @@ class BadRequest(Exception):
 
 
 def is_resource_exhaustion(error: BaseException) -> bool:
-    """True for an OSError meaning the judge ran out of descriptors or memory (a 503)."""
+    """True for an OSError meaning the judge ran out of descriptors, memory or disk (a 503)."""
     return isinstance(error, OSError) and error.errno in _RESOURCE_ERRNOS
 
 

@@ -16,6 +16,7 @@ after a restart.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -63,7 +64,8 @@ class SubmissionStore:
         directory = self.path(sid)
         incoming = directory.with_name(f".incoming-{sid}")
         try:
-            incoming.mkdir(parents=True)
+            with self._lock:  # buckets are created and removed under the lock
+                incoming.mkdir(parents=True)
             _write_atomic(incoming / "source.code", source)
             meta = {"sid": sid, "pid": pid, "lang": lang, "ts": int(time.time() * 1000)}
             _write_atomic(incoming / "meta.json", json.dumps(meta).encode())
@@ -71,6 +73,8 @@ class SubmissionStore:
         except BaseException:
             shutil.rmtree(incoming, ignore_errors=True)
             with self._lock:
+                with contextlib.suppress(OSError):
+                    incoming.parent.rmdir()  # a bucket made for this submission only
                 if self._last_sid == sid:
                     self._last_sid -= 1
             raise

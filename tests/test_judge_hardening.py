@@ -3,16 +3,19 @@
 Each example is a class of defect found by attacking the judge: malformed requests (a lone
 UTF-16 surrogate, deep JSON nesting, a truncated multipart body, an unknown charset, gzip that
 is not gzip, source bytes that are not UTF-8) must be a 400 naming the problem and consume
-nothing; idle and slow connections must be closed after a bounded time; overload and
-descriptor exhaustion must be a 503 with Retry-After; a candidate printing 1 MiB of control
-bytes per case must not blow up its result or stall the health endpoint.
+nothing; idle and slow connections must be closed after a bounded time; overload, descriptor
+exhaustion and a full disk must be a 503 with Retry-After; a candidate printing 1 MiB of
+control bytes per case must not blow up its result or stall the health endpoint.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -22,6 +25,7 @@ from typing import Any
 import httpx
 import pytest
 
+from judges.polyomino.generator import generate_instance
 from judges.process import JudgeProcess
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -45,9 +49,11 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
 def stored_entries(judge: JudgeProcess) -> list[str]:
     """Every file and folder under the judge's submissions tree, hidden ones included, but the
     results that earlier submissions receive meanwhile."""
-    root = judge.state / "submissions"  # type: ignore[attr-defined]
-    paths = (path for path in root.rglob("*") if "result.json" not in path.name)
-    return sorted(str(path.relative_to(root)) for path in paths)
+    return [
+        entry
+        for entry in stored_entries_under(judge.state)  # type: ignore[attr-defined]
+        if "result.json" not in entry
+    ]
 
 
 def next_sid(judge: JudgeProcess) -> int:
@@ -289,3 +295,47 @@ def wait_final(judge: JudgeProcess, sid: int, timeout: float = 300.0) -> dict[st
             return answer
         time.sleep(0.2)
     raise AssertionError(f"submission {sid} not judged within {timeout} s")
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounting a small tmpfs as the state directory needs root"
+)
+def test_full_disk_is_a_503_and_leaves_no_submission_behind(tmp_path: Path) -> None:
+    problems = tmp_path / "problems"
+    (problems / "0" / "testdata").mkdir(parents=True)
+    (problems / "0" / "testdata" / "1.in").write_text(generate_instance(7, 1))
+    (problems / "0" / "config.yaml").write_text(
+        "time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n  n_cases: 1\n"
+    )
+    state = tmp_path / "state"
+    state.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(state)], check=True)
+    try:
+        with JudgeProcess(state, "--problems", str(problems), "--workers", "1") as judge:
+            filler = state / "filler"
+            fd = os.open(filler, os.O_WRONLY | os.O_CREAT)
+            with contextlib.suppress(OSError):  # until the disk is full
+                while True:
+                    os.write(fd, b"\0" * 4096)
+            os.close(fd)
+            before = stored_entries_under(state)
+            code = b"int main() { return 0; }\n" + b"// padding\n" * 20000
+            answer = httpx.post(
+                f"{judge.url}/submit",
+                data={"pid": "0", "lang": "cpp"},
+                files={"code": ("solution.cpp", code, "text/x-c++src")},
+                timeout=30,
+            )
+            assert answer.status_code == 503, answer.text
+            assert answer.headers["Retry-After"]
+            assert "No space left on device" in answer.json()["error"]
+            assert stored_entries_under(state) == before
+            filler.unlink()
+            assert next_sid(judge) == 1  # the refused submission used up no id
+    finally:
+        subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+def stored_entries_under(state: Path) -> list[str]:
+    root = state / "submissions"
+    return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
