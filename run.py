@@ -2,6 +2,7 @@
 
     python run.py                 # run (or resume) the episode; prints the verifier's reward
     python run.py --describe      # check serve.yaml; print the settings run.sh reads (KEY=value)
+    python run.py --serve-yaml serve-frozen.yaml   # frozen-guidance mode (docs/frozen.md)
 
 `run.sh` starts the Reef stack first; see docs/running.md. The episode goes through
 `reef_eval.Lab(<state>/lab)`, which stores one row per episode key. A failed episode keeps its
@@ -45,6 +46,8 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
     """The settings run.sh needs, one shell-quoted `KEY=value` per line."""
     settings = _settings(serve_yaml)
     values = {
+        "MODE": settings.mode,
+        "GUIDANCE_URL": settings.guidance_upstream_url or "",
         "STATE_DIR": settings.state_dir,
         "RUN_DIR": settings.run_dir,
         "REEF_URL": settings.reef_url,
@@ -110,7 +113,12 @@ def _key(task_dir: Path, steps: int, attempt: int) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--serve-yaml", type=Path, default=REPO / "serve.yaml")
+    parser.add_argument(
+        "--serve-yaml",
+        type=Path,
+        default=Path(os.environ.get("GUIDANCE_TTT_SERVE_YAML") or REPO / "serve.yaml"),
+        help="the run's settings (default: $GUIDANCE_TTT_SERVE_YAML, else serve.yaml)",
+    )
     parser.add_argument("--task-dir", type=Path, help="default: harbor/<training.config.task>")
     parser.add_argument("--describe", action="store_true", help="print settings as KEY=value")
     args = parser.parse_args(argv)

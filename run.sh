@@ -4,7 +4,14 @@
 # Harbor trial with harness:HarborAgent), and a clean stop of the stack on exit.
 # Re-running the same command resumes the run where it stopped.
 #
+# Frozen-guidance mode (no GPUs; the guidance model is any OpenAI-compatible endpoint, nothing is
+# trained; docs/frozen.md): GUIDANCE_TTT_SERVE_YAML=serve-frozen.yaml with
+# GUIDANCE_TTT_GUIDANCE_URL (without /v1) and GUIDANCE_TTT_GUIDANCE_MODEL set.
+#
 # Environment (all optional):
+#   GUIDANCE_TTT_SERVE_YAML  the settings file (default serve.yaml; serve-frozen.yaml: frozen)
+#   GUIDANCE_TTT_GUIDANCE_API_KEY  frozen mode: the endpoint's key (a loopback forwarder adds it;
+#                         it reaches no file); GUIDANCE_TTT_PROXY_PORT its port (default 8011)
 #   CUDA_VISIBLE_DEVICES  GPUs for Reef's Slime/SGLang (default 0,1; GPU 2 stays free for a
 #                         local executor)
 #   RAY_ADDRESS           join this Ray cluster instead of starting a local one
@@ -26,13 +33,28 @@ export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}"
 model_dir=work/model
 model_id="${MODEL_ID:-Qwen/Qwen3-8B}"
 
-# The run's settings, resolved from serve.yaml by the same code the harness uses.
-settings=$("$python" run.py --describe)
+serve_yaml="${GUIDANCE_TTT_SERVE_YAML:-serve.yaml}"
+export GUIDANCE_TTT_SERVE_YAML="$serve_yaml"
+
+# The run's settings, resolved from the settings file by the same code the harness uses.
+settings=$("$python" run.py --serve-yaml "$serve_yaml" --describe)
 eval "$settings"
+
+frozen_hint() {
+    echo "run.sh: no GPUs? Frozen-guidance mode runs the same loop without training, with any" \
+        "OpenAI-compatible endpoint as the guidance model (docs/frozen.md):" >&2
+    echo "    GUIDANCE_TTT_SERVE_YAML=serve-frozen.yaml GUIDANCE_TTT_GUIDANCE_URL=http://HOST:PORT" \
+        "GUIDANCE_TTT_GUIDANCE_MODEL=MODEL ./run.sh" >&2
+    echo "run.sh: or rehearse it first on this machine with scripted stand-in models:" \
+        "guidance-ttt rehearse work/rehearsal (README: \"No GPU? Start here\")" >&2
+}
 
 preflight=("$python" -m harness.preflight --state-dir "$STATE_DIR" --model-dir "$model_dir"
     --model-id "$model_id" --judge-url "$JUDGE_URL" --problem-id "$JUDGE_PROBLEM_ID"
     --task-dir "$TASK_DIR" --seed-file "$SEED_FILE" --executor "$EXECUTOR")
+if [ "$MODE" = frozen ]; then
+    preflight+=(--guidance-url "$GUIDANCE_URL")
+fi
 if [ "$EXECUTOR" = gpt_oss_120b ]; then
     preflight+=(--reasoning-effort "$REASONING_EFFORT")
 fi
@@ -41,12 +63,20 @@ if [ -n "${GUIDANCE_TTT_EXECUTOR_URL:-}" ]; then
 fi
 if ! "${preflight[@]}"; then
     echo "run.sh: stopping after the preflight; nothing was started." >&2
+    if [ "$MODE" = frozen ]; then
+        echo "run.sh: fix every row marked missing above, then re-run the same command" >&2
+        exit 1
+    fi
     echo "run.sh: fix every row marked missing above (a run needs the GPUs listed in" \
         "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES visible to torch), then re-run ./run.sh" >&2
+    if ! "$python" -c 'import sys, torch; sys.exit(torch.cuda.device_count() == 0)' \
+        2>/dev/null; then
+        frozen_hint
+    fi
     exit 1
 fi
 
-if [ ! -f "$model_dir/config.json" ]; then
+if [ "$MODE" != frozen ] && [ ! -f "$model_dir/config.json" ]; then
     echo "run.sh: fetching $model_id into $model_dir"
     "$python" -c 'import sys; from huggingface_hub import snapshot_download as get
 get(sys.argv[1], local_dir=sys.argv[2])' "$model_id" "$model_dir"
@@ -68,11 +98,30 @@ mkdir -p "$STATE_DIR"
 reef_log="$STATE_DIR/reef.log"
 # shellcheck source=scripts/reef-stack.sh
 source scripts/reef-stack.sh
-trap stop_reef EXIT
+proxy_pid=""
+stop_all() {
+    stop_reef
+    if [ -n "$proxy_pid" ] && kill -0 "$proxy_pid" 2>/dev/null; then
+        kill -TERM "$proxy_pid" 2>/dev/null || true
+        wait "$proxy_pid" 2>/dev/null || true
+    fi
+}
+trap stop_all EXIT
 trap 'exit 130' INT TERM
 
-echo "run.sh: starting reef serve -c serve.yaml (log: $reef_log)"
-start_reef "$reef_log" "$python" -m reef serve -c serve.yaml
+# Frozen mode with a key: Reef would copy an upstream key into its runtime.yaml, so Reef's
+# upstream is a loopback forwarder that adds the key from the environment (docs/frozen.md).
+if [ "$MODE" = frozen ] && [ -n "${GUIDANCE_TTT_GUIDANCE_API_KEY:-}" ]; then
+    proxy_port="${GUIDANCE_TTT_PROXY_PORT:-8011}"
+    "$python" -m harness.guidance_proxy --upstream "$GUIDANCE_URL" --port "$proxy_port" \
+        >>"$STATE_DIR/guidance-proxy.log" 2>&1 &
+    proxy_pid=$!
+    export GUIDANCE_TTT_GUIDANCE_URL="http://127.0.0.1:$proxy_port"
+    echo "run.sh: guidance key forwarder on $GUIDANCE_TTT_GUIDANCE_URL -> $GUIDANCE_URL"
+fi
+
+echo "run.sh: starting reef serve -c $serve_yaml ($MODE guidance; log: $reef_log)"
+start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
 
 echo "run.sh: waiting for $REEF_URL/healthz, at most ${STARTUP_DEADLINE_S}s (training stack" \
     "start-up can take many minutes)"
@@ -81,4 +130,4 @@ if ! wait_for_reef "$REEF_URL" "$STARTUP_DEADLINE_S" "$reef_log"; then
 fi
 
 echo "run.sh: Reef is up; running the episode (STEPS=$STEPS, state in $STATE_DIR)"
-"$python" run.py
+"$python" run.py --serve-yaml "$serve_yaml"

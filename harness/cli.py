@@ -7,6 +7,8 @@
     guidance-ttt export STATE        results records: runs.json + trajectory.csv
     guidance-ttt judge [flags]       start the local judge
     guidance-ttt task check|seed     check a task directory / score and record its seed
+    guidance-ttt rehearse STATE      frozen-guidance run on CPU with scripted stand-in models
+    guidance-ttt score FILE          score one program through the configured judge
 
 Everything but `doctor` and `judge` only reads the state directory (no lock, safe while a run
 writes it). Exit status: 0 on success, 1 when the command ran but found a problem (doctor), 2 for
@@ -286,6 +288,29 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpu", help="the training GPU, e.g. 'NVIDIA H100 80GB' (default: not recorded)"
     )
     services(export)
+    rehearse = sub.add_parser(
+        "rehearse",
+        help="frozen-guidance run on this CPU machine with scripted stand-in models",
+        description="Run frozen-guidance mode end to end: real reef serve (record-only), the "
+        "real local judge, scripted stand-ins for the guidance model and the executor, live "
+        "G×R display; then print the commands to look at the state directory. Re-running "
+        "resumes.",
+    )
+    rehearse.add_argument("state_dir", type=Path, help="where the rehearsal's state goes")
+    score = sub.add_parser(
+        "score",
+        help="score one program through the configured judge",
+        description="Score one program through the configured judge: per-case table, score, "
+        "verdict, suite. Exit 0 valid, 1 judged not valid, 3 judge unavailable.",
+    )
+    from harness.score_command import add_arguments
+
+    add_arguments(score)
+    rehearse.add_argument("--steps", type=int, default=2, help="STEPS, the final total (2)")
+    rehearse.add_argument("--groups", type=int, default=2, help="G, groups per step (2)")
+    rehearse.add_argument("--rollouts", type=int, default=4, help="R, rollouts per group (4)")
+    rehearse.add_argument("--cases", type=int, default=2, help="generated judge cases (2)")
+    rehearse.add_argument("--judge-seed", type=int, default=11, help="generated suite seed (11)")
     return parser
 
 
@@ -302,7 +327,47 @@ def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     return parsers
 
 
+def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
+    from harness.rehearsal.rehearse import RehearsalOptions, next_commands, rehearse
+    from harness.run_controller import ResumeRefused
+
+    options = RehearsalOptions(
+        steps=args.steps,
+        groups=args.groups,
+        rollouts=args.rollouts,
+        cases=args.cases,
+        judge_seed=args.judge_seed,
+    )
+    try:
+        result = rehearse(args.state_dir, options, console)
+    except ResumeRefused as exc:
+        if "already finished" not in str(exc):
+            raise
+        console.print(
+            f"{args.state_dir} holds a finished rehearsal ({exc}); pass a larger --steps to "
+            "continue it, or name a new directory"
+        )
+        return 2
+    best = result.best.verifier_raw_score if result.best else None
+    console.print(
+        f"rehearsal done: steps {result.start_step}..{result.next_step - 1} committed, best "
+        f"{'--' if best is None else f'{best:.4f}'} (frozen guidance, scripted stand-in models)"
+    )
+    console.print("look at it:")
+    for command in next_commands(args.state_dir):
+        console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace, console: Console) -> int:
+    from harness import score_command
+
+    return score_command.run(args, console)
+
+
 _COMMANDS = {
+    "score": _cmd_score,
+    "rehearse": _cmd_rehearse,
     "status": _cmd_status,
     "inspect": _cmd_inspect,
     "plot": _cmd_plot,

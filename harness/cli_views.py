@@ -94,6 +94,9 @@ def status_report(
     )
     return {
         "state_dir": str(view.state_dir),
+        "mode": results.run_mode(view),
+        "suite": results.run_suite(view),
+        "seed_rescored_from": results.seed_rescored(view),
         "next_step": view.next_step,
         "committed_steps": committed,
         "steps_total": steps_total,
@@ -134,17 +137,23 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     table.add_column(style="bold")
     table.add_column(overflow="fold")
     g, r = report["grid"]
-    table.add_row("run", report["state_dir"])
+    table.add_row("run", f"{report['state_dir']} ({report.get('mode', 'trained')})")
+    table.add_row("suite", suite_text(report.get("suite"), report.get("seed_rescored_from")))
     table.add_row("step", step_text(report))
     table.add_row("best score", best_text(report))
     last = report["last_step"]
     if last:
         grad = last.get("grad_norm")
+        trained = (
+            "not trained (frozen)"
+            if report.get("mode") == "frozen"
+            else f"grad norm {'--' if grad is None else f'{grad:.4g}'}"
+        )
         table.add_row(
             "last step",
             f"step {last['step']}: valid {last['valid_rollouts']}/{last['sampled_rollouts']}, "
-            f"well-formed {last['well_formed_guidance']}/{last['sampled_rollouts']}, grad norm "
-            f"{'--' if grad is None else f'{grad:.4g}'}, {format_duration(last['elapsed_s'])}",
+            f"well-formed {last['well_formed_guidance']}/{last['sampled_rollouts']}, {trained}, "
+            f"{format_duration(last['elapsed_s'])}",
         )
     flight = report["in_flight"]
     if flight["missing_slots"] is not None:
@@ -218,6 +227,18 @@ def _step_label(entry_or_node: Any) -> str:
     return "seed" if entry_or_node.timestep == 0 else str(entry_or_node.timestep - 1)
 
 
+def suite_text(suite: str | None, rescored_from: dict[str, Any] | None) -> str:
+    """One line naming the suite every score of the run was measured on."""
+    if suite is None:
+        return "not recorded (a run from before suites were recorded)"
+    if rescored_from:
+        return (
+            f"{suite} (seed re-scored at start; seed file: "
+            f"{rescored_from.get('score', 0.0):.4f} on {rescored_from.get('suite')})"
+        )
+    return suite
+
+
 def render_inspect(view: results.RunView, console: Console, top: int, cases: int) -> None:
     """Print what a run found: the `top` best candidates, the lineage of the best one with the
     guidance behind each generation, the outcome counts per step, and `cases` case studies of
@@ -225,6 +246,8 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     numbered as `status` and the progress display number them; ids in tables are shortened to
     8 characters, the case studies print them in full."""
     archive = view.archive
+    suite = suite_text(results.run_suite(view), results.seed_rescored(view))
+    console.print(f"{results.run_mode(view)} run; scores on suite {suite}")
     table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
     for column in ("#", "score", "step", "node", "parent", "summary"):
         table.add_column(column, overflow="fold")

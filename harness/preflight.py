@@ -32,6 +32,7 @@ from harness.execution import ExecutionClient, ExecutionError, MissingAPIKeyErro
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError
 from harness.scorer import FrontierCSScorer
 from harness.state import VerificationResult
+from harness.suites import seed_suite, suite_name
 from harness.task_dirs import bundled_task_dir
 
 MIN_PYTHON = (3, 12)
@@ -221,7 +222,44 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
             "check the judge's problem package and the problem id (FRONTIERCS_PROBLEM_ID, "
             "else judge_problem_id in the task's contract.json)",
         )
-    return _ready("judge", f"{url} healthy; seed scored {verdict.raw_score}")
+    return _ready("judge", f"{url} healthy; " + seed_on_suite(verdict))
+
+
+def seed_on_suite(verdict: VerificationResult) -> str:
+    """The judge row's seed line. Scores of two suites are never put side by side: when the
+    seed file measured the seed on another suite than the judge's, the line says so and that
+    the run re-scores the seed on the judge's suite at start."""
+    suite = suite_name(verdict.artifacts.get("judge_suite"))
+    text = f"seed scored {verdict.raw_score:.4f} on suite {suite}"
+    recorded = verdict.artifacts.get("seed_file")
+    if not isinstance(recorded, dict):
+        return text
+    if recorded.get("suite") is None:
+        return text + " (the seed record names no suite for its score: not compared)"
+    if recorded.get("suite") == suite:
+        return text + f" (seed.json: {recorded.get('score', 0.0):.4f} on {suite})"
+    return (
+        text + f"; seed.json measured it on {recorded.get('suite')}, not compared: the run "
+        f"re-scores the seed on {suite} at start and records it"
+    )
+
+
+def check_guidance(url: str) -> CheckResult:
+    """Frozen-guidance mode: the OpenAI-compatible endpoint answers `GET <url>/v1/models`."""
+    target = url.rstrip("/") + "/v1/models"
+    fix = (
+        "start the guidance server, or set GUIDANCE_TTT_GUIDANCE_URL (without /v1) and "
+        "GUIDANCE_TTT_GUIDANCE_MODEL for serve-frozen.yaml"
+    )
+    key = os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = httpx.get(target, headers=headers, timeout=HEALTH_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return _missing("guidance", f"GET {target} failed: {type(exc).__name__}: {exc}", fix)
+    if response.status_code != 200:
+        return _missing("guidance", f"GET {target} answered {response.status_code}", fix)
+    return _ready("guidance", f"{url} answers (frozen guidance: no GPUs or weights needed)")
 
 
 def check_task(task_dir: Path, seed_file: Path | None = None) -> CheckResult:
@@ -308,14 +346,20 @@ def run_preflight(
     model_id: str = DEFAULT_MODEL_ID,
     task_dir: Path | None = None,
     seed_file: Path | None = None,
+    guidance_url: str | None = None,
 ) -> PreflightReport:
     """Run every check in table order and collect the rows; never raises for a failing check.
-    `score_seed=None` checks the judge's health only; `task_dir` adds the task row."""
-    checks: list[tuple[str, Callable[[], CheckResult]]] = [
-        ("python", check_python),
-        ("GPUs", lambda: check_gpus(min_gpus)),
-        ("model", lambda: check_model(model_dir, model_id)),
-    ]
+    `score_seed=None` checks the judge's health only; `task_dir` adds the task row.
+    `guidance_url` (frozen-guidance mode: the OpenAI-compatible endpoint Reef proxies) replaces
+    the GPU and model rows by a guidance row: a frozen run trains nothing and loads no weights."""
+    checks: list[tuple[str, Callable[[], CheckResult]]] = [("python", check_python)]
+    if guidance_url is None:
+        checks += [
+            ("GPUs", lambda: check_gpus(min_gpus)),
+            ("model", lambda: check_model(model_dir, model_id)),
+        ]
+    else:
+        checks.append(("guidance", lambda: check_guidance(guidance_url)))
     if task_dir is not None:
         checks.append(("task", lambda: check_task(task_dir, seed_file)))
     checks += [
@@ -359,9 +403,18 @@ def seed_scorer(
     def score() -> VerificationResult:
         contract = load_harbor_task(task_dir).contract
         pid = contract.judge_problem_id if problem_id is None else problem_id
-        code = seed_program(seed_file or task_dir / DEFAULT_SEED)
+        record = Path(seed_file or task_dir / DEFAULT_SEED)
+        code = seed_program(record)
         with FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1) as scorer:
-            return scorer(code)
+            verdict = scorer(code)
+        if record.suffix == ".json":  # a seed record: its measured score names its suite
+            try:
+                score = json.loads(record.read_text())["entry"]["verifier_raw_score"]
+                recorded = {"suite": seed_suite(record), "score": score}
+            except (KeyError, TypeError, ValueError):
+                recorded = {"suite": None, "score": None}
+            verdict = replace(verdict, artifacts={**verdict.artifacts, "seed_file": recorded})
+        return verdict
 
     return score
 
@@ -441,6 +494,11 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
     parser.add_argument(
         "--min-gpus", type=int, default=1, help="GPUs needed (default: %(default)s)"
     )
+    parser.add_argument(
+        "--guidance-url",
+        help="frozen-guidance mode: the guidance endpoint, checked instead of GPUs and model "
+        "(default: serve-frozen.yaml's when --config names one, else none)",
+    )
     return parser
 
 
@@ -463,6 +521,7 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
             "task_dir": task_dir,
             "problem_id": args.problem_id or settings.judge_problem_id,
             "seed_file": args.seed_file or task_dir / settings.seed_file,
+            "guidance_url": args.guidance_url or settings.guidance_upstream_url,
             "executor": args.executor or settings.executor_backend,
             "reasoning_effort": args.reasoning_effort or settings.gpt_oss_reasoning_effort,
         }
@@ -502,6 +561,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         model_id=args.model_id,
         task_dir=args.task_dir,
         seed_file=args.seed_file,
+        guidance_url=args.guidance_url,
     )
     report.render(Console())
     if report.ok:

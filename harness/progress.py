@@ -95,9 +95,12 @@ def summary_line(
     if previous_best is not None:
         best = run_best(direction, previous_best, step_best)
         parts.append(f"run best {best:.4f} ({best - previous_best:+.4f})")
-    grad = summary.get("grad_norm")
-    degenerate = " (degenerate step)" if summary.get("degenerate_step") else ""
-    parts.append(f"grad norm {'--' if grad is None else f'{grad:.4g}'}{degenerate}")
+    if summary.get("mode") == "frozen":
+        parts.append("frozen guidance (nothing trained)")
+    else:
+        grad = summary.get("grad_norm")
+        degenerate = " (degenerate step)" if summary.get("degenerate_step") else ""
+        parts.append(f"grad norm {'--' if grad is None else f'{grad:.4g}'}{degenerate}")
     if usage is not None:
         executor, guidance = usage.executor.total_tokens, usage.guidance.total_tokens
         guide = format_tokens(guidance) if usage.guidance.calls else "n/a"

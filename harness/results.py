@@ -6,7 +6,9 @@ step, and `events.jsonl`. Everything else here is pure: the per-update trajector
 candidates, the lineage of the best, failure modes per step, guidance → candidate case studies,
 and the two records `export` writes:
 
-- `runs.json`: `{"schema_version": 1, "runs": [run, ...]}`, one run per task (see `run_record`);
+- `runs.json`: `{"schema_version": 1, "runs": [run, ...]}`, one run per task (see `run_record`),
+  each labelled with its `mode` (`trained` or `frozen`; one directory never mixes the two) and
+  the `suite` its scores were measured on;
 - `trajectory.csv`: `task,update,cumulative_best,valid_rollouts,sampled_rollouts`; update 0 is
   the seed (no valid count, 0 sampled), update u ≥ 1 is step u - 1.
 """
@@ -339,6 +341,32 @@ def selected_case(archive: Archive) -> dict[str, Any] | None:
     }
 
 
+def run_mode(view: RunView) -> str:
+    """`trained` or `frozen`: the resume state's identity, else the last `run_started` event
+    (a run from before modes were recorded is `trained`)."""
+    if view.resume is not None:
+        return view.resume.identity.mode
+    started = view.events_of("run_started")
+    return str(started[-1].get("mode", "trained")) if started else "trained"
+
+
+def run_suite(view: RunView) -> str | None:
+    """The suite the run's scores were measured on (`harness.suites`): the seed entry's label,
+    else the last `run_started` event's; None when the run did not record it."""
+    value = seed_entry(view.archive).metadata.get("suite")
+    if isinstance(value, str) and value:
+        return value
+    started = [e for e in view.events_of("run_started") if e.get("suite")]
+    return str(started[-1]["suite"]) if started else None
+
+
+def seed_rescored(view: RunView) -> dict[str, Any] | None:
+    """Where the run's seed score came from when it was re-scored on the judge's suite at start
+    (`{"suite", "score"}` of the seed file's measurement), else None."""
+    value = seed_entry(view.archive).metadata.get("seed_rescored_from")
+    return dict(value) if isinstance(value, Mapping) else None
+
+
 # --- the records -----------------------------------------------------------------------------
 
 
@@ -420,6 +448,8 @@ def run_record(
     return {
         "task": task,
         "run_name": run_name or view.state_dir.resolve().name,
+        "mode": run_mode(view),
+        "suite": run_suite(view),
         "framework": "Reef",
         "status": "completed" if finished and not view.in_flight else "in_progress",
         "models": {"guidance": guide, "executor": executor},
@@ -456,6 +486,13 @@ def write_records(out_dir: Path, record: Mapping[str, Any], rows: Sequence[Traje
     out_dir.mkdir(parents=True, exist_ok=True)
     runs_path, csv_path = out_dir / "runs.json", out_dir / "trajectory.csv"
     runs = read_runs_json(runs_path) if exists(runs_path) else []
+    mode = record.get("mode", "trained")
+    mixed = sorted({str(r.get("mode", "trained")) for r in runs})
+    if mixed and mixed != [mode]:
+        raise ValueError(
+            f"{runs_path} holds {'/'.join(mixed)} runs and this run is {mode}; frozen-guidance "
+            "and trained runs are never mixed in one results directory — export to another --out"
+        )
     runs = [r for r in runs if r.get("task") != record["task"]] + [dict(record)]
     old = read_trajectory_csv(csv_path) if csv_path.exists() else []
     kept = [r for r in old if r.task != record["task"]]

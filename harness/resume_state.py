@@ -29,6 +29,7 @@ class ResumeStateError(RuntimeError):
 
 FORMAT_VERSION = 1
 MAX_RESUME_STATE_BYTES = 64 << 20  # summaries of thousands of steps fit many times over
+RUN_MODES = ("trained", "frozen")
 RESUME_STATE = Path("guidance-run") / "resume-state.json"
 STATE_KEYS = frozenset(
     {"format_version", "identity", "executor_backend", "prompt_mode", "next_step", "step_summaries"}
@@ -68,11 +69,25 @@ class RunIdentity:
     inference_tensor_parallel_size: int
     #: Megatron's tensor-parallel size for training (2 in the reference).
     megatron_tensor_parallel_size: int
+    #: `trained` or `frozen` (no LoRA: `lora_rank` and both tensor-parallel sizes are 0). A
+    #: record written before modes existed has no key and is a trained run.
+    mode: str = "trained"
 
     def __post_init__(self) -> None:
+        if self.mode not in RUN_MODES:
+            raise ValueError(f"run identity mode is {self.mode!r}; choose one of {RUN_MODES}")
+        untrained = (
+            ("lora_rank", "inference_tensor_parallel_size", "megatron_tensor_parallel_size")
+            if self.mode == "frozen"
+            else ()
+        )
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "gpt_oss_reasoning_effort" and value is None:
+            if f.name == "mode" or (f.name == "gpt_oss_reasoning_effort" and value is None):
+                continue
+            if f.name in untrained:
+                if value != 0:
+                    raise ValueError(f"run identity {f.name} is {value!r}; a frozen run has 0")
                 continue
             text = f.name in ("model", "executor", "gpt_oss_reasoning_effort")
             if not (isinstance(value, str) and value != "" if text else _pos(value)):
@@ -80,15 +95,20 @@ class RunIdentity:
 
     @classmethod
     def from_dict(cls, data: Any, where: str = "run identity") -> RunIdentity:
-        """Build from stored JSON; unknown or missing keys are an error naming them."""
+        """Build from stored JSON; unknown or missing keys are an error naming them (`mode` may
+        be missing: a record from before modes existed is a trained run)."""
+        if isinstance(data, Mapping) and "mode" not in data:
+            data = {**data, "mode": "trained"}
         _exact_keys(data, {f.name for f in fields(cls)}, where)
         return cls(**data)
 
     def first_difference(self, other: RunIdentity) -> tuple[str, Any, Any] | None:
-        """The first key (in SPEC order) whose value differs, with this and the other value."""
-        for f in fields(self):
-            if getattr(self, f.name) != getattr(other, f.name):
-                return f.name, getattr(self, f.name), getattr(other, f.name)
+        """The first key whose value differs (the mode first, then SPEC order), with this and
+        the other value."""
+        names = ["mode", *(f.name for f in fields(self) if f.name != "mode")]
+        for name in names:
+            if getattr(self, name) != getattr(other, name):
+                return name, getattr(self, name), getattr(other, name)
         return None
 
 

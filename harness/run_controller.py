@@ -1,5 +1,6 @@
-"""The run controller: one step is done only when Reef's training of it is durable and qualified,
-and its archive and resume state are committed, in that order (SPEC §7).
+"""The run controller: one step is done only when its gate lets it through (trained mode: Reef's
+training of it is durable and qualified) and its archive and resume state are committed, in that
+order (SPEC §7).
 
 Usage, by the step loop (which owns rollouts, the journal and the archive):
 
@@ -12,45 +13,42 @@ Usage, by the step loop (which owns rollouts, the journal and the archive):
 `begin()` refuses a resume whose identity differs, a finished run, and a Reef checkpoint that
 does not pair with the committed state. `complete_step()` returns only after
 `commit_archive(step)` and the atomic `resume-state.json` write; the next step may start then.
-The gate's checks live in `harness.qualification`.
+The gates (trained: barrier + `harness.qualification`; frozen: none) live in
+`harness.training_gate`.
 """
 
 from __future__ import annotations
 
 import logging
-import math
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.events import EventSink, NullSink
-from harness.qualification import qualify_step
-from harness.reef_status import (
-    ReefStatusUnavailable,
-    StatusSource,
-    StepStatus,
-    format_slots,
-    read_step_status,
-)
+from harness.events import EventSink
+from harness.reef_status import StatusSource
 from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
 from harness.training_bridge import TrainingBridge
+from harness.training_gate import (
+    CHECKPOINT_MARKER,
+    POLL_INTERVAL_S,
+    TRAINING_DEADLINE_S,
+    ResumeRefused,
+    StepGate,
+    TrainedGate,
+    TrainingTimeoutError,
+)
+
+__all__ = [
+    "CHECKPOINT_MARKER",
+    "ControllerSettings",
+    "ResumeRefused",
+    "RunController",
+    "RunStart",
+    "TrainingTimeoutError",
+]
 
 log = logging.getLogger(__name__)
-
-POLL_INTERVAL_S = 2.0
-TRAINING_DEADLINE_S = 14400.0
-#: Slime's record of the last saved Megatron checkpoint, relative to the state directory.
-CHECKPOINT_MARKER = Path("checkpoints") / "megatron" / "latest_checkpointed_iteration.txt"
-
-
-class TrainingTimeoutError(RuntimeError):
-    """Reef did not finish (train, checkpoint, publish, commit) a step before the deadline."""
-
-
-class ResumeRefused(RuntimeError):
-    """The state directory cannot be continued with these settings or this Reef checkpoint."""
 
 
 @dataclass(frozen=True)
@@ -109,8 +107,11 @@ class RunController:
     SHA-256 of the `committed-library.json` it exported (or None), which the resume-state record
     keeps so a resume can check the file. `archive_step`,
     when given, returns the step the committed archive carries (None before the first commit);
-    `begin()` then checks that it pairs with resume-state.json. `events` receives a
-    `training_wait` event each time the barrier logs its progress (default: dropped).
+    `begin()` then checks that it pairs with resume-state.json.
+
+    What a step waits for before its commit is the run's `gate` (`harness.training_gate`):
+    by default the `TrainedGate` on `bridge` and `status`, whose barrier emits `training_wait`
+    events to `events`; a frozen-guidance run passes `FrozenGate()` (bridge and status unused).
     """
 
     def __init__(
@@ -118,25 +119,31 @@ class RunController:
         settings: ControllerSettings,
         identity: RunIdentity,
         executor_backend: Mapping[str, Any],
-        bridge: TrainingBridge,
-        status: StatusSource,
+        bridge: TrainingBridge | None,
+        status: StatusSource | None,
         commit_archive: Callable[[int], str | None],
         archive_step: Callable[[], int | None] | None = None,
         events: EventSink | None = None,
+        gate: StepGate | None = None,
     ) -> None:
         self.settings = settings
         self.identity = identity
         self._executor_backend = dict(executor_backend)
-        self._bridge = bridge
-        self._status = status
+        if gate is None:
+            if bridge is None or status is None:
+                raise ValueError("a trained run's controller needs the training bridge and status")
+            gate = TrainedGate(settings, identity, bridge, status, events)
+        self.gate: StepGate = gate
+        if gate.mode != identity.mode:
+            raise ValueError(
+                f"the run identity is {identity.mode!r} but its step gate is {gate.mode!r}; a "
+                "run's records and its gate must carry the same mode"
+            )
         self._commit_archive = commit_archive
         self._archive_step = archive_step
-        self._events: EventSink = events if events is not None else NullSink()
         self._start: RunStart | None = None
         self._next_step = 0
         self._summaries: list[dict[str, Any]] = []
-        self._baseline_completed = 0  # the bridge's completed_train_steps when this process began
-        self._trained_here = 0  # steps whose training Reef finished after begin()
 
     @property
     def resume_state_path(self) -> Path:
@@ -160,30 +167,32 @@ class RunController:
                 f" STEPS is {self.settings.steps} (STEPS is the final total, not an increment);"
                 " raise STEPS in serve.yaml to train further, or use a new state directory"
             )
-        # One health snapshot gives both the checkpoint start and the completed-step baseline,
-        # so a publication landing between two calls cannot make them disagree.
-        health = self._bridge.health()
-        if health.get("ok") is not True:
-            raise ResumeRefused(
-                f"Reef's training bridge is not healthy at start: ok={health.get('ok')!r}, phase "
-                f"{health.get('phase')!r}; see <state>/stack/slime-driver/slime-driver.log"
+        recovered = self.gate.open(next_step)
+        if (
+            recovered is None
+            and self.gate.archive_commit_proves_settled
+            and self._archive_step is not None
+            and self._archive_step() == next_step
+        ):
+            log.warning(
+                "step %d was committed to the archive but its resume state was not written "
+                "before the last stop; the step is rebuilt from the journal and committed again",
+                next_step,
             )
-        reef_start = _int_field(health, "start_rollout_id")
-        recovered = self._pair_with_reef(next_step, reef_start)
+            recovered = next_step
         archive_ahead = self._pair_with_archive(next_step, recovered is not None)
-        self._baseline_completed = _int_field(health, "completed_train_steps")
         self._summaries = [] if stored is None else [dict(s) for s in stored.step_summaries]
         self._next_step = next_step
         self._start = RunStart(
             next_step, self.settings.steps, recovered, archive_ahead, tuple(self._summaries)
         )
         log.info(
-            "run %s: steps %d..%d of %d (Reef checkpoint starts at %d)",
+            "%s run %s: steps %d..%d of %d",
+            self.gate.mode,
             "resumes" if stored else "starts",
             next_step,
             self.settings.steps - 1,
             self.settings.steps,
-            reef_start,
         )
         return self._start
 
@@ -207,23 +216,6 @@ class RunController:
                 stored.executor_backend,
                 self._executor_backend,
             )
-
-    def _pair_with_reef(self, next_step: int, reef_start: int) -> int | None:
-        if reef_start == next_step:
-            return None
-        if reef_start == next_step + 1:
-            log.warning(
-                "Reef already trained step %d but its commit did not finish before the last stop;"
-                " the step is rebuilt from the journal and committed again",
-                next_step,
-            )
-            return next_step
-        raise ResumeRefused(
-            f"Reef's checkpoint starts at step {reef_start} but the committed run state "
-            f"({self.resume_state_path}) continues at step {next_step}; the archive and Reef's "
-            "weights would not pair — restore the matching Reef checkpoint under "
-            "<state>/checkpoints, or use a new state directory"
-        )
 
     def _pair_with_archive(self, next_step: int, reef_trained_it: bool) -> bool:
         if self._archive_step is None:
@@ -251,27 +243,9 @@ class RunController:
                 f"complete_step got step {outcome.step} but the run is at step {self._next_step}"
             )
         recovered = outcome.step == self._start.recovered_step
-        expected = self._baseline_completed + self._trained_here + (0 if recovered else 1)
-        health = self._await_training(outcome.step, expected, recovered)
-        marker = self.settings.checkpoint_marker
-        metrics = qualify_step(outcome, health, self.identity, expected, marker, recovered)
-        if recovered and not metrics:
-            log.warning(
-                "step %d was trained before this process started and the restarted bridge no "
-                "longer holds its train metrics; committed on Reef's checkpoint without the "
-                "metric checks",
-                outcome.step,
-            )
+        metrics = self.gate.settle(outcome, recovered)
         summary = outcome.summary(self.identity.rollouts_per_group, metrics, recovered)
-        if summary["degenerate_step"]:
-            log.warning(
-                "step %d is degenerate: every group has constant reward, so it carries no "
-                "gradient; it is committed without the gradient checks",
-                outcome.step,
-            )
         self._commit(outcome.step, summary)
-        if not recovered:
-            self._trained_here += 1
         return summary
 
     def _commit(self, step: int, summary: dict[str, Any]) -> None:
@@ -288,115 +262,3 @@ class RunController:
         self._summaries.append(summary)
         self._next_step = step + 1
         log.info("step %d committed; next step %d", step, step + 1)
-
-    def _await_training(self, step: int, expected: int, recovered: bool) -> Mapping[str, Any]:
-        started = time.monotonic()
-        deadline = started + self.settings.deadline_s
-        last_note, last_log = "", -math.inf
-        while True:
-            health = self._bridge.health()
-            _fail_on_broken_training(step, health, expected)
-            page = self._read_status(step)
-            if page is not None and _is_durable(health, step, expected, recovered):
-                return health
-            now = time.monotonic()
-            note = _progress(health, expected, page)
-            if note != last_note or now - last_log >= self.settings.log_every_s:
-                log.info(
-                    "step %d: waiting for Reef training (%.0fs) — %s", step, now - started, note
-                )
-                self._events.emit(
-                    "training_wait",
-                    step=step,
-                    phase=health.get("phase"),
-                    elapsed_s=round(now - started, 1),
-                    missing_slots=_slot_pairs(page),
-                )
-                last_note, last_log = note, now
-            if now >= deadline:
-                raise TrainingTimeoutError(
-                    f"Reef did not finish training step {step} within "
-                    f"{self.settings.deadline_s:.0f}s — {note}. If slots are missing the harness "
-                    "under-reported (resume runs them); otherwise see "
-                    "<state>/stack/slime-driver/slime-driver.log and reef.log"
-                )
-            time.sleep(min(self.settings.poll_interval_s, max(0.0, deadline - now)))
-
-    def _read_status(self, step: int) -> StepStatus | None:
-        try:
-            page = self._status.fetch()
-        except ReefStatusUnavailable as exc:
-            log.warning("step %d: Reef status unavailable, asking again: %s", step, exc)
-            return None
-        status = read_step_status(page, self.settings.scenario, step)
-        if status.error:
-            raise RuntimeError(
-                f"Reef reports a training error while step {step} trains: {status.error}"
-            )
-        if status.failed is not None:
-            raise RuntimeError(
-                f"Reef discarded step {step} ({status.failed.reason}): its reports span releases "
-                f"{', '.join(status.failed.release_ids) or '(none listed)'}, so it will never "
-                "train; a step must only start after the previous one is committed"
-            )
-        return status
-
-
-def _is_failed_phase(phase: Any) -> bool:
-    return isinstance(phase, str) and (phase.endswith("_failed") or phase == "stopped")
-
-
-def _fail_on_broken_training(step: int, health: Mapping[str, Any], expected: int) -> None:
-    phase = health.get("phase")
-    if _is_failed_phase(phase) or health.get("ok") is not True:
-        raise RuntimeError(
-            f"Reef training of step {step} failed: bridge phase {phase!r}, ok={health.get('ok')!r},"
-            f" recoverable={health.get('recoverable')!r}; see "
-            "<state>/stack/slime-driver/slime-driver.log"
-        )
-    completed = health.get("completed_train_steps")
-    last = health.get("last_train_rollout_id")
-    if (isinstance(completed, int) and completed > expected) or (
-        isinstance(last, int) and last > step
-    ):
-        raise RuntimeError(
-            f"Reef is ahead of this run: completed_train_steps {completed} (expected {expected}),"
-            f" last_train_rollout_id {last} (step {step}); another harness reports to this scenario"
-        )
-
-
-def _is_durable(health: Mapping[str, Any], step: int, expected: int, recovered: bool) -> bool:
-    if health.get("phase") != "serving" or health.get("completed_train_steps") != expected:
-        return False
-    if recovered:
-        # A restarted bridge remembers no last step; its checkpoint start proves the training.
-        last = health.get("last_train_rollout_id")
-        return health.get("start_rollout_id") == step + 1 and last in (None, step)
-    return health.get("last_train_rollout_id") == step
-
-
-def _progress(health: Mapping[str, Any], expected: int, page: StepStatus | None) -> str:
-    if page is None:
-        slots = "Reef status unavailable"
-    elif page.missing_slots is None:
-        slots = "Reef lists no open slots for this step"
-    else:
-        slots = f"missing slots: {format_slots(page.missing_slots)}"
-    return (
-        f"phase {health.get('phase')}, completed {health.get('completed_train_steps')}/{expected},"
-        f" last rollout {health.get('last_train_rollout_id')}; {slots}"
-    )
-
-
-def _slot_pairs(page: StepStatus | None) -> list[list[int]]:
-    # The event's JSON form of the missing slots: [group, rollout] pairs, empty when unknown.
-    if page is None or page.missing_slots is None:
-        return []
-    return [[group, rollout] for group, rollout in page.missing_slots]
-
-
-def _int_field(health: Mapping[str, Any], key: str) -> int:
-    value = health.get(key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise RuntimeError(f"training bridge health field {key} is {value!r}, not an integer ≥ 0")
-    return value

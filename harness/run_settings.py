@@ -21,7 +21,12 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from harness.serve_document import HARNESS_SECTION, RunSettingsError, ServeDocument
+from harness.serve_document import (
+    FROZEN_SECTION,
+    HARNESS_SECTION,
+    RunSettingsError,
+    ServeDocument,
+)
 from harness.serve_settings import (
     DEFAULT_RAY_ACTOR_NAME,
     DEFAULT_RAY_NAMESPACE,
@@ -80,7 +85,7 @@ class RunSettings:
     config_path: Path
     task: str
     model: str
-    model_path: Path
+    model_path: Path | None  # None in frozen mode (no local weights)
     groups_per_step: int
     rollouts_per_group: int
     steps: int
@@ -94,11 +99,11 @@ class RunSettings:
     reef_port: int
     run_dir: Path
     state_dir: Path
-    checkpoint_dir: Path
-    megatron_checkpoint_dir: Path
-    hf_checkpoint_template: str
-    ray_actor_name: str
-    ray_namespace: str
+    checkpoint_dir: Path | None  # the checkpoint and Ray settings are None in frozen mode
+    megatron_checkpoint_dir: Path | None
+    hf_checkpoint_template: str | None
+    ray_actor_name: str | None
+    ray_namespace: str | None
     executor_backend: str
     gpt_oss_reasoning_effort: str
     judge_url: str
@@ -108,6 +113,16 @@ class RunSettings:
     startup_deadline_s: int
     seed_file: str = DEFAULT_SEED_FILE
     reef_token: str | None = field(default=None, repr=False)
+    #: `trained` (serve.yaml: Reef trains the guidance LoRA) or `frozen` (serve-frozen.yaml:
+    #: any OpenAI-compatible endpoint behind Reef's record-only service; harness.frozen_settings).
+    mode: str = "trained"
+    #: Frozen mode: the endpoint Reef proxies guidance calls to (without ``/v1``).
+    guidance_upstream_url: str | None = None
+
+    @property
+    def frozen(self) -> bool:
+        """True for a frozen-guidance run: nothing is trained, no training barrier."""
+        return self.mode == "frozen"
 
     @property
     def scenario(self) -> str:
@@ -129,6 +144,7 @@ class RunSettings:
         """The run-identity fields a resume must match (docs/run-controller.md), without the
         executor record."""
         return {
+            "mode": self.mode,
             "model": self.model,
             "executor": self.executor_backend,
             "gpt_oss_reasoning_effort": self.gpt_oss_reasoning_effort,
@@ -169,6 +185,11 @@ class RunSettings:
         """
         config_path = Path(path).expanduser().resolve()
         document = ServeDocument.read(config_path, os.environ if environ is None else environ)
+        base = Path.cwd() if base_dir is None else Path(base_dir)
+        if document.raw(*FROZEN_SECTION) is not None:
+            from harness.frozen_settings import frozen_settings
+
+            return frozen_settings(document, config_path, base)
         try:
             serve = ServeSettings.model_validate(model_input(document, (), ServeSettings))
         except ValidationError as exc:
@@ -177,7 +198,6 @@ class RunSettings:
             ) from None
         except ValueError as exc:
             raise RunSettingsError(f"{config_path}: {exc}") from None
-        base = Path.cwd() if base_dir is None else Path(base_dir)
         return _record(serve, config_path, base)
 
 

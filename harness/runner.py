@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.agent import GuidanceHarness, StepRun, step_entries
+from harness.agent import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.atomic import remove_stale_temps
 from harness.backends import ExecutionBackend, backend_from_name
 from harness.contract import load_task
@@ -42,11 +42,13 @@ from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity
 from harness.rollout import Executor, RolloutSettings
 from harness.run_controller import ControllerSettings, RunController
 from harness.run_settings import RunSettings
-from harness.scorer import FrontierCSScorer, Scorer
+from harness.scorer import FrontierCSScorer, JudgeUnavailableError, Scorer
 from harness.state import ArchiveConfig, LibraryEntry
 from harness.state_files import StateFileError, read_bytes
 from harness.store import HEAD, ArchiveStore, JournalRecord, read_committed
+from harness.suites import align_seed, check_resume_suite, entry_suite, seed_suite
 from harness.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
+from harness.training_gate import FrozenGate, StepGate
 
 log = logging.getLogger(__name__)
 
@@ -74,15 +76,19 @@ def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry
 
 @dataclass
 class RunServices:
-    """The adapters of a run. `close` releases what `production_services` opened."""
+    """The adapters of a run. `close` releases what `production_services` opened.
+
+    A trained run has Reef's training `bridge` and `status` page (the controller builds its
+    training barrier on them); a frozen-guidance run has `gate=FrozenGate()` and neither."""
 
     reef: ReefChannel
     executor: Executor
     scorer: Scorer
-    bridge: TrainingBridge
-    status: StatusSource
+    bridge: TrainingBridge | None
+    status: StatusSource | None
     events: EventSink = field(default_factory=NullSink)
     closers: list[Callable[[], None]] = field(default_factory=list)
+    gate: StepGate | None = None
 
     def close(self) -> None:
         for close in self.closers:
@@ -96,22 +102,43 @@ def production_services(
     executor_url: str | None = None,
     bridge: TrainingBridge | None = None,
     events: EventSink | None = None,
+    backend: ExecutionBackend | None = None,
 ) -> RunServices:
     """The real adapters: Reef at `settings.reef_url`, the configured executor backend (at
     `executor_url` when given), the FrontierCS judge at `settings.judge_url` with the task's case
-    check, Reef's Ray training bridge (address from `<run-dir>/slime-driver/runtime.yaml`) unless
-    `bridge` is given, and Reef's status page."""
-    executor = ExecutionClient(executor_backend(settings, executor_url))
+    check, and the step gate of the run's mode: trained, Reef's Ray training bridge (address from
+    `<run-dir>/slime-driver/runtime.yaml`) unless `bridge` is given, and Reef's status page;
+    frozen, `FrozenGate` (no bridge: nothing is trained, no step waits). `backend` replaces the
+    configured executor backend (the rehearsal's labelled stand-in)."""
+    executor = ExecutionClient(backend or executor_backend(settings, executor_url))
+    reef = ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
+    scorer = FrontierCSScorer.for_task(
+        task_dir, settings.judge_url, settings.judge_problem_id or None
+    )
+    if settings.frozen:
+        if bridge is not None:
+            raise ValueError(
+                f"{settings.config_path} describes a frozen-guidance run, which trains nothing "
+                "and takes no training bridge; use serve.yaml for a trained run"
+            )
+        return RunServices(
+            reef=reef,
+            executor=executor,
+            scorer=scorer,
+            bridge=None,
+            status=None,
+            events=events or NullSink(),
+            closers=[executor.close],
+            gate=FrozenGate(),
+        )
     status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
     if bridge is None:
         address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
         bridge = RayTrainingBridge(address)
     return RunServices(
-        reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
+        reef=reef,
         executor=executor,
-        scorer=FrontierCSScorer.for_task(
-            task_dir, settings.judge_url, settings.judge_problem_id or None
-        ),
+        scorer=scorer,
         bridge=bridge,
         status=status,
         events=events or NullSink(),
@@ -181,9 +208,13 @@ def run_steps(
         groups_per_batch=settings.groups_per_step,
         score_direction=contract.score_direction,
     )
-    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, settings.seed_file)
+    suite, rescored = _judge_suite(task_dir, settings, services.scorer)
+    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, rescored)
     try:
         restored = store.load()
+        _check_suite(restored.archive, suite, task_dir, settings)
+        if rescored.record is not None:
+            services.events.emit("seed_rescored", **rescored.record)
         archive = restored.archive
         committed = [restored.committed_step]
 
@@ -204,6 +235,7 @@ def run_steps(
             commit_archive,
             lambda: committed[0] if committed[0] >= 0 else None,
             events=services.events,
+            gate=services.gate,
         )
         start = controller.begin()
         events = services.events
@@ -214,6 +246,8 @@ def run_steps(
         )
         events.emit(
             "run_started",
+            mode=controller.gate.mode,
+            suite=suite,
             state_dir=str(settings.state_dir),
             start_step=start.start_step,
             steps=start.steps,
@@ -249,7 +283,7 @@ def run_steps(
                 step_run = harness.run_step(step, journaled)
             summary = controller.complete_step(step_run.outcome)
             summaries.append(summary)
-            _emit_step_end(events, archive, step, summary, step_run)
+            _emit_step_end(events, archive, step, summary, step_run, controller.gate.mode)
         result = RunResult(
             start_step=start.start_step,
             next_step=controller.next_step,
@@ -340,22 +374,63 @@ def check_committed_library(state_dir: Path, store_root: Path, events: EventSink
     events.emit("committed_library_rebuilt", path=str(path), step=step, reason=problem)
 
 
+@dataclass
+class _SeedOnSuite:
+    """The seed a new run starts from (None until needed) and its `seed_rescored` record."""
+
+    suite: str
+    entry: LibraryEntry | None = None
+    record: dict[str, Any] | None = None
+
+
+def _judge_suite(task_dir: Path, settings: RunSettings, scorer: Scorer) -> tuple[str, _SeedOnSuite]:
+    """The judge's suite, and for a new run the seed scored on it (re-scored when the seed file
+    measured it on another suite). A judge that cannot answer stops the run before anything."""
+    try:
+        suite = scorer.suite()
+        if (settings.state_dir / ARCHIVE_DIR / HEAD).exists():
+            return suite, _SeedOnSuite(suite)
+        seed = load_seed(task_dir, settings.seed_file)
+        measured_on = seed_suite(task_dir / settings.seed_file)
+        if measured_on != suite:
+            log.info("the seed was measured on suite %s; re-scoring it on %s", measured_on, suite)
+        entry, record = align_seed(seed, measured_on, suite, scorer)
+    except JudgeUnavailableError as exc:
+        raise StepInterrupted(
+            f"the judge is unavailable before the run starts: {exc}; {RESUME_HINT}"
+        ) from exc
+    return suite, _SeedOnSuite(suite, entry, record)
+
+
+def _check_suite(archive: Archive, suite: str, task_dir: Path, settings: RunSettings) -> None:
+    seed = next(e for e in archive.entries.values() if e.timestep == 0)
+    recorded = entry_suite(seed, seed_suite(task_dir / settings.seed_file))
+    check_resume_suite(recorded, suite, settings.judge_url)
+
+
 def _open_store(
-    root: Path, config: ArchiveConfig, task_dir: Path, seed_file: str | Path
+    root: Path, config: ArchiveConfig, task_dir: Path, seed: _SeedOnSuite
 ) -> ArchiveStore:
     if os.path.lexists(root / HEAD):  # a broken head is refused by open(), never replaced
         return ArchiveStore.open(root, config)
-    log.info("new archive in %s from the seed %s of %s", root, seed_file, task_dir)
-    return ArchiveStore.create(root, Archive.from_seed(config, load_seed(task_dir, seed_file)))
+    log.info("new archive in %s from the seed of %s (%s)", root, task_dir, seed.suite)
+    assert seed.entry is not None  # _judge_suite aligns the seed of every new run
+    return ArchiveStore.create(root, Archive.from_seed(config, seed.entry))
 
 
 def _emit_step_end(
-    events: EventSink, archive: Archive, step: int, summary: Mapping[str, Any], run: StepRun
+    events: EventSink,
+    archive: Archive,
+    step: int,
+    summary: Mapping[str, Any],
+    run: StepRun,
+    mode: str,
 ) -> None:
     usage = usage_by_step(step_entries(archive, step)).get(step)
     events.emit(
         "step_summary",
         **dict(summary),
+        mode=mode,
         executor_failures=run.executor_failures,
         usage=usage.to_dict() if usage else None,
     )

@@ -82,6 +82,11 @@ class Scorer(Protocol):
 
     def __call__(self, code: str) -> VerificationResult: ...
 
+    def suite(self) -> str:
+        """The name of the suite the judge scores on (`harness.suites`); raises
+        `JudgeUnavailableError` when the judge cannot say."""
+        ...
+
 
 class JudgeUnavailableError(RuntimeError):
     """The judge failed as infrastructure on every attempt, so the candidate has no verdict.
@@ -204,6 +209,16 @@ class FrontierCSScorer:
         problem = str(problem_id or contract.judge_problem_id)
         settings = JudgeSettings(base_url=base_url, problem_id=problem, **options)
         return cls(settings, check, Scoring(contract.score_direction, contract.verifier))
+
+    def suite(self) -> str:
+        """The suite the judge serves this problem on (`GET /problems`, see `harness.suites`);
+        `JudgeUnavailableError` when the judge does not answer or does not list the problem."""
+        from harness.suites import judge_suite
+
+        try:
+            return judge_suite(self.settings.base_url, self.settings.problem_id)
+        except RuntimeError as exc:
+            raise JudgeUnavailableError(str(exc), attempts=1) from exc
 
     def __call__(self, code: str) -> VerificationResult:
         """Judge `code` and return its hardened verdict. Infrastructure faults are retried with

@@ -27,6 +27,10 @@ _DEFAULT_REFERENCE = re.compile(r"\$\{(\w+):-([^}]*)\}")
 _CONFIG_REFERENCE = re.compile(r"\$\{([\w.-]+)\}")
 #: The section whose values only the harness reads (and where ``:-`` defaults are allowed).
 HARNESS_SECTION = ("training", "config", "harness")
+#: Frozen-guidance mode (serve-frozen.yaml): the run settings, a setting of the record-only
+#: recipe that only the harness reads, and their harness part (``:-`` defaults allowed there).
+FROZEN_SECTION = ("recipe", "config", "guidance-ttt")
+FROZEN_HARNESS_SECTION = ("recipe", "config", "guidance_ttt", "harness")
 
 
 class RunSettingsError(ValueError):
@@ -143,8 +147,10 @@ def _expand_environment(
         return node
     where = ".".join(path)
     if _DEFAULT_REFERENCE.search(node):
-        normalized = tuple(part.replace("-", "_") for part in path[: len(HARNESS_SECTION)])
-        if normalized != HARNESS_SECTION:
+        normalized = tuple(part.replace("-", "_") for part in path)
+        if normalized[: len(HARNESS_SECTION)] != HARNESS_SECTION and (
+            normalized[: len(FROZEN_HARNESS_SECTION)] != FROZEN_HARNESS_SECTION
+        ):
             raise RunSettingsError(
                 f"{where} uses ${{VAR:-default}}, which Reef 0.1.3 does not expand (it would use "
                 f"the text literally); use ${{VAR}} or ${{VAR:?}} there, or move the setting "

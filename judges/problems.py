@@ -89,8 +89,19 @@ class Suite:
     label: str
     comparable_to_frontiercs: bool
 
+    @property
+    def name(self) -> str:
+        """The suite's name in run records: `generated:<seed>:<cases>` for a generated suite
+        (its label carries the generator's `seed=S cases=N` stamp), `public` for FrontierCS's
+        public cases (a problem package or a folder of them)."""
+        if self.kind == "generated":
+            found = re.search(r"seed=(\d+) cases=(\d+)", self.label)
+            return f"generated:{found[1]}:{found[2]}" if found else "generated"
+        return "public"
+
     def to_json(self) -> dict[str, Any]:
         return {
+            "name": self.name,
             "kind": self.kind,
             "label": self.label,
             "comparableToFrontierCS": self.comparable_to_frontiercs,

@@ -15,10 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
-import signal
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Sequence
@@ -30,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from harness.rehearsal.judge_process import LocalJudge
 
 
 @dataclass(frozen=True)
@@ -309,8 +308,9 @@ def exploit_answer(stderr: str, cases: int = 3) -> Reply:
 
 
 # --- the real local judge -----------------------------------------------------------------
-# Not a fake: `python -m judges` in a subprocess, kept beside the fakes so that every judge the
-# client tests talk to is started from one place.
+# Not a fake: `python -m judges` in a subprocess (`LocalJudge`, from harness.rehearsal, which
+# `guidance-ttt rehearse` uses too), imported here so that every judge the client tests talk to
+# is started from one place.
 
 SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "data" / "frontiercs-p0"
 
@@ -336,54 +336,4 @@ def public_problems(root: Path) -> Path:
     return root
 
 
-class LocalJudge:
-    """The project's judge service (`python -m judges`) on 127.0.0.1 with an ephemeral port, in
-    its own state directory; stopped with SIGTERM on exit. `args` are extra CLI options."""
-
-    def __init__(self, state_dir: Path, *args: str, start_timeout_s: float = 180.0) -> None:
-        self.command = [
-            sys.executable,
-            "-m",
-            "judges",
-            "--port",
-            "0",
-            "--state-dir",
-            str(state_dir),
-            *args,
-        ]
-        self.start_timeout_s = start_timeout_s
-        self.url = ""
-        self._process: subprocess.Popen[str] | None = None
-
-    def __enter__(self) -> LocalJudge:
-        self._process = subprocess.Popen(
-            self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
-        )
-        lines: list[str] = []
-        found = threading.Event()
-
-        def read() -> None:
-            assert self._process is not None and self._process.stdout is not None
-            for line in self._process.stdout:
-                lines.append(line)
-                match = re.search(r"judge listening on (http://127\.0\.0\.1:\d+)", line)
-                if match and not found.is_set():
-                    self.url = match[1]
-                    found.set()
-
-        threading.Thread(target=read, daemon=True).start()
-        if not found.wait(self.start_timeout_s):
-            self.__exit__()
-            raise RuntimeError(
-                f"local judge did not start: {' '.join(self.command)}\n{''.join(lines)}"
-            )
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._process is not None and self._process.poll() is None:
-            self._process.send_signal(signal.SIGTERM)
-            try:
-                self._process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                self._process.kill()
-                self._process.wait(timeout=10)
+__all__ = ["LocalJudge"]

@@ -5,11 +5,8 @@ What is real here: `reef serve` (record-only tttd recipe, `tests.reef_fixtures`)
 in for what cannot run on CPU:
 
 * the guidance model (SGLang behind Reef) is Reef's upstream `OpenAIFixture` answering with
-  `GuidanceScript`: a thinking line plus one `<guidance>` block naming a seed variant, and a
-  malformed answer (two blocks) at chosen call numbers;
-* the executor (GPT-OSS / GLM) is an `OpenAIFixture` answering with `executor_reply`: real C++
-  variants of the seed program (small source edits, each compiled and judged for real), a
-  compile error, an answer without a `<solution>`, and an HTTP 400;
+  `GuidanceScript`, and the executor (GPT-OSS / GLM) an `OpenAIFixture` answering with
+  `executor_reply` (both in `harness.rehearsal.stand_ins`, which `guidance-ttt rehearse` uses);
 * Reef's training bridge is `tests.bridge_fake.FakeTrainingBridge`, fed with the rewards Reef
   actually stored (`ReefReports.step_rewards`), first report per slot, as Reef's grouping does.
 
@@ -22,10 +19,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import re
 import sys
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -44,6 +40,17 @@ from harness.events import EventLog, EventSink, Fanout  # noqa: E402
 from harness.execution import ExecutionClient  # noqa: E402
 from harness.reef_channel import ReefChannel  # noqa: E402
 from harness.reef_status import ReefStatusClient  # noqa: E402
+from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for the tests)
+    GUIDANCE_CYCLE,
+    NO_SOLUTION,
+    REFUSED,
+    TASK_DIR,
+    VARIANTS,
+    GuidanceScript,
+    executor_reply,
+    seed_source,
+    task_dir,
+)
 from harness.run_settings import RunSettings  # noqa: E402
 from harness.runner import (  # noqa: E402
     COMMITTED_LIBRARY,
@@ -55,93 +62,11 @@ from harness.runner import (  # noqa: E402
 )
 from harness.scorer import FrontierCSScorer  # noqa: E402
 from harness.store import HEAD  # noqa: E402
+from harness.training_gate import FrozenGate  # noqa: E402
 from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402
-from tests.openai_fixture import RecordedRequest, Reply  # noqa: E402
 
-TASK_DIR = REPO / "harbor" / "polyomino_packing"
 TOKEN = "reef-local"
 POLL_S = 0.05
-
-
-def task_dir() -> Path:
-    """The Polyomino task directory (the repository's, with its judged seed)."""
-    return TASK_DIR
-
-
-def seed_source() -> str:
-    """The program the stand-in executor edits: the task's shelf packer (`solution/shelf`, the
-    documented alternative seed), whose knobs the variants below turn. The default seed (one row
-    of pieces) has no such knobs."""
-    return (task_dir() / "solution" / "shelf" / "solution.cpp").read_text()
-
-
-# --- the executor: real C++ variants of the seed -----------------------------------------------
-
-
-def _edit(source: str, old: str, new: str) -> str:
-    if old not in source:
-        raise AssertionError(f"the seed program no longer contains {old!r}; update the variant")
-    return source.replace(old, new, 1)
-
-
-#: Each variant is a small, honest source edit of the seed; the judge scores it for real.
-VARIANTS: dict[str, Callable[[str], str]] = {
-    "fewer_widths": lambda s: _edit(s, "step <= 16", "step <= 3"),
-    "wider_range": lambda s: _edit(s, "0.8 + 0.05 * step", "0.6 + 0.1 * step"),
-    "annotated": lambda s: "// variant: the parent, annotated\n" + s,
-    "broken": lambda s: _edit(s, "return best;", "return best"),  # a compile error
-}
-#: Executor answers that are not programs.
-NO_SOLUTION, REFUSED = "no_solution", "refused"
-GUIDANCE_CYCLE = ("fewer_widths", "wider_range", "annotated", "broken", NO_SOLUTION, REFUSED)
-_VARIANT_IN_GUIDANCE = re.compile(r"<guidance>.*?variant (\w+)", re.DOTALL)
-
-
-def executor_reply(request: RecordedRequest) -> Reply:
-    """The stand-in executor: reads which variant the guidance asks for and answers with it."""
-    user = request.body["messages"][-1]["content"]
-    found = _VARIANT_IN_GUIDANCE.search(user)
-    name = found[1] if found else "annotated"
-    if name == REFUSED:
-        return Reply(status=400, error="the test executor refuses this request")
-    summary = (
-        "The candidate keeps the parent's shelf packing of oriented bounding boxes and applies "
-        f"the requested change ({name.replace('_', ' ')}); everything else is kept as it was."
-    )
-    if name == NO_SOLUTION:
-        return Reply(content=f"I could not write the program.\n<summary>\n{summary}\n</summary>")
-    program = VARIANTS[name](seed_source())
-    return Reply(
-        content=f"<solution>\n```cpp\n{program}\n```\n</solution>\n\n<summary>\n{summary}\n</summary>",
-        reasoning=f"Apply {name} to the parent.",
-        usage={"prompt_tokens": 900, "completion_tokens": 700, "total_tokens": 1600},
-    )
-
-
-class GuidanceScript:
-    """The stand-in guidance model: call n answers with a thinking line and one guidance block
-    naming `GUIDANCE_CYCLE[n % 6]`, or with two blocks (malformed) when n is in `malformed`."""
-
-    def __init__(self, malformed: Sequence[int] = ()) -> None:
-        self.malformed = set(malformed)
-        self.calls = 0
-        self._lock = threading.Lock()
-
-    def __call__(self, request: RecordedRequest) -> Reply:
-        with self._lock:
-            n = self.calls
-            self.calls += 1
-        if n in self.malformed:
-            return Reply(content="<guidance>spiral</guidance>\n<guidance>or rows</guidance>")
-        variant = GUIDANCE_CYCLE[n % len(GUIDANCE_CYCLE)]
-        return Reply(
-            content=(
-                "Thinking: the summary says boxes go on shelves.\n"
-                f"<guidance>Direction {n}: try the variant {variant} of the shelf strategy, "
-                "keeping the orientation rule.</guidance>"
-            ),
-            usage={"prompt_tokens": 1200, "completion_tokens": 300, "total_tokens": 1500},
-        )
 
 
 # --- settings ------------------------------------------------------------------------------------
@@ -329,22 +254,29 @@ def failing_bridge(settings: RunSettings) -> FakeTrainingBridge:
 def services(
     settings: RunSettings, executor_url: str, task: Path, observer: EventSink | None = None
 ) -> RunServices:
-    """The run's adapters for a CPU rehearsal: real Reef, executor client, judge client and
-    status page; the fake training bridge. `observer`, when given, sees every event too."""
+    """The run's adapters for a CPU rehearsal: real Reef, executor client, judge client; for a
+    trained run the status page and the fake training bridge, for a frozen-guidance run (a
+    serve-frozen.yaml) the frozen gate and no bridge at all. `observer`, when given, sees every
+    event too."""
     executor = ExecutionClient(executor_backend(settings, executor_url))
-    status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
     events = EventLog(event_log_path(settings))
-    return RunServices(
+    adapters = RunServices(
         reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
         executor=executor,
         scorer=FrontierCSScorer.for_task(
             task, settings.judge_url, settings.judge_problem_id or None, poll_interval_s=0.1
         ),
-        bridge=fake_bridge(settings),
-        status=status,
+        bridge=None,
+        status=None,
         events=events if observer is None else Fanout(events, observer),
-        closers=[executor.close, status.close, events.close],
+        closers=[executor.close, events.close],
+        gate=FrozenGate() if settings.frozen else None,
     )
+    if not settings.frozen:
+        status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
+        adapters.bridge, adapters.status = fake_bridge(settings), status
+        adapters.closers.append(status.close)
+    return adapters
 
 
 def run_cpu_steps(

@@ -297,15 +297,15 @@ def test_executor_never_has_more_than_the_configured_requests_in_flight(
     assert counting.max_in_flight == 2
 
 
-def test_reef_outage_stops_the_run_before_any_rollout_is_journaled(tmp_path: Path) -> None:
-    if not (task_dir() / "solution" / "seed.json").is_file():
-        pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
+def test_reef_outage_stops_the_run_before_any_rollout_is_journaled(
+    stack: Stack, tmp_path: Path
+) -> None:
     down = closed_port_url()
     settings = write_serve_yaml(
         tmp_path / "serve.yaml",
         state_dir=tmp_path / "state",
         reef_port=int(down.rsplit(":", 1)[1]),
-        judge_url=down,
+        judge_url=stack.judge.url,  # the judge is up (the run asks it for its suite first)
         groups=2,
         rollouts=2,
         steps=1,

@@ -148,7 +148,31 @@ def test_oracle_installs_the_seed_program(tmp_path: Path) -> None:
 def run_verifier(
     tmp_path: Path, judge_url: str, program: str | None, **env: str
 ) -> tuple[float, str]:
-    """Run tests/test.sh as Harbor would, with its paths moved into tmp_path."""
+    """Run tests/test.sh as Harbor would, with its paths moved into tmp_path; it must give a
+    verdict (exit 0 and a reward file)."""
+    completed, logs = run_test_sh(tmp_path, judge_url, program, **env)
+    assert completed.returncode == 0, completed.stderr
+    reward = json.loads((logs / "reward.json").read_text())
+    assert set(reward) == {"reward"}
+    return reward["reward"], (logs / "reason.txt").read_text().strip()
+
+
+def verifier_failure(tmp_path: Path, judge_url: str, program: str | None, **env: str) -> str:
+    """Run tests/test.sh where no verdict can be given: it must fail loudly (exit 1, no reward
+    file, the reason on stderr and in reason.txt and verdict.json). Returns the reason."""
+    completed, logs = run_test_sh(tmp_path, judge_url, program, **env)
+    assert completed.returncode == 1, completed.stdout + completed.stderr
+    assert not (logs / "reward.json").exists(), "a verifier that cannot score wrote a reward"
+    assert "VERIFIER FAILED" in completed.stderr
+    assert json.loads((logs / "verdict.json").read_text())["status"] == "verifier_failed"
+    reason = (logs / "reason.txt").read_text().strip()
+    assert reason.startswith("verifier failed: ")
+    return reason.removeprefix("verifier failed: ")
+
+
+def run_test_sh(
+    tmp_path: Path, judge_url: str, program: str | None, **env: str
+) -> tuple[subprocess.CompletedProcess[str], Path]:
     solution = tmp_path / "workspace" / "solution.cpp"
     if program is not None:
         solution.parent.mkdir(parents=True, exist_ok=True)
@@ -171,10 +195,7 @@ def run_verifier(
         text=True,
         timeout=600,
     )
-    assert completed.returncode == 0, completed.stderr
-    reward = json.loads((logs / "reward.json").read_text())
-    assert set(reward) == {"reward"}
-    return reward["reward"], (logs / "reason.txt").read_text().strip()
+    return completed, logs
 
 
 def test_verifier_without_a_program_writes_zero_with_a_reason(tmp_path: Path) -> None:
@@ -183,9 +204,8 @@ def test_verifier_without_a_program_writes_zero_with_a_reason(tmp_path: Path) ->
     assert reason.startswith("no program at ") and "solution.cpp" in reason
 
 
-def test_verifier_with_the_judge_down_writes_zero_with_a_reason(tmp_path: Path) -> None:
-    reward, reason = run_verifier(tmp_path, closed_port_url(), program=SEED_PROGRAM)
-    assert reward == 0.0
+def test_verifier_with_the_judge_down_fails_loudly_without_a_reward(tmp_path: Path) -> None:
+    reason = verifier_failure(tmp_path, closed_port_url(), program=SEED_PROGRAM)
     assert reason.startswith("judge unavailable after 3 attempts")
 
 
@@ -193,9 +213,9 @@ def test_verifier_with_a_hanging_judge_stops_within_its_budget(tmp_path: Path) -
     hang = Reply(200, {"status": "queued"}, delay_s=60.0)
     with FakeJudge([SUBMITTED], [hang]) as judge:
         started = time.monotonic()
-        reward, reason = run_verifier(tmp_path, judge.url, SEED_PROGRAM, VERIFIER_BUDGET_S="1.5")
+        reason = verifier_failure(tmp_path, judge.url, SEED_PROGRAM, VERIFIER_BUDGET_S="1.5")
     assert time.monotonic() - started < 15  # the 340 s deadline never ran out
-    assert reward == 0.0 and reason.startswith("judge unavailable after 1 attempts")
+    assert reason.startswith("judge unavailable after 1 attempts")
 
 
 GENUINE = [checker_case(400, 25, 20), checker_case(1000, 40, 50)]
@@ -228,12 +248,24 @@ def test_verifier_and_harness_client_agree_on_every_answer(tmp_path: Path, name:
         assert "inconsistent judge result" in reason and "inconsistent" in verdict.message
 
 
-def test_judge_side_exception_stops_the_harness_but_zeroes_the_evaluation(tmp_path: Path) -> None:
+def test_judge_side_exception_stops_the_harness_and_fails_the_verifier_loudly(
+    tmp_path: Path,
+) -> None:
     crash = Reply(200, {"status": "error", "error": "Error: go-judge unreachable"})
     with FakeJudge([SUBMITTED], [crash]) as judge, pytest.raises(JudgeUnavailableError):
         FrontierCSScorer.for_task(TASK_DIR, judge.url, "0", attempts=2, retry_backoff_s=0.01)(
             SEED_PROGRAM
         )
     with FakeJudge([SUBMITTED], [crash]) as judge:
-        reward, reason = run_verifier(tmp_path, judge.url, SEED_PROGRAM)
-    assert reward == 0.0 and reason == "judge error: Error: go-judge unreachable"
+        reason = verifier_failure(tmp_path, judge.url, SEED_PROGRAM)
+    assert reason == f"judge-side exception at {judge.url}: Error: go-judge unreachable"
+
+
+def test_verdict_file_names_the_suite_the_score_was_measured_on(tmp_path: Path) -> None:
+    labelled = done(GENUINE)
+    labelled.body["suite"] = {"name": "generated:4:2", "kind": "generated"}
+    for answer, suite in ((done(GENUINE), "public"), (labelled, "generated:4:2")):
+        with FakeJudge([SUBMITTED], [QUEUED, answer]) as judge:
+            run_verifier(tmp_path / suite, judge.url, SEED_PROGRAM)
+        verdict = json.loads((tmp_path / suite / "logs" / "verifier" / "verdict.json").read_text())
+        assert verdict["suite"] == suite

@@ -67,6 +67,7 @@ def test_frontiercs_problem_zero_loads_with_its_limits(tmp_path: Path) -> None:
         "id": "0",
         "cases": 2,
         "suite": {
+            "name": "public",
             "kind": "package",
             "label": f"cases of the problem package {tmp_path / '0'}",
             "comparableToFrontierCS": True,

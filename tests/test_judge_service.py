@@ -64,6 +64,7 @@ def test_health_and_listing_label_the_generated_suite(judge: JudgeProcess) -> No
     (problem,) = httpx.get(f"{judge.url}/problems").json()["problems"]
     assert problem["id"] == "0" and problem["cases"] == CASES
     assert problem["suite"]["kind"] == "generated"
+    assert problem["suite"]["name"] == f"generated:5:{CASES}"
     assert problem["suite"]["comparableToFrontierCS"] is False
 
 

@@ -23,6 +23,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from judge_fakes import closed_port_url
 from rich.console import Console
 
 from harness.backends import backend_from_name
@@ -196,7 +197,7 @@ def test_cpu_machine_has_every_row_ready_except_gpus(judge, executor_server, tas
     assert not report.ok
     assert "0 GPUs visible to torch" in by_name["GPUs"].detail
     assert "CUDA_VISIBLE_DEVICES" in by_name["GPUs"].fix
-    assert "seed scored 50.0" in by_name["judge"].detail
+    assert "seed scored 50.0000 on suite public" in by_name["judge"].detail
     assert SEED.encode() in judge.bodies("POST", "/submit")[0]
     assert "missing GPUs" in report.failure_message()
     (probe,) = executor_server.bodies("POST", "/v1/chat/completions")
@@ -305,6 +306,42 @@ def test_seed_on_which_every_case_scored_zero_is_missing(judge, task_dir):
     assert not result.ready
     assert "judged the seed valid with score 0.0" in result.detail
     assert "judge_problem_id" in result.fix
+
+
+def test_seed_scored_on_another_suite_is_not_compared_with_the_seed_file(judge, task_dir):
+    seed = json.loads((REPO / "harbor/polyomino_packing/solution/seed.json").read_text())
+    (task_dir / "solution" / "seed.json").write_text(json.dumps(seed))
+    done = {**DONE, "suite": {"name": "generated:3:2", "kind": "generated"}}
+    judge.routes[("GET", "/result/7")] = Route(200, done)
+
+    result = check_judge(judge.url, seed_scorer(task_dir, judge.url))
+
+    assert result.ready
+    assert "seed scored 50.0000 on suite generated:3:2" in result.detail
+    assert "seed.json measured it on public, not compared" in result.detail
+    assert "re-scores the seed on generated:3:2 at start" in result.detail
+    assert f"{seed['entry']['verifier_raw_score']:.4f}" not in result.detail
+    judge.routes[("GET", "/result/7")] = Route(200, DONE)  # FrontierCS's judge: no suite label
+    same = check_judge(judge.url, seed_scorer(task_dir, judge.url))
+    expected = seed["entry"]["verifier_raw_score"]
+    assert f"on suite public (seed.json: {expected:.4f} on public)" in same.detail
+
+
+def test_frozen_mode_checks_the_guidance_endpoint_instead_of_gpus_and_model(
+    judge, executor_server, task_dir, model_dir
+):
+    report = run_preflight(
+        state_dir=task_dir.parent / "state",
+        model_dir=model_dir,
+        judge_url=judge.url,
+        executor=backend_from_name("gpt_oss_120b", base_url=f"{executor_server.url}/v1"),
+        min_free_gb=0.001,
+        guidance_url=closed_port_url(),
+    )
+    by_name = rows(report)
+    assert list(by_name) == ["python", "guidance", "judge", "executor", "git-lfs", "disk"]
+    assert [c.name for c in report.missing] == ["guidance"]
+    assert "GUIDANCE_TTT_GUIDANCE_URL" in by_name["guidance"].fix
 
 
 def test_judge_that_cannot_score_is_missing(judge, task_dir):

@@ -50,7 +50,7 @@ BACKEND = {"name": "local", "model": "openai/gpt-oss-120b", "api_key_env": None}
 MIXED = ((0.0, 0.7, 0.7, 0.2), (0.4, 0.4, 0.4, 0.9))
 CONSTANT = ((0.0, 0.0, 0.0, 0.0), (0.3, 0.3, 0.3, 0.3))
 ONE_CONSTANT = ((0.0, 0.7, 0.7, 0.2), (0.5, 0.5, 0.5, 0.5))
-LOG = "harness.run_controller"
+LOG = "harness.training_gate"
 
 
 def outcome(step: int, rewards: Any = MIXED) -> StepOutcome:

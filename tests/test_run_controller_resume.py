@@ -19,8 +19,15 @@ import pytest
 from bridge_fake import FakeTrainingBridge
 from test_run_controller import IDENTITY, LOG, MIXED, SCENARIO, TOKEN, Rig, outcome, rig
 
-from harness.resume_state import ResumeStateError
-from harness.run_controller import CHECKPOINT_MARKER, ResumeRefused
+from harness.atomic import atomic_write_json
+from harness.resume_state import ResumeStateError, RunIdentity
+from harness.run_controller import (
+    CHECKPOINT_MARKER,
+    ControllerSettings,
+    ResumeRefused,
+    RunController,
+)
+from harness.training_gate import FrozenGate
 
 __all__ = ["rig"]  # the fixture, shared with test_run_controller.py
 
@@ -65,7 +72,7 @@ CHANGED = {
 
 @pytest.mark.parametrize("key", list(CHANGED))
 def test_resume_refuses_each_identity_mismatch_naming_the_key(rig: Rig, key: str) -> None:
-    assert set(CHANGED) == {f.name for f in dataclasses.fields(IDENTITY)}
+    assert set(CHANGED) | {"mode"} == {f.name for f in dataclasses.fields(IDENTITY)}
     committed_steps(rig, 1)
     before = rig.resume_state.read_bytes()
     rig.new_bridge()
@@ -76,6 +83,54 @@ def test_resume_refuses_each_identity_mismatch_naming_the_key(rig: Rig, key: str
     assert f"{key} stored {stored!r}, requested {CHANGED[key]!r}" in str(refused.value)
     assert "use a new state directory" in str(refused.value)
     assert rig.resume_state.read_bytes() == before
+
+
+FROZEN = dataclasses.replace(
+    IDENTITY,
+    mode="frozen",
+    lora_rank=0,
+    inference_tensor_parallel_size=0,
+    megatron_tensor_parallel_size=0,
+)
+
+
+def frozen_controller(rig: Rig, steps: int = 3, identity: RunIdentity = FROZEN) -> RunController:
+    return RunController(
+        ControllerSettings(rig.state_dir, SCENARIO, steps),
+        identity,
+        {"name": "local"},
+        None,
+        None,
+        lambda step: atomic_write_json(rig.archive, {"step": step}),  # no bridge to record
+        rig.archive_step,
+        gate=FrozenGate(),
+    )
+
+
+def test_frozen_controller_commits_each_step_at_once_without_a_bridge(rig: Rig) -> None:
+    controller = frozen_controller(rig, steps=2)
+    start = controller.begin()
+    assert (start.start_step, start.recovered_step) == (0, None)
+    for step in (0, 1):
+        summary = controller.complete_step(outcome(step))
+        assert summary["train_metrics"] == {} and summary["grad_norm"] is None
+    stored = json.loads(rig.resume_state.read_text())
+    assert stored["next_step"] == 2 and stored["identity"]["mode"] == "frozen"
+    assert rig.archive_step() == 1
+
+
+def test_trained_state_refuses_a_frozen_resume_naming_the_mode(rig: Rig) -> None:
+    committed_steps(rig, 1)
+    before = rig.resume_state.read_bytes()
+    with pytest.raises(ResumeRefused) as refused:
+        frozen_controller(rig).begin()
+    assert "mode stored 'trained', requested 'frozen'" in str(refused.value)
+    assert rig.resume_state.read_bytes() == before
+
+
+def test_a_gate_of_another_mode_than_the_identity_is_refused(rig: Rig) -> None:
+    with pytest.raises(ValueError, match="identity is 'trained' but its step gate is 'frozen'"):
+        frozen_controller(rig, identity=IDENTITY)
 
 
 @pytest.mark.parametrize("steps", [2, 1])

@@ -181,6 +181,7 @@ def test_reference_to_an_unset_setting_is_refused(tmp_path):
 def test_identity_holds_the_resume_fields():
     settings = RunSettings.load(DEFAULT_SERVE_YAML, environ={})
     assert settings.identity() == {
+        "mode": "trained",
         "model": "Qwen/Qwen3-8B",
         "executor": "gpt_oss_120b",
         "gpt_oss_reasoning_effort": "high",

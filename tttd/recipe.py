@@ -154,6 +154,14 @@ def settings_errors(config: Mapping[str, Any]) -> list[str]:
 
 @dataclass(frozen=True, kw_only=True)
 class TTTDReportsRecipe(StepGrid, Recipe):
-    """The tttd report contract on a record-only service: validates and stores, trains nothing."""
+    """The tttd report contract on a record-only service: validates and stores, trains nothing.
+
+    ``guidance-ttt`` holds a frozen-guidance run's settings (``serve-frozen.yaml``); Reef keeps
+    them with the recipe's settings and only the harness reads them
+    (``harness/frozen_settings.py``)."""
 
     name: str = "tttd-reports"
+    guidance_ttt: dict[str, Any] = config_field(  # noqa: RUF009 (a dataclass field, as above)
+        default_factory=dict,
+        help="Frozen-guidance run settings, read by the harness only (serve-frozen.yaml).",
+    )

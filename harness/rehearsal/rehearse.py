@@ -1,0 +1,180 @@
+"""`guidance-ttt rehearse STATE_DIR`: frozen-guidance mode end to end on a CPU machine.
+
+What runs for real: `reef serve -c STATE_DIR/serve-frozen.yaml` (Reef's record-only service with
+the tttd report contract: a receipt for every guidance call, a validated report for every
+score), the local judge (`python -m judges`, bubblewrap sandbox, a small generated Polyomino
+suite), the run loop, archive store, journal, run controller (frozen gate: nothing is trained)
+and the live G×R display. What stands in for the two models, clearly labelled in every record
+(`harness.rehearsal.stand_ins`): a scripted guidance model behind Reef (model name
+`scripted-guidance-stand-in`) and a scripted executor (`scripted-executor-stand-in`) that
+answers with real C++ edits of the seed, each compiled and judged.
+
+The settings file written into STATE_DIR is the repository's `serve-frozen.yaml` with the stand-
+ins' addresses, free loopback ports, the grid and STEPS filled in; the harness and Reef read that
+same file. Re-running the command on the same directory resumes the rehearsal (raise `--steps`
+to continue a finished one). Every process it starts is stopped when it returns.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+from contextlib import ExitStack
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import yaml
+from rich.console import Console
+
+from harness.backends import backend_from_name
+from harness.contract import load_contract
+from harness.events import EventLog, Fanout
+from harness.progress import ProgressDisplay
+from harness.rehearsal.judge_process import LocalJudge
+from harness.rehearsal.openai_server import OpenAIFixture
+from harness.rehearsal.reef_process import free_port, running_reef
+from harness.rehearsal.stand_ins import (
+    EXECUTOR_MODEL,
+    GUIDANCE_MODEL,
+    SEED_RECORD,
+    GuidanceScript,
+    executor_reply,
+    task_dir,
+)
+from harness.run_settings import FROZEN_SECTION, RunSettings
+from harness.runner import RunResult, event_log_path, production_services, run_steps
+
+REPO = Path(__file__).resolve().parents[2]
+FROZEN_TEMPLATE = REPO / "serve-frozen.yaml"
+SETTINGS_FILE = "serve-frozen.yaml"
+TOKEN = "reef-local"
+#: The third guidance call answers with two <guidance> blocks: the display and the records show
+#: how a malformed answer is handled (reward 0, executor skipped, still reported).
+MALFORMED_CALL = 2
+
+
+@dataclass(frozen=True)
+class RehearsalOptions:
+    """What `guidance-ttt rehearse` may change; the defaults run in about a minute per step on a
+    2-core machine."""
+
+    steps: int = 2
+    groups: int = 2
+    rollouts: int = 4
+    cases: int = 2
+    judge_seed: int = 11
+    workers: int | None = None
+
+
+def write_settings(
+    path: Path,
+    state_dir: Path,
+    options: RehearsalOptions,
+    *,
+    guidance_url: str,
+    judge_url: str,
+    reef_port: int,
+    task: str = "polyomino_packing",
+) -> RunSettings:
+    """The repository's serve-frozen.yaml with the rehearsal's values, written to `path`
+    (`task` names the Reef scenario, `guidance-ttt-<task>`)."""
+    document = yaml.safe_load(FROZEN_TEMPLATE.read_text(encoding="utf-8"))
+    document["reef"].update(host="127.0.0.1", port=reef_port, token=TOKEN)
+    document["inference"].update({"upstream-url": guidance_url, "upstream-model": GUIDANCE_MODEL})
+    recipe = document["recipe"]["config"]
+    recipe.update({"groups-per-step": options.groups, "rollouts-per-group": options.rollouts})
+    run = recipe[FROZEN_SECTION[-1]]
+    run.update(steps=options.steps, state_dir=str(state_dir), task=task)
+    run["harness"].update(
+        executor_backend="gpt_oss_120b",
+        gpt_oss_reasoning_effort="high",
+        judge_url=judge_url,
+        judge_problem_id="0",
+        seed=SEED_RECORD,
+    )
+    header = (
+        "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
+        "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"
+    )
+    path.write_text(header + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return RunSettings.load(path, environ={}, base_dir=path.parent)
+
+
+def rehearse(
+    state_dir: Path, options: RehearsalOptions, console: Console | None = None
+) -> RunResult:
+    """Run (or resume) the rehearsal into `state_dir`; raises what stops the run."""
+    state_dir = Path(state_dir).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    task = task_dir()
+    console = console or Console(stderr=True)
+    with ExitStack() as stack:
+        console.print("rehearse: starting the local judge, the stand-in models and reef serve")
+        judge = stack.enter_context(
+            LocalJudge(
+                state_dir / "judge",
+                "--generated-cases",
+                str(options.cases),
+                "--seed",
+                str(options.judge_seed),
+            )
+        )
+        guidance = stack.enter_context(
+            OpenAIFixture(GuidanceScript(malformed=[MALFORMED_CALL]), model=GUIDANCE_MODEL)
+        )
+        executor = stack.enter_context(OpenAIFixture(executor_reply, model=EXECUTOR_MODEL))
+        port = free_port()
+        settings_path = state_dir / SETTINGS_FILE
+        settings = write_settings(
+            settings_path,
+            state_dir,
+            options,
+            guidance_url=guidance.base_url,
+            judge_url=judge.url,
+            reef_port=port,
+        )
+        stack.enter_context(
+            running_reef(state_dir / "reef", config=settings_path, port=port, token=TOKEN)
+        )
+        backend = replace(
+            backend_from_name("gpt_oss_120b", base_url=executor.v1_url), model=EXECUTOR_MODEL
+        )
+        services = production_services(settings, task, backend=backend)
+        log_file = EventLog(event_log_path(settings))
+        display = ProgressDisplay(
+            console,
+            models=(settings.model, backend.model),
+            direction=load_contract(task).score_direction,
+        )
+        services.events = Fanout(log_file, display)
+        services.closers += [display.close, log_file.close]
+        stack.callback(services.close)
+        console.print(
+            f"rehearse: frozen guidance, {options.groups}×{options.rollouts} rollouts per step, "
+            f"steps up to {options.steps}, judge suite generated:{options.judge_seed}:"
+            f"{options.cases}; state in {state_dir}"
+        )
+        return run_steps(
+            settings,
+            task,
+            (task / "instruction.md").read_text(encoding="utf-8"),
+            services,
+            workers=options.workers,
+        )
+
+
+def next_commands(state_dir: Path) -> list[str]:
+    """The commands that look at a rehearsal's state directory."""
+    state = shlex.quote(str(state_dir))
+    results = shlex.quote(str(Path(state_dir) / "results"))
+    png = shlex.quote(str(Path(state_dir) / "trajectory.png"))
+    check = os.path.relpath(REPO / "results" / "check_results.py")
+    if check.startswith(".."):  # run from outside the repository: name it in full
+        check = str(REPO / "results" / "check_results.py")
+    return [
+        f"guidance-ttt status  {state}",
+        f"guidance-ttt inspect {state}",
+        f"guidance-ttt plot    {state} -o {png}",
+        f"guidance-ttt export  {state} --out {results}",
+        f"python {shlex.quote(check)} {results} --state-dir {state}",
+    ]
