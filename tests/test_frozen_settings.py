@@ -1,0 +1,75 @@
+"""serve-frozen.yaml: the harness reads it as a frozen run, refuses its mistakes by key, and Reef
+accepts the same file (`reef serve --print-config`)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.run_settings import RunSettings, RunSettingsError
+
+REPO = Path(__file__).resolve().parents[1]
+FROZEN = REPO / "serve-frozen.yaml"
+ENV = {"GUIDANCE_TTT_GUIDANCE_URL": "http://127.0.0.1:8000", "GUIDANCE_TTT_GUIDANCE_MODEL": "m"}
+
+
+def variant(tmp_path: Path, change) -> Path:  # type: ignore[no-untyped-def]
+    document = yaml.safe_load(FROZEN.read_text())
+    change(document)
+    path = tmp_path / "serve-frozen.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    return path
+
+
+def test_the_repository_file_is_a_frozen_run_without_training_settings() -> None:
+    settings = RunSettings.load(FROZEN, environ=ENV, base_dir=REPO)
+    assert settings.frozen and settings.mode == "frozen"
+    assert settings.model == "m" and settings.guidance_upstream_url == "http://127.0.0.1:8000"
+    assert (settings.groups_per_step, settings.rollouts_per_group) == (2, 4)
+    assert settings.model_path is None and settings.megatron_checkpoint_dir is None
+    identity = settings.identity()
+    assert identity["mode"] == "frozen" and identity["lora_rank"] == 0
+    assert settings.state_dir == REPO / "work" / "polyomino_packing-frozen"
+    assert settings.executor_backend == "gpt_oss_120b"  # the ${VAR:-default} form works here
+
+
+def test_the_guidance_endpoint_must_come_from_the_environment() -> None:
+    with pytest.raises(RunSettingsError, match="GUIDANCE_TTT_GUIDANCE_URL"):
+        RunSettings.load(FROZEN, environ={"GUIDANCE_TTT_GUIDANCE_MODEL": "m"}, base_dir=REPO)
+
+
+@pytest.mark.parametrize(
+    ("change", "named"),
+    [
+        (lambda d: d["inference"].update({"upstream-url": "http://h:1/v1"}), "upstream-url"),
+        (lambda d: d["recipe"].update(implementation="tttd.recipe:TTTDRecipe"), "implementation"),
+        (lambda d: d.update(training={"config": {}}), "training"),
+        (lambda d: d["recipe"]["config"]["guidance-ttt"].update(mode="trained"), "mode"),
+        (lambda d: d["recipe"]["config"]["guidance-ttt"].update(steps=0), "steps"),
+        (lambda d: d["recipe"]["config"]["guidance-ttt"].update(lora_rank=8), "lora_rank"),
+    ],
+)
+def test_each_mistake_is_refused_naming_the_key(tmp_path: Path, change, named: str) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(RunSettingsError, match=named):
+        RunSettings.load(variant(tmp_path, change), environ=ENV, base_dir=tmp_path)
+
+
+@pytest.mark.slow
+def test_reef_accepts_the_same_file() -> None:
+    reef = Path(sys.executable).parent / "reef"
+    done = subprocess.run(
+        [str(reef), "serve", "-c", str(FROZEN), "--print-config"],
+        cwd=REPO,
+        env={**os.environ, **ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "recipe.implementation = tttd.recipe:TTTDReportsRecipe" in done.stdout
+    assert "inference.upstream-url = http://127.0.0.1:8000" in done.stdout
