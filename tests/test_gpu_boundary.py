@@ -117,3 +117,28 @@ def test_without_upstream_sources_the_check_exits_2_naming_what_is_missing(tmp_p
         pytest.skip("Slime and Megatron-LM are installed here; nothing is missing")
     assert result.returncode == 2
     assert "GUIDANCE_TTT_SLIME_SRC" in result.stderr and "slime" in result.stderr
+
+
+def _missing_model_stack() -> str | None:
+    """transformers and peft, importable here or in the upstream directories (not imported)."""
+    from tttd.gpu_check import _importable, _in_paths, upstream_paths
+
+    for name in ("transformers", "peft"):
+        if not _importable(name) and not _in_paths(name, upstream_paths()):
+            return f"{name} not importable"
+    return None
+
+
+@requires_upstream
+def test_one_optimizer_step_moves_only_lora_b_and_the_gate_accepts_its_metrics(tmp_path):
+    if (reason := _missing_model_stack()) is not None:
+        pytest.skip(f"model stack absent: {reason}")
+    code, rows, output = gpu_check(tmp_path, "--only", "step")
+    assert code == 0, "\n".join(failed(rows)) or output[-3000:]
+    assert rows["step[cpu] LoRA-B changed"]["ok"]
+    assert rows["step[cpu] base weights unchanged"]["ok"]
+    assert rows["step[cpu] train/grad_norm finite > 0"]["figures"]["grad_norm"] > 0
+    metrics = rows["step[cpu] qualification gate accepts the step's metrics"]["figures"]["metrics"]
+    assert metrics["train/lora_base_trainable_parameters"] == 0
+    assert metrics["train/lora_trainable_parameters"] > 0
+    assert metrics["train/global_batch_size"] == 8

@@ -3,6 +3,8 @@
     python -m tttd.gpu_check                    # arguments (2×4 and 8×16) and the loss path
     python -m tttd.gpu_check --step             # also one optimizer step (needs a GPU)
     python -m tttd.gpu_check --only loss --json out.json
+    python -m tttd.gpu_check --only arguments --save-slime-args args.pkl   # where SGLang is
+    python -m tttd.gpu_check --only loss --slime-args args.pkl           # where it is not
 
 Exit status: 0 when every row passed, 1 when a row failed (the failures are named on the
 last line), 2 when Slime or Megatron-LM cannot be imported (the reason is printed).
@@ -12,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import pickle
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tttd.gpu_check import CheckResult, upstream_missing, use_upstream_sources
 
@@ -23,14 +27,16 @@ REPO = Path(__file__).resolve().parents[2]
 CHECKS = ("arguments", "loss", "step")
 
 
-def run_checks(selected: list[str], serve_yaml: Path, device: str) -> list[CheckResult]:
+def run_checks(
+    selected: list[str], serve_yaml: Path, device: str, args: Any = None
+) -> list[CheckResult]:
     """Run the selected checks in order; an exception in one becomes a failed row."""
     results: list[CheckResult] = []
     with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
         for name in selected:
             started = time.monotonic()
             try:
-                results.extend(_run_one(name, serve_yaml, Path(scratch), device))
+                results.extend(_run_one(name, serve_yaml, Path(scratch), device, args))
             except Exception as error:
                 results.append(CheckResult(f"{name}", False, f"{type(error).__name__}: {error}"))
             results.append(
@@ -39,7 +45,9 @@ def run_checks(selected: list[str], serve_yaml: Path, device: str) -> list[Check
     return results
 
 
-def _run_one(name: str, serve_yaml: Path, scratch: Path, device: str) -> list[CheckResult]:
+def _run_one(
+    name: str, serve_yaml: Path, scratch: Path, device: str, args: Any
+) -> list[CheckResult]:
     if name == "arguments":
         from tttd.gpu_check.arguments import GRIDS, check_arguments
 
@@ -50,10 +58,10 @@ def _run_one(name: str, serve_yaml: Path, scratch: Path, device: str) -> list[Ch
     if name == "loss":
         from tttd.gpu_check.loss_path import check_loss_path
 
-        return check_loss_path(serve_yaml, scratch / "loss", device)
+        return check_loss_path(serve_yaml, scratch / "loss", device, args)
     from tttd.gpu_check.optimizer_step import check_optimizer_step
 
-    return check_optimizer_step(serve_yaml, scratch / "step", device)
+    return check_optimizer_step(serve_yaml, scratch / "step", device, args)
 
 
 def print_table(results: list[CheckResult], stream=sys.stdout) -> None:
@@ -70,6 +78,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--serve-yaml", type=Path, default=REPO / "serve.yaml")
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    parser.add_argument(
+        "--save-slime-args", type=Path, help="write serve.yaml's parsed Slime namespace (pickle)"
+    )
+    parser.add_argument(
+        "--slime-args",
+        type=Path,
+        help="use a namespace saved by --save-slime-args instead of parsing (no SGLang needed)",
+    )
     options = parser.parse_args(argv)
     use_upstream_sources()
     reason = upstream_missing()
@@ -82,7 +98,16 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    results = run_checks(selected, options.serve_yaml.resolve(), device)
+    args = None
+    if options.slime_args is not None:
+        args = pickle.loads(options.slime_args.read_bytes())
+    if options.save_slime_args is not None:
+        from tttd.gpu_check.loss_path import parsed_namespace
+
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as scratch:
+            args = parsed_namespace(options.serve_yaml.resolve(), Path(scratch))
+        options.save_slime_args.write_bytes(pickle.dumps(args))
+    results = run_checks(selected, options.serve_yaml.resolve(), device, args)
     print_table(results)
     if options.json is not None:
         options.json.write_text(json.dumps([result.as_dict() for result in results], indent=1))

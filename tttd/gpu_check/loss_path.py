@@ -166,15 +166,11 @@ def _split(values: torch.Tensor, data: dict[str, Any], rows: range) -> list[torc
     return list(values.split([data["response_lengths"][index] for index in rows]))
 
 
-def run_step(args: Any, data: dict[str, Any], loss_function: Any) -> dict[str, Any]:
-    """Slime's advantage pass, then Megatron's per-micro-batch loss step; returns the figures."""
-    from megatron.core import parallel_state as mpu
-    from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
-    from megatron.core.transformer.transformer_config import TransformerConfig
+def advantage_pass(args: Any, data: dict[str, Any]) -> tuple[dict[str, Any], float]:
+    """Slime's ``compute_advantages_and_returns`` on the step; returns it and |Δ| vs our terms."""
     from slime.backends.megatron_utils import loss as slime_loss
-    from slime.backends.megatron_utils.cp_utils import reduce_train_step_metrics
 
-    from tttd.slime.terms import centred_kl_advantages, importance_sampling_loss
+    from tttd.slime.terms import centred_kl_advantages
 
     reef_advantages = [value.clone() for value in data["advantages"]]
     rollout_data = {
@@ -194,38 +190,81 @@ def run_step(args: Any, data: dict[str, Any], loss_function: Any) -> dict[str, A
         data["loss_masks"],
         args.kl_coef,
     )
-    advantage_error = max(
+    error = max(
         float((got - want).abs().max())
         for got, want in zip(rollout_data["advantages"], expected, strict=True)
     )
-    step_size = data["step_sizes"][0]
+    return rollout_data, error
+
+
+def micro_batch_loss(
+    args: Any,
+    data: dict[str, Any],
+    rollout_data: dict[str, Any],
+    rows: range,
+    logits: torch.Tensor,
+    loss_function: Any,
+    store: list[dict[str, Any]],
+) -> tuple[torch.Tensor, dict[str, Any]]:
+    """What Megatron's ``forward_step_calc_loss`` back-propagates for one micro-batch.
+
+    Returns that tensor (not yet back-propagated) and the micro-batch as Slime's batch dict.
+    """
+    from megatron.core.pipeline_parallel.schedules import forward_step_calc_loss
+    from megatron.core.transformer.transformer_config import TransformerConfig
+
     config = TransformerConfig(
         num_layers=1,
         hidden_size=64,
         num_attention_heads=4,
         calculate_per_token_loss=args.calculate_per_token_loss,
     )
+    batch = {
+        "unconcat_tokens": [data["tokens"][i] for i in rows],
+        "total_lengths": [data["total_lengths"][i] for i in rows],
+        "response_lengths": [data["response_lengths"][i] for i in rows],
+        "loss_masks": [data["loss_masks"][i] for i in rows],
+        "rollout_mask_sums": [data["rollout_mask_sums"][i] for i in rows],
+        "advantages": [rollout_data["advantages"][i] for i in rows],
+        "returns": [rollout_data["returns"][i] for i in rows],
+        "rollout_log_probs": [data["rollout_log_probs"][i] for i in rows],
+        "ref_log_probs": [data["ref_log_probs"][i] for i in rows],
+    }
+    micro_batches = len(data["micro_batches"])
+    loss_func = partial(loss_function, args, batch, micro_batches, data["step_sizes"][0])
+    output, _ = forward_step_calc_loss(
+        None, logits, loss_func, config, None, False, micro_batches, store, 1, True
+    )
+    return output, batch
+
+
+def step_metrics(args: Any, data: dict[str, Any], store: list[dict[str, Any]]) -> dict[str, float]:
+    """Slime's ``reduce_train_step_metrics`` over the micro-batches, named as Slime logs them."""
+    from megatron.core import parallel_state as mpu
+    from slime.backends.megatron_utils.cp_utils import reduce_train_step_metrics
+
+    metrics = reduce_train_step_metrics(
+        store,
+        calculate_per_token_loss=args.calculate_per_token_loss,
+        step_global_batch_size=data["step_sizes"][0],
+        cp_size=mpu.get_context_parallel_world_size(),
+        dp_with_cp_group=mpu.get_data_parallel_group(with_context_parallel=True),
+    )
+    return {f"train/{key}": float(value) for key, value in metrics.items()}
+
+
+def run_step(args: Any, data: dict[str, Any], loss_function: Any) -> dict[str, Any]:
+    """The advantage pass, then each micro-batch through Megatron, beside our own token sum."""
+    from tttd.slime.terms import importance_sampling_loss
+
+    rollout_data, advantage_error = advantage_pass(args, data)
     store: list[dict[str, Any]] = []
     leaves = [logits.clone().requires_grad_(True) for logits in data["logits"]]
     references = [logits.clone().requires_grad_(True) for logits in data["logits"]]
     propagated = torch.zeros((), dtype=torch.float64, device=leaves[0].device)
     token_sum = torch.zeros((), dtype=torch.float64, device=leaves[0].device)
     for rows, leaf, reference in zip(data["micro_batches"], leaves, references, strict=True):
-        batch = {
-            "unconcat_tokens": [data["tokens"][i] for i in rows],
-            "total_lengths": [data["total_lengths"][i] for i in rows],
-            "response_lengths": [data["response_lengths"][i] for i in rows],
-            "loss_masks": [data["loss_masks"][i] for i in rows],
-            "rollout_mask_sums": [data["rollout_mask_sums"][i] for i in rows],
-            "advantages": [rollout_data["advantages"][i] for i in rows],
-            "returns": [rollout_data["returns"][i] for i in rows],
-            "rollout_log_probs": [data["rollout_log_probs"][i] for i in rows],
-            "ref_log_probs": [data["ref_log_probs"][i] for i in rows],
-        }
-        loss_func = partial(loss_function, args, batch, len(data["micro_batches"]), step_size)
-        output, _ = forward_step_calc_loss(
-            None, leaf, loss_func, config, None, False, len(data["micro_batches"]), store, 1, True
-        )
+        output, batch = micro_batch_loss(args, data, rollout_data, rows, leaf, loss_function, store)
         output.backward()
         propagated += output.detach().double()
         ours = importance_sampling_loss(
@@ -243,33 +282,36 @@ def run_step(args: Any, data: dict[str, Any], loss_function: Any) -> dict[str, A
         for leaf, reference in zip(leaves, references, strict=True)
     )
     gradient_norm = math.sqrt(sum(float(leaf.grad.double().pow(2).sum()) for leaf in leaves))
-    metrics = reduce_train_step_metrics(
-        store,
-        calculate_per_token_loss=args.calculate_per_token_loss,
-        step_global_batch_size=step_size,
-        cp_size=mpu.get_context_parallel_world_size(),
-        dp_with_cp_group=mpu.get_data_parallel_group(with_context_parallel=True),
-    )
     return {
         "advantage_max_abs_error": advantage_error,
         "propagated_loss": float(propagated),
         "token_sum": float(token_sum),
         "logits_grad_max_abs_error": gradient_error,
         "logits_grad_norm": gradient_norm,
-        "step_global_batch_size": step_size,
-        "metrics": {f"train/{key}": float(value) for key, value in metrics.items()},
+        "step_global_batch_size": data["step_sizes"][0],
+        "metrics": step_metrics(args, data, store),
     }
 
 
-def check_loss_path(
-    serve_yaml: Path, work_dir: Path, device: str, vocab: int | None = None
-) -> list[CheckResult]:
-    """Rows for the full batch, the dropped-group batch and the unwrapped loss function."""
+def parsed_namespace(serve_yaml: Path, work_dir: Path) -> Any:
+    """The Slime namespace of ``serve.yaml``'s 2×4 grid, parsed as check 1 parses it."""
     from tttd.gpu_check.arguments import parse_slime_arguments, slime_command_line
 
-    vocab = vocab or (151936 if device == "cuda" else 512)
     arguments, config, family, recipe = slime_command_line(serve_yaml, work_dir, "2x4")
-    args, _, _ = parse_slime_arguments(arguments, config, family, recipe, work_dir)
+    return parse_slime_arguments(arguments, config, family, recipe, work_dir)[0]
+
+
+def check_loss_path(
+    serve_yaml: Path, work_dir: Path, device: str, args: Any = None
+) -> list[CheckResult]:
+    """Rows for the full batch, the dropped-group batch and the unwrapped loss function.
+
+    ``args`` is a Slime namespace parsed earlier (e.g. on a machine that has SGLang, whose
+    ``ServerArgs`` Slime's parser imports); by default ``serve.yaml`` is parsed here.
+    """
+    vocab = 151936 if device == "cuda" else 512
+    if args is None:
+        args = parsed_namespace(serve_yaml, work_dir)
     rollouts = int(args.n_samples_per_prompt)
     init_parallel_state(device)
     unwrapped = install_reef_worker_hooks(args)
