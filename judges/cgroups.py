@@ -15,13 +15,14 @@ outside it.
                 peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
 
 Groups live under the judge's own cgroup (from /proc/self/cgroup), in a directory
-`guidance-ttt-judge-<pid>` that `CgroupBound.close` removes; for v2, where the own cgroup does
-not offer both controllers, under the nearest ancestor that does and enables them for its
-children (the root, as root). Entering a group needs no privilege
-in the child: the judge (root, or the owner of a delegated v2 subtree) opens each group's
-`cgroup.procs` and the child (`judge-runner --enter-cgroups`, already running as the sandbox
-uid) writes `0` ("this process") through that descriptor before it executes bubblewrap — the
-kernel checks the opener's credentials, not the writer's.
+`guidance-ttt-judge-<pid>` that `CgroupBound.close` removes (and the next judge removes, should
+a judge be killed without cleanup); for v2, where the own cgroup does not offer both
+controllers, under the nearest ancestor that does and enables them for its children (the root,
+as root). Entering a group needs no privilege in the child: the judge (root, or the owner of a
+delegated v2 subtree) opens each group's `cgroup.procs` and the child (`judge-runner
+--enter-cgroups`, already running as the sandbox uid) writes `0` ("this process") through that
+descriptor before it executes bubblewrap — the kernel checks the opener's credentials, not the
+writer's.
 
 `detect(mode)` returns the bound or raises `CgroupUnavailable` naming every reason none works.
 """
@@ -32,12 +33,14 @@ import contextlib
 import errno
 import itertools
 import os
+import re
 import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 MODES = ("auto", "v2", "v1", "off")
+_JUDGE_DIR = re.compile(r"guidance-ttt-judge-(\d+)(-service)?")
 _PIDS_SLACK = 8  # bubblewrap's two processes, the entering shell and the runner
 _V1_CONTROLLERS = ("memory", "pids")
 
@@ -196,6 +199,30 @@ def _judge_dir_name() -> str:
     return f"guidance-ttt-judge-{os.getpid()}"
 
 
+def _sweep_stale(base: Path) -> None:
+    """Remove the groups a judge killed without cleanup (SIGKILL) left under `base`: those of
+    a judge process that no longer exists. Groups still holding processes stay."""
+    for stale in base.glob("guidance-ttt-judge-*"):
+        match = _JUDGE_DIR.fullmatch(stale.name)
+        if match is None or not stale.is_dir() or _alive(int(match[1])):
+            continue
+        for child in stale.glob("run-*"):
+            with contextlib.suppress(OSError):
+                child.rmdir()
+        with contextlib.suppress(OSError):
+            stale.rmdir()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
     parents = []
     for controller in _V1_CONTROLLERS:
@@ -207,6 +234,7 @@ def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
             raise CgroupUnavailable(f"{base} is not writable by uid {os.geteuid()}")
         parents.append(base / _judge_dir_name())
     for parent in parents:
+        _sweep_stale(parent.parent)
         parent.mkdir(exist_ok=True)
     return parents
 
@@ -226,6 +254,7 @@ def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
         except (CgroupUnavailable, OSError) as error:
             reasons.append(str(error))
             continue
+        _sweep_stale(base)
         parent = base / _judge_dir_name()
         parent.mkdir(exist_ok=True)
         _write(parent / "cgroup.subtree_control", "+memory +pids")

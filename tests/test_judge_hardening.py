@@ -26,7 +26,7 @@ import httpx
 import pytest
 
 from judges.polyomino.generator import generate_instance
-from judges.process import JudgeProcess
+from judges.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parent / "programs"
 IDLE_TIMEOUT_S = 2.0
@@ -34,6 +34,7 @@ BODY_TIMEOUT_S = 3.0
 FLOOD_CASES = 24
 
 pytestmark = pytest.mark.slow
+CGROUP_MISSING = cgroup_missing()
 
 
 @pytest.fixture(scope="module")
@@ -339,3 +340,20 @@ def test_full_disk_is_a_503_and_leaves_no_submission_behind(tmp_path: Path) -> N
 def stored_entries_under(state: Path) -> list[str]:
     root = state / "submissions"
     return sorted(str(path.relative_to(root)) for path in root.rglob("*"))
+
+
+@pytest.mark.skipif(CGROUP_MISSING is not None, reason=f"{CGROUP_MISSING}")
+def test_cgroups_of_a_killed_judge_are_removed_by_the_next_one(tmp_path: Path) -> None:
+    first = JudgeProcess(tmp_path / "first", "--generated-cases", "1").start()
+    line = next(
+        text for text in first.log_path.read_text().splitlines() if "sandbox bound: cgroup" in text
+    )
+    where = line.split(" under ", 1)[1].split(" (", 1)[0]
+    groups = [Path(part) for part in where.split(", ")]
+    assert all(group.is_dir() for group in groups)
+    assert first.process is not None
+    first.process.kill()  # no cleanup
+    first.process.wait()
+    assert all(group.is_dir() for group in groups)
+    with JudgeProcess(tmp_path / "second", "--generated-cases", "1"):
+        assert not any(group.exists() for group in groups)
