@@ -83,6 +83,19 @@ def test_serving_with_tensor_parallel_2_is_refused_by_reefs_lora_sync_check(tmp_
 
 
 @requires_upstream
+def test_a_misspelt_slime_option_is_named_although_slimes_parser_skips_it(tmp_path):
+    document = yaml.safe_load((REPO / "serve.yaml").read_text())
+    document["training"]["options"]["kl-coeff"] = 0.1  # Slime's option is kl-coef
+    edited = tmp_path / "serve-typo.yaml"
+    edited.write_text(yaml.safe_dump(document, sort_keys=False))
+    code, rows, _ = gpu_check(tmp_path, "--only", "arguments", "--serve-yaml", str(edited))
+    assert code == 1
+    assert rows["arguments[2x4] slime parses the command line"]["ok"]
+    unaccepted = rows["arguments[2x4] every option accepted"]
+    assert not unaccepted["ok"] and "--kl-coeff" in unaccepted["detail"]
+
+
+@requires_upstream
 def test_tttd_hooks_in_slimes_loss_path_give_the_token_sum_and_reach_the_logits(tmp_path):
     code, rows, output = gpu_check(tmp_path, "--only", "loss")
     assert code == 0, "\n".join(failed(rows)) or output[-3000:]
