@@ -304,15 +304,25 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser("check", help="validate a task directory and its seed through the judge")
     check.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
     check.add_argument("--judge-url", default=default_url, help=f"default: {default_url}")
-    check.add_argument("--suite", default=DEFAULT_SUITE, help="suite of the seed's measurement")
-    check.add_argument("--no-judge", action="store_true", help="check the files only")
+    check.add_argument(
+        "--suite",
+        default=DEFAULT_SUITE,
+        help="suite of the seed's measurement (default: %(default)s)",
+    )
+    check.add_argument(
+        "--no-judge", action="store_true", help="check the files only (default: ask the judge too)"
+    )
     seed = sub.add_parser("seed", help="score a program through the judge and write seed.json")
-    seed.add_argument("task", type=Path)
+    seed.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
     seed.add_argument("program", type=Path, help="the seed program (e.g. solution/solution.cpp)")
-    seed.add_argument("--summary", default="", help="the seed's code-free summary")
-    seed.add_argument("--summary-file", type=Path, help="read the summary from a file")
+    seed.add_argument("--summary", default="", help="the seed's code-free summary (default: none)")
+    seed.add_argument(
+        "--summary-file", type=Path, help="read the summary from a file (default: --summary)"
+    )
     seed.add_argument("--judge-url", default=default_url, help=f"default: {default_url}")
-    seed.add_argument("--suite", default=DEFAULT_SUITE, help="the suite the judge serves")
+    seed.add_argument(
+        "--suite", default=DEFAULT_SUITE, help="the suite the judge serves (default: %(default)s)"
+    )
     return parser
 
 

@@ -104,3 +104,14 @@ def test_scorer_takes_language_problem_and_scoring_from_the_task(task: Path) -> 
     assert scorer.settings.lang == declared.fence_tag
     assert scorer.scoring == Scoring(declared.score_direction, declared.verifier)
     scorer.close()
+
+
+@pytest.mark.parametrize("task", TASKS, ids=lambda path: path.name)
+def test_task_toml_is_accepted_by_harbors_own_task_config(task: Path) -> None:
+    import tomllib
+
+    from harbor.models.task.config import TaskConfig
+
+    config = TaskConfig.model_validate(tomllib.loads((task / "task.toml").read_text()))
+    assert config.agent.timeout_sec == 604800 and config.verifier.timeout_sec == 900
+    assert set(config.verifier.env) == {"FRONTIERCS_JUDGE_URL", "FRONTIERCS_PROBLEM_ID"}
