@@ -128,7 +128,8 @@ def test_unknown_problem_id_is_refused_and_the_judge_keeps_serving(judge: JudgeP
 def test_unsupported_language_is_refused(judge: JudgeProcess) -> None:
     answer = submit(judge.url, "print(1)", lang="python3")
     assert answer.status_code == 400
-    assert "C++17 only" in answer.json()["error"]
+    error = answer.json()["error"]
+    assert "unsupported lang 'python3' for problem 0" in error and "it takes cpp" in error
 
 
 def test_result_of_unknown_or_malformed_sid(judge: JudgeProcess) -> None:
