@@ -306,11 +306,21 @@ def build_parser() -> argparse.ArgumentParser:
     from harness.score_command import add_arguments
 
     add_arguments(score)
-    rehearse.add_argument("--steps", type=int, default=2, help="STEPS, the final total (2)")
-    rehearse.add_argument("--groups", type=int, default=2, help="G, groups per step (2)")
-    rehearse.add_argument("--rollouts", type=int, default=4, help="R, rollouts per group (4)")
-    rehearse.add_argument("--cases", type=int, default=2, help="generated judge cases (2)")
-    rehearse.add_argument("--judge-seed", type=int, default=11, help="generated suite seed (11)")
+    rehearse.add_argument(
+        "--steps", type=int, default=2, help="STEPS, the final total (default: %(default)s)"
+    )
+    rehearse.add_argument(
+        "--groups", type=int, default=2, help="G, groups per step (default: %(default)s)"
+    )
+    rehearse.add_argument(
+        "--rollouts", type=int, default=4, help="R, rollouts per group (default: %(default)s)"
+    )
+    rehearse.add_argument(
+        "--cases", type=int, default=2, help="generated judge cases (default: %(default)s)"
+    )
+    rehearse.add_argument(
+        "--judge-seed", type=int, default=11, help="generated suite seed (default: %(default)s)"
+    )
     return parser
 
 

@@ -52,7 +52,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--problem-id", help="the judge's problem id (default: the task's contract.json)"
     )
     parser.add_argument(
-        "--attempts", type=int, default=2, help="tries when the judge fails as infrastructure (2)"
+        "--attempts",
+        type=int,
+        default=2,
+        help="tries when the judge fails as infrastructure (default: %(default)s)",
     )
 
 
