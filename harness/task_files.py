@@ -31,6 +31,7 @@ import httpx
 from harness.contract import ContractError, TaskContract, load_contract, load_instruction
 from harness.scorer import FrontierCSScorer, JudgeUnavailableError, Scoring
 from harness.state import LibraryEntry, LibraryNode
+from harness.suites import suite_name
 
 SEED_RECORD = Path("solution") / "seed.json"
 REQUIRED_FILES = (
@@ -196,7 +197,7 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
             f"(it serves {sorted(problems)})",
         )
     served = suite_name(problem.get("suite"))
-    if served is not None and served.split(":")[0] != suite.split(":")[0]:
+    if served != suite:
         return Finding(
             False,
             "judge",
@@ -221,13 +222,6 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
             f"{verdict.raw_score!r} on {suite!r}; re-run `guidance-ttt task seed`",
         )
     return Finding(True, "judge", f"seed reproduced: {verdict.raw_score!r} on {suite!r}")
-
-
-def suite_name(suite: Any) -> str | None:
-    """The name of a judge's suite label: `generated:…` for a generated suite, else `public`."""
-    if not isinstance(suite, dict):
-        return None
-    return "generated" if suite.get("kind") == "generated" else "public"
 
 
 def check_task(task: Path, judge_url: str | None, suite: str) -> list[Finding]:

@@ -135,3 +135,38 @@ def test_seed_command_writes_a_record_that_check_accepts(judge_url: str, tmp_pat
     assert record["node"]["value"] == -bound
     status, lines = check(task, "--judge-url", judge_url)
     assert status == 0, lines
+
+
+@pytest.mark.parametrize("name", ["treasure_packing", "erdos_min_overlap"])
+def test_task_verifier_rewards_the_seed_and_fails_loudly_without_a_judge(
+    judge_url: str, name: str, tmp_path: Path
+) -> None:
+    import subprocess
+    import sys
+
+    task = REPO / "harbor" / name
+    record = json.loads((task / "solution" / "seed.json").read_text())["entry"]
+    program = task / "solution" / ("solution.py" if name.startswith("erdos") else "solution.cpp")
+    env = {
+        "PATH": "/usr/bin:/bin",
+        "VERIFIER_SOLUTION_PATH": str(program),
+        "VERIFIER_POLL_INTERVAL_S": "0.2",
+        "VERIFIER_ATTEMPTS": "1",
+    }
+    logs = tmp_path / "logs"
+    done = subprocess.run(
+        [sys.executable, str(task / "tests" / "verify.py")],
+        env={**env, "FRONTIERCS_JUDGE_URL": judge_url, "VERIFIER_LOG_DIR": str(logs)},
+        capture_output=True, text=True, timeout=600, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    reward = json.loads((logs / "reward.json").read_text())["reward"]
+    assert reward == pytest.approx(record["verifier_reward"], abs=1e-6)  # 1 / bound for Erdős
+    down = tmp_path / "down"
+    failed = subprocess.run(
+        [sys.executable, str(task / "tests" / "verify.py")],
+        env={**env, "FRONTIERCS_JUDGE_URL": "http://127.0.0.1:9", "VERIFIER_LOG_DIR": str(down)},
+        capture_output=True, text=True, timeout=120, check=False,
+    )  # fmt: skip
+    assert failed.returncode == 1 and "VERIFIER FAILED" in failed.stderr
+    assert not (down / "reward.json").exists()

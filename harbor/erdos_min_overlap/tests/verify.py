@@ -7,9 +7,13 @@ the same score hardening: every case ratio finite in [0, 1], score = 100 × mean
 task's `score_check.check_case` on every case. A parity test pins its verdicts to the harness's.
 
 Writes `reward.json` (`{"reward": <score>}`), `reason.txt` (one line saying why) and
-`verdict.json` (status, message, judge details) into the log directory. Every failure —
-missing program, unreachable judge, compile error, inconsistent result — is reward 0 with its
-reason; the script itself exits 0 once the files are written.
+`verdict.json` (status, message, judge details, the judge's suite) into the log directory, and
+exits 0. Every candidate failure — missing or empty program, compile error, no case scored, an
+inconsistent result, an evaluation still queued at the deadline — is reward 0 with its reason.
+When the verifier cannot score at all — the judge unreachable after its attempts, a judge-side
+exception, a bug here — it fails loudly instead: no `reward.json` (never a silent 0), the reason
+in `reason.txt` and `verdict.json` (`"status": "verifier_failed"`), a `VERIFIER FAILED` line on
+stderr, exit status 1; Harbor then records the trial's verification as an error.
 
 Environment (all optional): FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, VERIFIER_SOLUTION_PATH,
 VERIFIER_LOG_DIR, VERIFIER_DEADLINE_S, VERIFIER_POLL_INTERVAL_S, VERIFIER_ATTEMPTS,
@@ -40,20 +44,41 @@ VERIFIER = "value"  # "frontiercs": the judge's score; "value": the certified ca
 DIRECTION = "min"  # "min": the reward is 1 / raw, so it grows as the raw score falls
 
 
+#: `error` answers that are the candidate's compile failure (as the harness client reads them);
+#: every other `error` answer is a judge-side exception. `errorKind` (local judge) wins.
+COMPILE_FAILURE_MARKERS = (
+    "compile failed",
+    "compilation failed",
+    "compile error",
+    "compilation error",
+)
+
+
 class JudgeDown(Exception):
     """The judge could not give a final answer (unreachable, 5xx, malformed, lost result)."""
 
 
+class CannotScore(Exception):
+    """No verdict can be given: the verifier must fail loudly rather than write a reward."""
+
+
 def main() -> int:
-    """Score the program named by the environment and write the reward files. Returns 0."""
+    """Score the program named by the environment and write the reward files. Returns 0, or 1
+    when no verdict could be given (then no reward file is written)."""
     env = os.environ
     log_dir = Path(env.get("VERIFIER_LOG_DIR", "/logs/verifier"))
     solution = Path(env.get("VERIFIER_SOLUTION_PATH", SOLUTION_PATH))
+    log_dir.mkdir(parents=True, exist_ok=True)
     try:
         reward, reason, details = score(solution, env)
-    except Exception as exc:  # the verifier must always leave a reward behind
-        reward, reason, details = 0.0, f"verifier error: {type(exc).__name__}: {exc}", {}
-    log_dir.mkdir(parents=True, exist_ok=True)
+    except Exception as exc:  # no verdict: fail loudly, never a silent reward 0
+        reason = str(exc) if isinstance(exc, CannotScore) else f"{type(exc).__name__}: {exc}"
+        (log_dir / "reward.json").unlink(missing_ok=True)
+        (log_dir / "reason.txt").write_text(f"verifier failed: {reason}\n")
+        failed = {"status": "verifier_failed", "reason": reason}
+        (log_dir / "verdict.json").write_text(json.dumps(failed, indent=2) + "\n")
+        print(f"VERIFIER FAILED (no reward written): {reason}", file=sys.stderr)
+        return 1
     (log_dir / "reward.json").write_text(json.dumps({"reward": reward}) + "\n")
     (log_dir / "reason.txt").write_text(reason + "\n")
     verdict = {"reward": reward, "reason": reason, **details}
@@ -84,12 +109,23 @@ def score(solution: Path, env: os._Environ[str] | dict[str, str]) -> tuple[float
             details["judge_fault"] = str(exc)
             pause = backoff * 2 ** (attempt - 1)
             if attempt == attempts or time.monotonic() + pause >= budget_end:
-                return 0.0, f"judge unavailable after {attempt} attempts: {exc}", details
+                raise CannotScore(f"judge unavailable after {attempt} attempts: {exc}") from exc
             time.sleep(pause)
     if answer is None:
         return 0.0, f"evaluation timed out after {env.get('VERIFIER_DEADLINE_S', '340')}s", details
     if answer.get("status") == "error":
-        return 0.0, f"judge error: {str(answer.get('error', ''))[:500]}", details
+        message = str(answer.get("error", ""))[:500]
+        kind = answer.get("errorKind")
+        compile_failure = kind == "compile" or (
+            kind is None and any(m in message.lower() for m in COMPILE_FAILURE_MARKERS)
+        )
+        if not compile_failure:
+            raise CannotScore(f"judge-side exception at {url}: {message}")
+        return 0.0, f"compile error: {message}", details
+    if isinstance(answer.get("suite"), dict):
+        details["suite"] = answer["suite"].get("name") or answer["suite"].get("kind")
+    else:
+        details["suite"] = "public"  # FrontierCS's own judge labels no suite: its public cases
     problem_found = inconsistency(answer)
     if problem_found:
         return 0.0, f"inconsistent judge result, score rejected: {problem_found}", details
