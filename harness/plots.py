@@ -271,9 +271,12 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
         top.set_ylim(-0.02, 1.05)
         top.set_ylabel("fraction of rollouts")
         top.set_title(
-            f"{title}: valid rollouts, malformed guidance, tokens per step"
-            if with_tokens
-            else f"{title}: valid rollouts per step (a trajectory.csv has no more)",
+            (
+                f"{title}: valid rollouts, malformed guidance, tokens per step"
+                if with_tokens
+                else f"{title}: valid rollouts per step (a trajectory.csv has no more)"
+            )
+            + (f"\n{series.note}" if series.note else ""),
             fontsize=11,
         )
         top.legend(loc="best", fontsize=8)

@@ -227,20 +227,6 @@ def read_runs_json(path: Path) -> list[dict[str, Any]]:
     return runs
 
 
-def run_labels(view: RunView) -> dict[str, str]:
-    """The labels that keep runs apart, as the last `run_started` event records them: `mode`
-    (e.g. `frozen` for a run whose guidance model is not trained) and `suite` (the judge's test
-    suite the scores come from). Only the labels the run recorded."""
-    started = view.events_of("run_started")
-    last = started[-1] if started else {}
-    return {key: str(last[key]) for key in ("mode", "suite") if last.get(key)}
-
-
-def run_note(view: RunView) -> str:
-    """`mode frozen, suite public`-style text of `run_labels` (empty when none is recorded)."""
-    return ", ".join(f"{key} {value}" for key, value in run_labels(view).items())
-
-
 # --- inspection ----------------------------------------------------------------------------
 
 
@@ -358,6 +344,13 @@ def run_suite(view: RunView) -> str | None:
         return value
     started = [e for e in view.events_of("run_started") if e.get("suite")]
     return str(started[-1]["suite"]) if started else None
+
+
+def run_note(view: RunView) -> str:
+    """`frozen run, suite public`: the labels that keep runs apart (`run_mode`, `run_suite`),
+    as the plot's subtitle shows them."""
+    suite = run_suite(view)
+    return f"{run_mode(view)} run, suite {suite if suite else 'not recorded'}"
 
 
 def seed_rescored(view: RunView) -> dict[str, Any] | None:

@@ -67,7 +67,8 @@ class FixtureRun:
     guidance_tokens: tuple[int, int] = (0, 0)
 
 
-def _identity(groups: int, rollouts: int) -> RunIdentity:
+def _identity(groups: int, rollouts: int, mode: str = "trained") -> RunIdentity:
+    trained = mode == "trained"  # a frozen run has no LoRA and no tensor-parallel sizes
     return RunIdentity(
         model=GUIDANCE_MODEL,
         executor="openrouter_glm_5_2",
@@ -76,9 +77,10 @@ def _identity(groups: int, rollouts: int) -> RunIdentity:
         rollouts_per_group=rollouts,
         guidance_max_tokens=8192,
         sequence_length=12288,
-        lora_rank=32,
-        inference_tensor_parallel_size=1,
-        megatron_tensor_parallel_size=2,
+        lora_rank=32 if trained else 0,
+        inference_tensor_parallel_size=1 if trained else 0,
+        megatron_tensor_parallel_size=2 if trained else 0,
+        mode=mode,
     )
 
 
@@ -165,11 +167,13 @@ def build_state_dir(
     in_flight_slots: int = 3,
     seed: int = 7,
     score_change: tuple[float, float] = (-2.0, 9.0),
+    labels: dict[str, str] | None = None,
 ) -> FixtureRun:
     """Play `committed_steps` committed steps and one in-flight step with `in_flight_slots`
     journaled rollouts into `state_dir`, with the real store, resume state and event log. A
     valid child scores its parent's score plus a change drawn uniformly from `score_change`
-    (`(0.0, 0.0)`: every valid child is an unchanged copy of its parent)."""
+    (`(0.0, 0.0)`: every valid child is an unchanged copy of its parent). `labels` go into the
+    `run_started` event as the runner writes them (e.g. `{"mode": "frozen", "suite": ...}`)."""
     rng = random.Random(seed)
     config = ArchiveConfig(rollout_n=rollouts, groups_per_batch=groups)
     archive = Archive.from_seed(config, _seed())
@@ -177,7 +181,7 @@ def build_state_dir(
     store = ArchiveStore.create(state_dir / STORE_DIR, archive)
     archive = store.load().archive
     events = EventLog(state_dir / "guidance-run" / EVENTS_FILE)
-    identity = _identity(groups, rollouts)
+    identity = _identity(groups, rollouts, (labels or {}).get("mode", "trained"))
     summaries: list[dict[str, Any]] = []
     best, best_entry, best_update = SEED_SCORE, archive.best_entry(), 0
     fact.cumulative_best.append(best)
@@ -193,6 +197,7 @@ def build_state_dir(
         best_raw_score=SEED_SCORE,
         guidance_model=GUIDANCE_MODEL,
         executor_model=EXECUTOR_MODEL,
+        **(labels or {}),
     )
     for step in range(total_steps):
         parents = archive.select_parents(step)

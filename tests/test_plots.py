@@ -194,3 +194,18 @@ def test_plot_without_matplotlib_names_the_extra_to_install_in_one_line(run, tmp
     assert result.stderr.strip().splitlines() == [
         "guidance-ttt plot: needs matplotlib, from the `plot` extra: pip install -e '.[plot]'"
     ]
+
+
+def test_both_figures_name_the_runs_mode_and_suite(tmp_path):
+    """A frozen run (its guidance model not trained) is never drawn as if it were a trained
+    one: both titles carry the mode and the suite its scores come from."""
+    frozen = build_state_dir(
+        tmp_path / "state",
+        committed_steps=2,
+        in_flight_slots=0,
+        labels={"mode": "frozen", "suite": "generated:11:2"},
+    )
+    view = results.load_run(frozen.state_dir)
+    data = plots.plot(plot_series.from_run(view, "polyomino_packing"), tmp_path / "f.png")
+    for title in (data.labels["scores"]["title"], data.labels["health"][0]["title"]):
+        assert title.endswith("\nfrozen run, suite generated:11:2"), title
