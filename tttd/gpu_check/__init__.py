@@ -11,8 +11,9 @@ Three checks, each a function returning ``CheckResult`` rows (``name``, ``ok``, 
   ``loss_function`` (through Reef's worker-hook wrapper) run our tttd hooks with Megatron's
   parallel state for one process; the loss Megatron back-propagates equals the token sum of
   ``tttd.slime.terms`` and the gradient reaches the logits;
-- ``step`` (``tttd.gpu_check.optimizer_step``, GPU only): one optimizer step of a tiny
-  random-weight Qwen3 model with LoRA through Megatron and Reef's LoRA adapters.
+- ``step`` (``tttd.gpu_check.optimizer_step``, meant for a GPU, runs on CPU too): one optimizer
+  step of a tiny random-weight Qwen3 with LoRA through the same loss path; LoRA-B moves, the
+  base does not, and the qualification gate accepts the step's metrics.
 
 Where upstream code comes from: Slime and Megatron-LM are imported as installed, or from the
 source trees named by ``GUIDANCE_TTT_SLIME_SRC`` (a Slime checkout, at ``SLIME_COMMIT``) and
