@@ -46,7 +46,7 @@ from harness.scorer import FrontierCSScorer, JudgeUnavailableError, Scorer
 from harness.state import ArchiveConfig, LibraryEntry
 from harness.state_files import StateFileError, read_bytes
 from harness.store import HEAD, ArchiveStore, JournalRecord, read_committed
-from harness.suites import align_seed, check_resume_suite, entry_suite, seed_suite
+from harness.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
 from harness.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
 from harness.training_gate import FrozenGate, StepGate
 
@@ -208,13 +208,25 @@ def run_steps(
         groups_per_batch=settings.groups_per_step,
         score_direction=contract.score_direction,
     )
-    suite, rescored = _judge_suite(task_dir, settings, services.scorer)
-    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, rescored)
+    seed_record = task_dir / settings.seed_file
+    new_run = not os.path.lexists(settings.state_dir / ARCHIVE_DIR / HEAD)
+    try:
+        on_suite = seed_on_judge_suite(
+            services.scorer,
+            seed_record,
+            load_seed(task_dir, settings.seed_file) if new_run else None,
+        )
+    except JudgeUnavailableError as exc:
+        raise StepInterrupted(
+            f"the judge is unavailable before the run starts: {exc}; {RESUME_HINT}"
+        ) from exc
+    suite = on_suite.suite
+    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, on_suite)
     try:
         restored = store.load()
-        _check_suite(restored.archive, suite, task_dir, settings)
-        if rescored.record is not None:
-            services.events.emit("seed_rescored", **rescored.record)
+        check_archive_suite(restored.archive, seed_record, suite, settings.judge_url)
+        if on_suite.record is not None:
+            services.events.emit("seed_rescored", **on_suite.record)
         archive = restored.archive
         committed = [restored.committed_step]
 
@@ -374,47 +386,13 @@ def check_committed_library(state_dir: Path, store_root: Path, events: EventSink
     events.emit("committed_library_rebuilt", path=str(path), step=step, reason=problem)
 
 
-@dataclass
-class _SeedOnSuite:
-    """The seed a new run starts from (None until needed) and its `seed_rescored` record."""
-
-    suite: str
-    entry: LibraryEntry | None = None
-    record: dict[str, Any] | None = None
-
-
-def _judge_suite(task_dir: Path, settings: RunSettings, scorer: Scorer) -> tuple[str, _SeedOnSuite]:
-    """The judge's suite, and for a new run the seed scored on it (re-scored when the seed file
-    measured it on another suite). A judge that cannot answer stops the run before anything."""
-    try:
-        suite = scorer.suite()
-        if (settings.state_dir / ARCHIVE_DIR / HEAD).exists():
-            return suite, _SeedOnSuite(suite)
-        seed = load_seed(task_dir, settings.seed_file)
-        measured_on = seed_suite(task_dir / settings.seed_file)
-        if measured_on != suite:
-            log.info("the seed was measured on suite %s; re-scoring it on %s", measured_on, suite)
-        entry, record = align_seed(seed, measured_on, suite, scorer)
-    except JudgeUnavailableError as exc:
-        raise StepInterrupted(
-            f"the judge is unavailable before the run starts: {exc}; {RESUME_HINT}"
-        ) from exc
-    return suite, _SeedOnSuite(suite, entry, record)
-
-
-def _check_suite(archive: Archive, suite: str, task_dir: Path, settings: RunSettings) -> None:
-    seed = next(e for e in archive.entries.values() if e.timestep == 0)
-    recorded = entry_suite(seed, seed_suite(task_dir / settings.seed_file))
-    check_resume_suite(recorded, suite, settings.judge_url)
-
-
 def _open_store(
-    root: Path, config: ArchiveConfig, task_dir: Path, seed: _SeedOnSuite
+    root: Path, config: ArchiveConfig, task_dir: Path, seed: SeedOnSuite
 ) -> ArchiveStore:
     if os.path.lexists(root / HEAD):  # a broken head is refused by open(), never replaced
         return ArchiveStore.open(root, config)
     log.info("new archive in %s from the seed of %s (%s)", root, task_dir, seed.suite)
-    assert seed.entry is not None  # _judge_suite aligns the seed of every new run
+    assert seed.entry is not None  # a new run's seed is aligned with the judge's suite first
     return ArchiveStore.create(root, Archive.from_seed(config, seed.entry))
 
 

@@ -20,11 +20,13 @@ from __future__ import annotations
 import dataclasses
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from harness.library import Archive
 from harness.scorer import Scorer
 from harness.state import VALID, LibraryEntry
 
@@ -165,3 +167,32 @@ def check_resume_suite(archived: str, serving: str, judge_url: str) -> None:
             f"serves suite {serving}; scores of two suites do not compare. Start the judge on "
             f"{archived} (see docs/judge.md), or start a new state directory"
         )
+
+
+@dataclass(frozen=True)
+class SeedOnSuite:
+    """The judge's suite at the start of a run; for a new run the seed entry on that suite and
+    its `seed_rescored` record (None when the seed record already measured it there)."""
+
+    suite: str
+    entry: LibraryEntry | None = None
+    record: dict[str, Any] | None = None
+
+
+def seed_on_judge_suite(
+    scorer: Scorer, seed_record: Path, seed: LibraryEntry | None
+) -> SeedOnSuite:
+    """Ask the judge its suite (`JudgeUnavailableError` propagates); for a new run (`seed`, the
+    entry of `seed_record`) align the seed with that suite (`align_seed`)."""
+    suite = scorer.suite()
+    if seed is None:
+        return SeedOnSuite(suite)
+    entry, record = align_seed(seed, seed_suite(seed_record), suite, scorer)
+    return SeedOnSuite(suite, entry, record)
+
+
+def check_archive_suite(archive: Archive, seed_record: Path, serving: str, judge_url: str) -> None:
+    """Refuse to resume an archive whose scores were measured on another suite than `serving`
+    (its seed entry's label; an archive from before labels has the seed record's suite)."""
+    seed = next(e for e in archive.entries.values() if e.timestep == 0)
+    check_resume_suite(entry_suite(seed, seed_suite(seed_record)), serving, judge_url)
