@@ -194,13 +194,17 @@ def test_killed_run_resumes_without_losing_or_repeating_a_slot(
     assert_committed_library_is_the_committed_archive(run.state)
 
     # No slot ran twice: one guidance call per slot, one executor call per well-formed
-    # rollout, one judge submission per extracted program.
+    # rollout, one judge submission per extracted program (plus the seed's, once, when the
+    # new run re-scored it on the judge's generated suite).
     entries = [j.entry for j in journal(run.state)]
     assert len(run.reports.inferences()) == len(GRID)
     well_formed = sum(1 for e in entries if e["metadata"]["guidance_format_ok"])
     assert len(run.executor.completion_requests()) == well_formed
     programs = sum(1 for e in entries if e["solution"])
-    assert judge_submissions(stack) - submissions_before == programs
+    events = read_events(run.state / "guidance-run" / "events.jsonl")
+    rescored = sum(1 for e in events if e["event"] == "seed_rescored")
+    assert rescored == 1
+    assert judge_submissions(stack) - submissions_before == programs + rescored
 
 
 def assert_committed_library_is_the_committed_archive(state: Path) -> None:
