@@ -199,3 +199,24 @@ def test_inspect_of_a_run_without_any_improvement_says_so_instead_of_a_zero_gain
     _run(["export", str(fixture.state_dir), "--out", str(tmp_path / "r")], capsys)
     record = json.loads((tmp_path / "r" / "runs.json").read_text())["runs"][0]
     assert record["selected_case"] is None and record["search"]["best_update"] == 0
+
+
+def test_a_frozen_run_is_labelled_frozen_with_its_suite_in_status_export_and_plot(tmp_path, capsys):
+    labels = {"mode": "frozen", "suite": "generated:11:2"}
+    fixture = build_state_dir(
+        tmp_path / "state", committed_steps=2, in_flight_slots=0, labels=labels
+    )
+    state = fixture.state_dir
+    text = _status(state, capsys)
+    report = json.loads(_status(state, capsys, "--json"))
+    _run(["export", str(state), "--out", str(tmp_path / "r")], capsys)
+    record = json.loads((tmp_path / "r" / "runs.json").read_text())["runs"][0]
+    drawn = plots.plot(
+        plot_series.from_run(results.load_run(state), "polyomino_packing"), tmp_path / "p.png"
+    )
+    _no_placeholders_and_80_columns(text)
+    assert report["mode"] == record["mode"] == "frozen"
+    assert report["suite"] == record["suite"] == "generated:11:2"
+    assert "/state (frozen)" in text
+    assert "suite          generated:11:2" in text
+    assert drawn.labels["scores"]["title"].endswith("frozen run, suite generated:11:2")
