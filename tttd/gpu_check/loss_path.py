@@ -70,18 +70,24 @@ def _free_port() -> int:
         return probe.getsockname()[1]
 
 
+#: Slime's own ``loss_function``, kept when Reef's wrapper is first installed in this process.
+_SLIME_LOSS_FUNCTION: Any = None
+
+
 def install_reef_worker_hooks(args: Any) -> Any:
     """Reef's worker init pieces the loss path needs; returns Slime's unwrapped loss_function."""
     from reef.train.slime_backend.algorithm import resolve_objective_paths
     from reef.train.slime_backend.reef_adapters import worker_hooks
     from slime.backends.megatron_utils import loss
 
-    original = loss.loss_function
-    while getattr(original, "_reef_step_batch_size", False):
-        original = original.__closure__[0].cell_contents  # already wrapped: take Slime's own
+    global _SLIME_LOSS_FUNCTION
+    if _SLIME_LOSS_FUNCTION is None:
+        if getattr(loss.loss_function, "_reef_step_batch_size", False):
+            raise RuntimeError("Slime's loss_function was wrapped before this check saw it")
+        _SLIME_LOSS_FUNCTION = loss.loss_function
     resolve_objective_paths(args)
     worker_hooks._install_step_batch_size()
-    return original
+    return _SLIME_LOSS_FUNCTION
 
 
 def build_step(
