@@ -14,12 +14,12 @@ no training). ``reef serve -c serve-frozen.yaml`` starts that service; Reef 0.1.
         rollouts-per-group: 4
         guidance-ttt:
         mode: frozen                 # required, and only `frozen` is accepted here
-        task: polyomino_packing
+        task: <task>                 # a directory under harbor/
         model: ${inference.upstream-model}
         steps: 3
         max_response_len: 8192       # guidance tokens per call
         context_length: 12288
-        state_dir: work/polyomino_packing-frozen
+        state_dir: work/<task>-frozen
         harness: {executor_backend, gpt_oss_reasoning_effort, judge_url, judge_problem_id}
 
 (the keys under ``guidance-ttt`` are indented two more levels in the real file). The grid is

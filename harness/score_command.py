@@ -26,9 +26,8 @@ from harness.run_settings import RunSettings, RunSettingsError
 from harness.scorer import FrontierCSScorer, JudgeUnavailableError
 from harness.state import VerificationResult
 from harness.suites import suite_name
+from harness.task_dirs import bundled_task_dir
 
-REPO = Path(__file__).resolve().parents[1]
-DEFAULT_TASK = REPO / "harbor" / "polyomino_packing"
 DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
 EXIT_INVALID, EXIT_JUDGE_DOWN = 1, 3
 
@@ -39,9 +38,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--task",
         type=Path,
-        default=DEFAULT_TASK,
-        help="the Harbor task directory: its problem id and case check (default: "
-        "harbor/polyomino_packing)",
+        help="the Harbor task directory: its problem id and case check (default: the task "
+        "serve.yaml selects, harbor/<training.config.task>)",
     )
     parser.add_argument(
         "--judge-url",
@@ -71,9 +69,19 @@ def judge_url(flag: str | None) -> str:
         return DEFAULT_JUDGE_URL
 
 
+def selected_task() -> Path:
+    """The task directory serve.yaml selects (`training.config.task`); ValueError naming
+    `--task` when serve.yaml cannot say."""
+    try:
+        return bundled_task_dir(RunSettings.load().task)
+    except (RunSettingsError, OSError) as exc:
+        raise ValueError(f"serve.yaml cannot name the task ({exc}); pass --task DIR") from None
+
+
 def run(args: argparse.Namespace, console: Console) -> int:
     """Score `args.file` and print the report; returns the exit status."""
     code = Path(args.file).read_text(encoding="utf-8", errors="replace")
+    args.task = args.task or selected_task()
     contract = load_contract(args.task)
     url = judge_url(args.judge_url)
     problem = args.problem_id or contract.judge_problem_id

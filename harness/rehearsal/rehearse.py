@@ -74,17 +74,17 @@ def write_settings(
     guidance_url: str,
     judge_url: str,
     reef_port: int,
-    task: str = "polyomino_packing",
+    task: str | None = None,
 ) -> RunSettings:
     """The repository's serve-frozen.yaml with the rehearsal's values, written to `path`
-    (`task` names the Reef scenario, `guidance-ttt-<task>`)."""
+    (`task`, default the template's, names the Reef scenario, `guidance-ttt-<task>`)."""
     document = yaml.safe_load(FROZEN_TEMPLATE.read_text(encoding="utf-8"))
     document["reef"].update(host="127.0.0.1", port=reef_port, token=TOKEN)
     document["inference"].update({"upstream-url": guidance_url, "upstream-model": GUIDANCE_MODEL})
     recipe = document["recipe"]["config"]
     recipe.update({"groups-per-step": options.groups, "rollouts-per-group": options.rollouts})
     run = recipe[FROZEN_SECTION[-1]]
-    run.update(steps=options.steps, state_dir=str(state_dir), task=task)
+    run.update(steps=options.steps, state_dir=str(state_dir), task=task or run["task"])
     run["harness"].update(
         executor_backend="gpt_oss_120b",
         gpt_oss_reasoning_effort="high",

@@ -20,10 +20,22 @@ import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
+import yaml
+
 from harness.rehearsal.openai_server import RecordedRequest, Reply
 
-#: The Polyomino task directory shipped with the project (its judged seed programs).
-TASK_DIR = Path(__file__).resolve().parents[2] / "harbor" / "polyomino_packing"
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _template_task() -> str:
+    """The task the repository's serve-frozen.yaml selects (the rehearsal's template)."""
+    document = yaml.safe_load((REPO / "serve-frozen.yaml").read_text(encoding="utf-8"))
+    return str(document["recipe"]["config"]["guidance-ttt"]["task"])
+
+
+#: The task directory the rehearsal runs (serve-frozen.yaml's task; the scripted executor's
+#: variants edit that task's shelf-packer seed, so the template names the Polyomino task).
+TASK_DIR = REPO / "harbor" / _template_task()
 #: The seed record the scripted variants edit: the task's shelf packer (its `harness.seed`).
 SEED_RECORD = "solution/shelf/seed.json"
 GUIDANCE_MODEL = "scripted-guidance-stand-in"
@@ -31,7 +43,7 @@ EXECUTOR_MODEL = "scripted-executor-stand-in"
 
 
 def task_dir() -> Path:
-    """The Polyomino task directory (the project's, with its judged seeds)."""
+    """The rehearsal's task directory (the project's, with its judged seeds)."""
     return TASK_DIR
 
 
