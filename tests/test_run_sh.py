@@ -49,6 +49,38 @@ def test_run_sh_without_gpus_prints_the_preflight_table_and_stops_naming_the_gpu
     assert "missing GPUs" in done.stderr
     assert "nothing was started" in done.stderr
     assert "reef serve" not in done.stdout
+    # The no-GPU hint names frozen-guidance mode and the rehearsal, with how to start each.
+    hint = " ".join(done.stderr.split())
+    assert "Frozen-guidance mode runs the same loop without training" in hint
+    assert "GUIDANCE_TTT_SERVE_YAML=serve-frozen.yaml GUIDANCE_TTT_GUIDANCE_URL=" in hint
+    assert "guidance-ttt rehearse" in hint
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_run_sh_in_frozen_mode_checks_the_guidance_endpoint_instead_of_gpus() -> None:
+    env = {k: v for k, v in os.environ.items() if k != "GUIDANCE_TTT_GUIDANCE_API_KEY"}
+    env.update(
+        PYTHON=sys.executable,
+        GUIDANCE_TTT_SERVE_YAML="serve-frozen.yaml",
+        GUIDANCE_TTT_GUIDANCE_URL=closed_port_url(),
+        GUIDANCE_TTT_GUIDANCE_MODEL="some-model",
+        FRONTIERCS_JUDGE_URL=closed_port_url(),
+        GUIDANCE_TTT_EXECUTOR_URL=closed_port_url() + "/v1",
+    )
+    done = subprocess.run(
+        ["bash", str(REPO / "run.sh")],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
+    assert done.returncode == 1
+    assert "missing" in table_row(done.stdout, "guidance")
+    assert "| GPUs " not in done.stdout and "| model " not in done.stdout
+    assert "nothing was started" in done.stderr and "reef serve" not in done.stdout
+    assert "no GPUs?" not in done.stderr  # frozen mode needs none
 
 
 def table_row(table: str, name: str) -> str:
