@@ -4,6 +4,7 @@ accepts the same file (`reef serve --print-config`)."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +13,7 @@ import pytest
 import yaml
 
 from harness.run_settings import RunSettings, RunSettingsError
+from tests.reef_fixtures import free_port, running_reef
 
 REPO = Path(__file__).resolve().parents[1]
 FROZEN = REPO / "serve-frozen.yaml"
@@ -73,3 +75,26 @@ def test_reef_accepts_the_same_file() -> None:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "recipe.implementation = tttd.recipe:TTTDReportsRecipe" in done.stdout
     assert "inference.upstream-url = http://127.0.0.1:8000" in done.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(200)
+def test_reef_refuses_a_broken_frozen_file_at_start_with_the_harness_words(
+    tmp_path: Path,
+) -> None:
+    def zero_steps(document: dict) -> None:
+        run = document["recipe"]["config"]["guidance-ttt"]
+        run.update(steps=0, state_dir=str(tmp_path / "state"))
+        document["reef"]["port"] = port
+
+    port = free_port()
+    path = variant(tmp_path, zero_steps)
+    words = "recipe.config.guidance-ttt.steps: must be ≥ 1, got 0"
+    with pytest.raises(RunSettingsError, match=re.escape(words)):
+        RunSettings.load(path, environ=ENV, base_dir=tmp_path)
+    with (
+        pytest.raises(RuntimeError) as refused,
+        running_reef(tmp_path / "reef", config=path, port=port, env=ENV),
+    ):
+        pass
+    assert words in refused.value.args[0]

@@ -12,6 +12,7 @@ loopback tests and the CPU rehearsal).
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,7 @@ from reef.recipe.errors import RecipeConfigError
 from reef.train.algos import StepScheduling
 from reef.train.pipeline import PipelineSpec
 
+from harness.serve_document import expand_defaults
 from harness.serve_settings import (
     InferenceSection,
     RecipeConfig,
@@ -165,3 +167,13 @@ class TTTDReportsRecipe(StepGrid, Recipe):
         default_factory=dict,
         help="Frozen-guidance run settings, read by the harness only (serve-frozen.yaml).",
     )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.guidance_ttt:  # a frozen run's settings: refused here as the harness refuses them
+            from harness.frozen_settings import FrozenRun
+
+            settings = expand_defaults(self.guidance_ttt, os.environ)
+            errors = section_errors(FrozenRun, settings, "recipe.config.guidance-ttt")
+            if errors:
+                raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
