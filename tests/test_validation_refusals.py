@@ -25,7 +25,7 @@ import pytest
 import yaml
 
 from harness.backends import backend_from_name
-from harness.contract import ContractError, load_task
+from harness.contract import SOLUTION_LANGUAGES, ContractError, load_task
 from harness.preflight import run_preflight, seed_scorer
 from tests.judge_fakes import LocalJudge, closed_port_url
 from tests.task_builders import GOOD_CONTRACT, GOOD_TASK_TOML, write_task
@@ -198,10 +198,11 @@ TASK_CASES: dict[str, tuple[Callable[[Path], None], str]] = {
     ),
     "a language the judge cannot compile": (
         lambda task: (task / "contract.json").write_text(
-            json.dumps(GOOD_CONTRACT | {"solution_language": "python"})
+            json.dumps(GOOD_CONTRACT | {"solution_language": "rust"})
         ),
-        "contract.json: solution_language: must be a language the judge compiles, one of cpp, "
-        "c++, cxx, got 'python'",
+        "contract.json: solution_language: must be a language the judge compiles, one of "
+        + ", ".join(SOLUTION_LANGUAGES)
+        + ", got 'rust'",
     ),
     "broken task.toml": (
         lambda task: (task / "task.toml").write_text(GOOD_TASK_TOML + "[agent\ntimeout_sec = ]\n"),
