@@ -1,4 +1,4 @@
-"""The archive's invariants as pure checks over plain mappings (SPEC §2).
+"""The archive's invariants as pure checks over plain mappings (docs/design.md §2).
 
 Each function returns a list of human-readable violations (empty when all is well); the
 archive raises `ArchiveInvariantError` with them.

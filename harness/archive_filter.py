@@ -1,4 +1,4 @@
-"""The batch-complete archive filter of TTT-Discover (SPEC §2), as a pure function.
+"""The batch-complete archive filter of TTT-Discover (docs/design.md §2), as a pure function.
 
 Runs once per step, after the whole G×R batch is in. It decides which nodes stay selectable
 (`candidates`) and which stay at all (`closure` = candidates plus their ancestors); nodes kept

@@ -1,4 +1,4 @@
-"""The executor backend catalogue (SPEC §4): what an executor service is and how to call it.
+"""The executor backend catalogue (docs/design.md §4): what an executor service is, how to call it.
 
 An `ExecutionBackend` is a frozen description of one frozen executor service: it names the
 environment variable that holds the API key, never the key itself, so `safe_dict()` can be written

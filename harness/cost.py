@@ -3,7 +3,7 @@ cost according to a per-model price table.
 
 Sources, all read after the fact so accounting can never disturb a run:
 - executor usage: each entry's `metadata.execution_response_usage` (the OpenAI `usage` object the
-  executor returned, SPEC §6), summed over the entries of a step;
+  executor returned, docs/design.md §6), summed over the entries of a step;
 - guidance usage: the entry's `metadata.guidance_response_usage` when the rollout loop kept it,
   else Reef's stored inference record of the rollout's receipt (`payload.response.usage`, or
   the token counts of `payload.response.training`), fetched by `ReefRecordUsage`;

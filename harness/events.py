@@ -13,7 +13,7 @@ Kinds and their fields (every event also gets `ts`, seconds since the epoch):
   `failed`)
 - `rollout_finished`: step, group, rollout, status, reward, raw_score, guidance_ok,
   timings {guidance_s, executor_s, judge_s, total_s}, usage {prompt_tokens, completion_tokens}
-- `step_summary`: the step summary of the run controller (SPEC §7) plus usage and cost
+- `step_summary`: the step summary of the run controller (docs/design.md §7) plus usage and cost
 - `training_wait`: step, phase, elapsed_s, missing_slots
 - `step_committed`: step, next_step
 - `slots_rebuilt_from_reef`: step, slots ([group, rollout] pairs), reports (Reef record ids):

@@ -1,4 +1,4 @@
-"""The OpenAI-compatible client that calls an executor backend (SPEC §4).
+"""The OpenAI-compatible client that calls an executor backend (docs/design.md §4).
 
 `ExecutionClient` turns one chat request to an `ExecutionBackend` (`harness.backends`) into one
 `ExecutionResult`, retrying only faults that are worth retrying and bounding concurrent calls.
@@ -70,7 +70,7 @@ class ExecutionResult:
     elapsed_s: float
 
     def response_metadata(self) -> dict[str, Any]:
-        """What the entry keeps as `execution_response_metadata` (SPEC §6)."""
+        """What the entry keeps as `execution_response_metadata` (docs/design.md §6)."""
         return {
             "finish_reason": self.finish_reason,
             "attempts": self.attempts,

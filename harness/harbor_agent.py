@@ -1,4 +1,4 @@
-"""`harness:HarborAgent`: one Harbor trial owns one whole Guidance-TTT run (SPEC §8).
+"""`harness:HarborAgent`: one Harbor trial owns one whole Guidance-TTT run (docs/design.md §8).
 
 The only module that imports `harbor`. The search runs on the host, not in the task container:
 `run()` reads the run settings from `serve.yaml`, builds the real adapters (Reef, the configured

@@ -1,6 +1,6 @@
 """The archive: a PUCT search tree over verified candidates, in the Discover-compatible layout.
 
-`Archive` is pure in-memory state with the operations of one run (SPEC §1-§2): seed roots,
+`Archive` is pure in-memory state with the operations of one run (docs/design.md §1–§2): seed roots,
 select the G parents of a step, submit rollouts, and filter the archive when a step's whole
 batch is in. Every mutation re-checks the invariants and raises on a violation, so a bug
 cannot silently corrupt a run. Persistence lives in `harness.store`, the `library.json`
@@ -37,7 +37,7 @@ class ArchiveError(RuntimeError):
 
 
 class ArchiveInvariantError(ArchiveError):
-    """The archive state violates an invariant of SPEC §2; this is a bug or a corrupt file."""
+    """The archive state violates an invariant (docs/design.md §2): a bug or a corrupt file."""
 
 
 class ArchiveConfigMismatch(ArchiveError):
@@ -385,7 +385,7 @@ class Archive:
         )
         return {key for key in keys if key is not None}
 
-    # --- archive filter (SPEC §2, when a step's whole batch is finalized) --------------------
+    # --- archive filter (docs/design.md §2, when a step's whole batch is finalized) -------------
 
     def _filter(self) -> None:
         candidates, closure = archive_filter.survivors(

@@ -1,4 +1,4 @@
-"""The Discover-compatible `library.json` exchange format (SPEC §1).
+"""The Discover-compatible `library.json` exchange format (docs/design.md §1).
 
 This is how archives move between TTT-Discover implementations. The bytes match the reference
 writer exactly: `json.dumps(obj, indent=2, sort_keys=True)` (ASCII escapes, no trailing

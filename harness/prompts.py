@@ -1,4 +1,4 @@
-"""The two prompts of a rollout and the guidance request body (SPEC §3).
+"""The two prompts of a rollout and the guidance request body (docs/design.md §3).
 
 The guidance model sees the problem, the parent's canonical summary and its verdict, never its
 code; the executor sees the problem, the parent's full source and the guidance. Wording is this

@@ -1,4 +1,4 @@
-"""Rank-prior PUCT, the published TTT-Discover parent-selection policy (SPEC §2).
+"""Rank-prior PUCT, the published TTT-Discover parent-selection policy (docs/design.md §2).
 
 Pure arithmetic on plain values: the archive passes in the candidate set and its statistics and
 gets back a ranking. Nothing here reads files or mutates state.

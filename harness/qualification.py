@@ -1,5 +1,5 @@
-"""The qualification gate (SPEC §7): after Reef reports a step trained, check that the training
-really happened before the step is committed.
+"""The qualification gate (docs/design.md §7): after Reef reports a step trained, check that the
+training really happened before the step is committed.
 
 `qualify_step` is a pure function of the step's outcome, the bridge's health snapshot and the
 checkpoint marker's existence. It fails closed: every check raises `QualificationError` naming the

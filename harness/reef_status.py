@@ -3,8 +3,8 @@
 `read_step_status` is pure: it turns the JSON page into the three facts the controller acts on —
 a service-level `error`, a discarded step (the tttd grouping's `failed_steps`, e.g. reason
 `mixed_release_ids`), and the slots of an open step that Reef has not received yet. Reef itself
-does not list missing slots (REEF.md §3); the tttd grouping's `status()` does, and Reef publishes
-it under `scenarios.<scenario>.processor`. `ReefStatusClient` is the thin HTTP adapter.
+does not list missing slots (docs/design.md §12); the tttd grouping's `status()` does, and Reef
+publishes it under `scenarios.<scenario>.processor`. `ReefStatusClient` is the thin HTTP adapter.
 """
 
 from __future__ import annotations

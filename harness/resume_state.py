@@ -1,4 +1,4 @@
-"""The resume-state record: `<state>/guidance-run/resume-state.json`, format 1 (SPEC §7).
+"""The resume-state record: `<state>/guidance-run/resume-state.json`, format 1 (docs/design.md §7).
 
 Contract: `ResumeState` is the commit record of a run. It is written last in a step's commit,
 atomically (`save`), so the step it names as `next_step` is the one a restarted run continues.
@@ -55,7 +55,7 @@ SUMMARY_KEYS = (
 
 @dataclass(frozen=True)
 class RunIdentity:
-    """The settings a run is bound to: resuming with any other value is refused (SPEC §7)."""
+    """The settings a run is bound to; another value on resume is refused (docs/design.md §7)."""
 
     model: str
     executor: str
@@ -103,8 +103,8 @@ class RunIdentity:
         return cls(**data)
 
     def first_difference(self, other: RunIdentity) -> tuple[str, Any, Any] | None:
-        """The first key whose value differs (the mode first, then SPEC order), with this and
-        the other value."""
+        """The first key whose value differs (the mode first, then the order of docs/design.md
+        §7), with this and the other value."""
         names = ["mode", *(f.name for f in fields(self) if f.name != "mode")]
         for name in names:
             if getattr(self, name) != getattr(other, name):

@@ -1,4 +1,4 @@
-"""One rollout, from the selected parent to the archive entry and its report body (SPEC §6).
+"""One rollout, from the selected parent to the archive entry and its report (docs/design.md §6).
 
     guidance call (through Reef, one sample, receipt) -> strict parse
       malformed: guidance_format_error, reward 0, executor skipped

@@ -1,6 +1,6 @@
 """The run controller: one step is done only when its gate lets it through (trained mode: Reef's
 training of it is durable and qualified) and its archive and resume state are committed, in that
-order (SPEC §7).
+order (docs/design.md §7).
 
 Usage, by the step loop (which owns rollouts, the journal and the archive):
 

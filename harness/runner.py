@@ -67,7 +67,8 @@ def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError as exc:
         raise FileNotFoundError(
-            f"{path} is missing: every task ships its judged seed candidate there (SPEC §9)"
+            f"{path} is missing: every task ships its judged seed candidate there "
+            "(docs/design.md §9)"
         ) from exc
     if not isinstance(data, dict) or "entry" not in data:
         raise ValueError(f"{path} must hold an object with the seed's `entry`")

@@ -337,7 +337,8 @@ def judge_verdict(
     artifacts: dict[str, Any],
     scoring: Scoring | None = None,
 ) -> VerificationResult:
-    """Map one final FrontierCS answer to a verdict, applying the score hardening (JUDGE.md §3).
+    """Map one final FrontierCS answer to a verdict, applying the score hardening (docs/task.md,
+    "Score hardening").
     Raises `JudgeFault` for answers that only a broken judge produces. `scoring` is the task's
     rule (raw score and reward; default: the judge's score, max)."""
     scoring = scoring or Scoring()

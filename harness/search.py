@@ -1,5 +1,5 @@
 """Reading model outputs back: the strict guidance parser, summary and solution extraction, and
-the entry a rollout leaves in the archive (SPEC §1, §3).
+the entry a rollout leaves in the archive (docs/design.md §1, §3).
 
 The guidance parser is deliberately unforgiving: no repair, no fallback, no retry. A malformed
 answer is a `guidance_format_error` rollout with reward 0, which is the signal the guidance

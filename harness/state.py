@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-# Verifier statuses (SPEC §1). Every status except VALID is a failure kind with reward 0.
+# Verifier statuses (docs/design.md §1). Every status except VALID is a failure kind with reward 0.
 VALID = "valid"
 INVALID = "invalid"
 ENVIRONMENT_ERROR = "environment_error"
@@ -139,7 +139,7 @@ class LibraryEntry:
     """One rollout outcome (or the seed candidate), stored forever; entries are never pruned.
 
     `parent_id` is the node the rollout expanded, `timestep` is 0 for the seed and `step + 1` for
-    rollouts of `step`. `metadata` holds the audit trail of the rollout (SPEC §6).
+    rollouts of `step`. `metadata` holds the audit trail of the rollout (docs/design.md §6).
     """
 
     id: str
@@ -316,7 +316,7 @@ _CONFIG_SCHEMA = {
 
 @dataclass(frozen=True)
 class ArchiveConfig:
-    """The archive settings pinned for the life of an output directory (SPEC §1 `config`).
+    """The archive settings pinned for the life of an output directory (docs/design.md §1 `config`).
 
     Only the published policy is supported: `best_child` Q and Discover-compatible accounting.
     """
@@ -356,7 +356,7 @@ class ArchiveConfig:
 
     @classmethod
     def from_dict(cls, data: Any) -> ArchiveConfig:
-        """Build the config from its JSON object; every key of SPEC §1 is required."""
+        """Build the config from its JSON object; every key of docs/design.md §1 is required."""
         return cls(**read_fields(data, _CONFIG_SCHEMA, "archive config"))
 
     def differences(self, other: ArchiveConfig) -> list[str]:

@@ -36,7 +36,7 @@ RAY_INSTALL_HINT = (
 
 
 class TrainingBridge(Protocol):
-    """What the run controller reads from Reef's training coordinator (REEF.md §3).
+    """What the run controller reads from Reef's training coordinator (docs/design.md §12).
 
     `health()` returns at least `ok`, `recoverable`, `start_rollout_id`, `phase`,
     `completed_train_steps`, `last_train_rollout_id`, `last_train_metrics` and `training_job`.
@@ -67,8 +67,8 @@ class BridgeAddress:
     @classmethod
     def read(cls, path: Path, environ: Mapping[str, str] | None = None) -> BridgeAddress:
         """Read a Reef service's runtime.yaml (key `reef`). `RAY_ADDRESS` in the environment
-        wins over the file's `ray_address`, as it does for Reef itself (SPEC §8). A missing file
-        or `reef` block is an error naming the path and what to start first."""
+        wins over the file's `ray_address`, as it does for Reef itself (docs/design.md §8). A
+        missing file or `reef` block is an error naming the path and what to start first."""
         environ = os.environ if environ is None else environ
         path = Path(path)
         if not path.is_file():
