@@ -12,7 +12,7 @@ else "Wrong Answer"), `time` (wall ns), `memory` (bytes), `msg`, `output` (check
 Limit Exceeded, …), `cpuTime` (ns), `checkerExitCode`, `stderr`, and for checked runs
 `outputBytes`, `outputSha256`, `outputTruncated`: `output` is only the first 4 KiB of stdout.
 
-Where this judge deliberately differs from FrontierCS (JUDGE.md §1):
+Where this judge deliberately differs from FrontierCS (docs/design.md §11):
 - `msg` of a run that was not accepted is our own text, `"<runStatus>: <detail>"`; the
   candidate's stderr goes to the separate `stderr` field. A program can therefore never put
   `Ratio: …` where a checker verdict is read, and its ratio is 0 (defect 1 closed).

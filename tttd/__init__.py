@@ -3,7 +3,8 @@
 Select it in ``serve.yaml`` with ``recipe.implementation: tttd.recipe:TTTDRecipe``. The
 modules follow the pipeline a report travels through:
 
-- ``report``: the report contract (REEF.md §4): one rollout's score and grid coordinates;
+- ``report``: the report contract (docs/training.md, "How the tttd method works"): one
+  rollout's score and grid coordinates;
 - ``grouping``: records → step sets (``StepGrouping``, a Reef ``ReportGrouping``): key ``step``,
   slot ``(group, rollout)``, ready at G·R slots, mixed releases discarded;
 - ``samples``: report → policy sample with its coordinates;

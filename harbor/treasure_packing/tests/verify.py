@@ -192,7 +192,7 @@ def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dic
 
 
 def inconsistency(answer: dict[str, Any]) -> str | None:
-    """What makes a `done` answer untrustworthy (JUDGE.md §3), or None."""
+    """What makes a `done` answer untrustworthy (docs/task.md, 'Score hardening'), or None."""
     cases, score_value = answer.get("cases"), answer.get("score")
     if not isinstance(cases, list) or not cases or not all(isinstance(c, dict) for c in cases):
         return "the result has no list of cases"
