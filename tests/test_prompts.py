@@ -1,4 +1,4 @@
-"""The two prompts and the guidance request body (SPEC §3)."""
+"""The two prompts and the guidance request body (docs/design.md §3)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rank-prior PUCT on hand-computed examples (SPEC §2)."""
+"""Rank-prior PUCT on hand-computed examples (docs/design.md §2)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Strict guidance parsing, summary and solution extraction, and the rollout entry (SPEC §3)."""
+"""Strict guidance parsing, summary and solution extraction, and the rollout entry
+(docs/design.md §3)."""
 
 from __future__ import annotations
 

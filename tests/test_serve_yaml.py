@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 REPO = Path(__file__).resolve().parents[1]
 SERVE_YAML = REPO / "serve.yaml"
-#: The top-level sections reef-infra 0.1.3 accepts (REEF.md §2).
+#: The top-level sections reef-infra 0.1.3 accepts (docs/training.md, 'What serve.yaml holds').
 ACCEPTED_SECTIONS = {
     "reef",
     "inference",

@@ -35,7 +35,8 @@ def reference_kl(rewards: list[float], beta: float) -> float:
 
 
 def reference_advantages(rewards: list[float], beta: float) -> list[float]:
-    """The REEF.md §4 formula written out literally, as an independent check."""
+    """The formula of docs/training.md ("How the tttd method works") written out literally, as
+    an independent check."""
     n = len(rewards)
     top = max(rewards)
     e = [math.exp(beta * (reward - top)) for reward in rewards]

@@ -1,4 +1,5 @@
-"""The tttd report contract (REEF.md §4), parsed exactly as Reef's ingress parses it."""
+"""The tttd report contract (docs/training.md, "How the tttd method works"), parsed exactly as
+Reef's ingress parses it."""
 
 from __future__ import annotations
 
