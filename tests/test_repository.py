@@ -1,5 +1,7 @@
 """Copy-paste traps in the repository itself: no path of a developer's machine in any tracked
-file, and a .gitignore that keeps run state, the virtualenv, caches and build output out.
+file; a .gitignore that keeps run state, the virtualenv, caches and build output out; code and
+docs that cite only the repository's own docs (a clone has nothing beside it), with only tests
+and benchmarks reading data from ../shared and saying so when it is absent.
 
 Needs a git checkout (the tracked files are `git ls-files`); skipped, saying so, elsewhere."""
 
@@ -116,3 +118,39 @@ def test_gitignore_keeps_state_venv_caches_and_build_output_out(path):
     _tracked()  # skips outside a checkout
     done = subprocess.run(["git", "check-ignore", "--no-index", "-q", path], cwd=REPO, timeout=30)
     assert done.returncode == 0, f"{path} is not ignored by .gitignore"
+
+
+# Documents that live outside the repository: a reader of a clone has none of them.
+OUTSIDE_DOC = re.compile(r"\bSPEC\b|\b(?:SPEC|JUDGE|REEF|STYLE)\.md\b")
+SHARED = re.compile(r"\.\./shared\b|[\"']shared[\"']")
+# Only tests and benchmarks may read data from ../shared, and they must say so when it is absent.
+DATA_READERS = ("tests/", "benchmarks/")
+
+
+def test_code_and_docs_cite_only_the_repositorys_own_docs():
+    cited, shared = [], []
+    for name in _tracked():
+        if name == "tests/test_repository.py":
+            continue
+        text = _text(REPO / name)
+        if text is None:
+            continue
+        for number, line in enumerate(text.splitlines(), 1):
+            if OUTSIDE_DOC.search(line):
+                cited.append(f"{name}:{number}: {line.strip()[:120]}")
+            if SHARED.search(line) and not name.startswith(DATA_READERS):
+                shared.append(f"{name}:{number}: {line.strip()[:120]}")
+    assert not cited, "cite docs/ (e.g. docs/design.md §n) instead of:\n" + "\n".join(cited)
+    assert not shared, "only tests and benchmarks may read ../shared:\n" + "\n".join(shared)
+
+
+def test_tests_and_benchmarks_that_read_shared_data_say_so_when_it_is_absent():
+    silent = []
+    for name in _tracked():
+        if not name.startswith(DATA_READERS) or name == "tests/test_repository.py":
+            continue
+        text = _text(REPO / name) or ""
+        reads = re.search(r"[\"']shared[\"']\s*/|\.\./shared/data", text)
+        if reads and "absent" not in text:
+            silent.append(name)
+    assert not silent, "read ../shared data without saying when it is absent: " + ", ".join(silent)
