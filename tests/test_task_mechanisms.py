@@ -7,6 +7,7 @@ the harness, the training method and the launcher never name a task.
 from __future__ import annotations
 
 import json
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -115,3 +116,24 @@ def test_task_toml_is_accepted_by_harbors_own_task_config(task: Path) -> None:
     config = TaskConfig.model_validate(tomllib.loads((task / "task.toml").read_text()))
     assert config.agent.timeout_sec == 604800 and config.verifier.timeout_sec == 900
     assert set(config.verifier.env) == {"FRONTIERCS_JUDGE_URL", "FRONTIERCS_PROBLEM_ID"}
+
+
+def test_every_task_ships_the_same_verifier_and_its_own_facts() -> None:
+    """A task folder stands alone (its verifier runs in the trial container, without the
+    harness), so each carries `tests/verify.py`: one file, identical in every task, reading the
+    task's facts from `tests/task_facts.json`, which must agree with contract.json and task.toml."""
+    verifiers = {task.name: (task / "tests" / "verify.py").read_bytes() for task in TASKS}
+    assert len(set(verifiers.values())) == 1, (
+        f"verify.py differs between tasks: {sorted(verifiers)}"
+    )
+    for task in TASKS:
+        facts = json.loads((task / "tests" / "task_facts.json").read_text())
+        contract = load_contract(task)
+        toml = tomllib.loads((task / "task.toml").read_text())
+        assert facts == {
+            "judge_problem_id": contract.judge_problem_id,
+            "solution_language": contract.solution_language,
+            "solution_path": toml["metadata"]["solution_path"],
+            "verifier": contract.verifier,
+            "score_direction": contract.score_direction,
+        }, task.name

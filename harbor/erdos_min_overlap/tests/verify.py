@@ -1,4 +1,4 @@
-"""Erdős minimum overlap verifier: re-score the final program with the judge and write the reward.
+"""Task verifier: re-score the final program with the judge and write the reward.
 
 Runs inside the trial container (Python 3.12 + httpx, see environment/Dockerfile), so it cannot
 import the project's harness; it speaks the same protocol in its simplest form (one submit, poll
@@ -36,12 +36,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from score_check import check_case  # the task's own hook, beside this file
 
 DEFAULT_JUDGE_URL = "http://host.docker.internal:8081"
-# This task's facts (its contract.json): judge problem, candidate language, scoring rule.
-PROBLEM_ID = "erdos_min_overlap"
-LANG = "python"
-SOLUTION_PATH = "/workspace/solution.py"
-VERIFIER = "value"  # "frontiercs": the judge's score; "value": the certified case value
-DIRECTION = "min"  # "min": the reward is 1 / raw, so it grows as the raw score falls
+# This file is the same in every task (a test keeps the copies identical); the task's own facts —
+# judge problem, candidate language, where the program is, scoring rule — are in `task_facts.json`
+# beside it, which a test keeps in agreement with the task's contract.json and task.toml.
+FACTS = json.loads((Path(__file__).resolve().parent / "task_facts.json").read_text())
+PROBLEM_ID = str(FACTS["judge_problem_id"])
+LANG = FACTS["solution_language"]
+SOLUTION_PATH = FACTS["solution_path"]
+VERIFIER = FACTS["verifier"]  # "frontiercs": the judge's score; "value": the certified case value
+DIRECTION = FACTS["score_direction"]  # "min": the reward is 1 / raw, so it grows as raw falls
+#: The file part the judge receives, by candidate language (as the harness's client sends it).
+UPLOADS = {"cpp": ("solution.cpp", "text/x-c++src"), "python": ("solution.py", "text/x-python")}
 
 
 #: `error` answers that are the candidate's compile failure (as the harness client reads them);
@@ -163,7 +168,7 @@ def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dic
             response = client.post(
                 "/submit",
                 data={"pid": problem, "lang": LANG},
-                files={"code": ("solution.py", code.encode(), "text/x-python")},
+                files={"code": (UPLOADS[LANG][0], code.encode(), UPLOADS[LANG][1])},
                 timeout=max(min(30.0, deadline - time.monotonic()), 0.001),
             )
             sid = response.json().get("sid") if response.status_code == 200 else None

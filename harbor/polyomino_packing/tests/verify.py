@@ -1,4 +1,4 @@
-"""Task verifier: re-score the final program with the FrontierCS judge and write the reward.
+"""Task verifier: re-score the final program with the judge and write the reward.
 
 Runs inside the trial container (Python 3.12 + httpx, see environment/Dockerfile), so it cannot
 import the project's harness; it speaks the same protocol in its simplest form (one submit, poll
@@ -36,6 +36,17 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from score_check import check_case  # the task's own hook, beside this file
 
 DEFAULT_JUDGE_URL = "http://host.docker.internal:8081"
+# This file is the same in every task (a test keeps the copies identical); the task's own facts —
+# judge problem, candidate language, where the program is, scoring rule — are in `task_facts.json`
+# beside it, which a test keeps in agreement with the task's contract.json and task.toml.
+FACTS = json.loads((Path(__file__).resolve().parent / "task_facts.json").read_text())
+PROBLEM_ID = str(FACTS["judge_problem_id"])
+LANG = FACTS["solution_language"]
+SOLUTION_PATH = FACTS["solution_path"]
+VERIFIER = FACTS["verifier"]  # "frontiercs": the judge's score; "value": the certified case value
+DIRECTION = FACTS["score_direction"]  # "min": the reward is 1 / raw, so it grows as raw falls
+#: The file part the judge receives, by candidate language (as the harness's client sends it).
+UPLOADS = {"cpp": ("solution.cpp", "text/x-c++src"), "python": ("solution.py", "text/x-python")}
 
 
 #: `error` answers that are the candidate's compile failure (as the harness client reads them);
@@ -61,7 +72,7 @@ def main() -> int:
     when no verdict could be given (then no reward file is written)."""
     env = os.environ
     log_dir = Path(env.get("VERIFIER_LOG_DIR", "/logs/verifier"))
-    solution = Path(env.get("VERIFIER_SOLUTION_PATH", "/workspace/solution.cpp"))
+    solution = Path(env.get("VERIFIER_SOLUTION_PATH", SOLUTION_PATH))
     log_dir.mkdir(parents=True, exist_ok=True)
     try:
         reward, reason, details = score(solution, env)
@@ -89,7 +100,7 @@ def score(solution: Path, env: os._Environ[str] | dict[str, str]) -> tuple[float
     if not code.strip():
         return 0.0, f"the program at {solution} is empty", {}
     url = env.get("FRONTIERCS_JUDGE_URL") or DEFAULT_JUDGE_URL
-    problem = env.get("FRONTIERCS_PROBLEM_ID") or "0"
+    problem = env.get("FRONTIERCS_PROBLEM_ID") or PROBLEM_ID
     attempts = max(1, int(env.get("VERIFIER_ATTEMPTS", "3")))
     backoff = float(env.get("VERIFIER_RETRY_BACKOFF_S", "5"))
     # Harbor kills the verifier after 900 s; all attempts together stay well inside that.
@@ -123,9 +134,27 @@ def score(solution: Path, env: os._Environ[str] | dict[str, str]) -> tuple[float
     problem_found = inconsistency(answer)
     if problem_found:
         return 0.0, f"inconsistent judge result, score rejected: {problem_found}", details
-    reward = float(answer["score"])
     details["case_ratios"] = [float(case["scoreRatio"]) for case in answer["cases"]]
-    return reward, f"score {reward:.6f} over {len(answer['cases'])} cases", details
+    if VERIFIER == "value":
+        values = [case.get("value") for case in answer["cases"]]
+        certified = all(case["scoreRatio"] == 1.0 for case in answer["cases"])
+        if not certified or not all(_finite(v) for v in values) or not _finite(answer.get("value")):
+            return (
+                0.0,
+                "no certified value: " + str(answer["cases"][0].get("msg", ""))[:300],
+                details,
+            )
+        raw = float(answer["value"])
+        if abs(raw - math.fsum(values) / len(values)) > 1e-6 * max(1.0, abs(raw)):
+            return 0.0, f"inconsistent judge result: value {raw!r} vs cases {values!r}", details
+    else:
+        raw = float(answer["score"])
+    details["raw_score"] = raw
+    if DIRECTION == "min":
+        if raw <= 0:
+            return 0.0, f"raw score {raw!r} is not positive", details
+        return 1.0 / raw, f"raw score {raw!r} (lower is better; reward 1/raw)", details
+    return raw, f"score {raw:.6f} over {len(answer['cases'])} cases", details
 
 
 def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dict[str, Any] | None:
@@ -138,8 +167,8 @@ def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dic
         try:
             response = client.post(
                 "/submit",
-                data={"pid": problem, "lang": "cpp"},
-                files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
+                data={"pid": problem, "lang": LANG},
+                files={"code": (UPLOADS[LANG][0], code.encode(), UPLOADS[LANG][1])},
                 timeout=max(min(30.0, deadline - time.monotonic()), 0.001),
             )
             sid = response.json().get("sid") if response.status_code == 200 else None
