@@ -143,6 +143,7 @@ def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
     series, problem = _plot_series(args)
     reference = None
     if args.reference:
+        plot_series.check_comparable(series)
         reference = plot_series.reference_run(args.reference_dir, args.reference_task or problem)
     out = Path(args.output or f"{series.task}-trajectory.png")
     data = plots.plot(series, out, args.title, reference)

@@ -17,6 +17,7 @@ from typing import Any
 from harness import results
 from harness.cost import PriceTable
 from harness.state import GUIDANCE_FORMAT_ERROR
+from harness.suites import PUBLIC
 
 
 @dataclass(frozen=True)
@@ -45,7 +46,8 @@ class Series:
     direction: str
     steps: tuple[StepSeries, ...]
     unpriced: tuple[str, ...] = ()
-    note: str = ""  # e.g. `frozen, suite public`: shown under the title
+    note: str = ""  # e.g. `frozen run, suite public`: shown under the title
+    suite: str | None = None  # the judge's suite the scores come from (None: not recorded)
 
 
 def from_trajectory(
@@ -108,6 +110,7 @@ def from_run(view: results.RunView, task: str, prices: PriceTable | None = None)
         tuple(steps),
         tuple(sorted(unpriced)),
         results.run_note(view),
+        results.run_suite(view),
     )
 
 
@@ -118,6 +121,18 @@ class Reference:
     label: str
     steps: tuple[int, ...]
     best_so_far: tuple[float, ...]
+
+
+def check_comparable(series: Series) -> None:
+    """The reference run was judged on FrontierCS's public cases; a run scored on another suite
+    is not on the same scale (docs/frozen.md, "One suite per comparison"). Raises `ValueError`
+    naming both."""
+    if series.suite is not None and series.suite != PUBLIC:
+        raise ValueError(
+            f"this run's scores come from suite {series.suite}, the reference run's from the "
+            f"{PUBLIC} cases: they are not comparable; plot without --reference, or run on a "
+            f"judge that serves the {PUBLIC} cases"
+        )
 
 
 def reference_run(directory: Path, task: str) -> Reference:
@@ -143,7 +158,7 @@ def reference_run(directory: Path, task: str) -> Reference:
     grid = f"{search.get('groups_per_update')}×{search.get('rollouts_per_group')}"
     model = str(run.get("models", {}).get("guidance", "?")).split("/")[-1]
     return Reference(
-        f"reference run (published): {model}, {grid}",
+        f"reference run (published, {PUBLIC} cases): {model}, {grid}",
         tuple(r.update - 1 for r in rows),
         tuple(r.cumulative_best for r in rows),
     )

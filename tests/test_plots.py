@@ -92,7 +92,7 @@ def test_the_scores_figure_shows_every_rollout_step_mean_and_best_run_best_seed_
         "step max (the step's best)",
         "best so far",
         f"seed {run.seed_score:.4f}",
-        "reference run (published): Qwen3-14B, 8×16",
+        "reference run (published, public cases): Qwen3-14B, 8×16",
     ]
     assert labels["title"].startswith("polyomino_packing: every rollout's score per step")
 
@@ -209,3 +209,20 @@ def test_both_figures_name_the_runs_mode_and_suite(tmp_path):
     data = plots.plot(plot_series.from_run(view, "polyomino_packing"), tmp_path / "f.png")
     for title in (data.labels["scores"]["title"], data.labels["health"][0]["title"]):
         assert title.endswith("\nfrozen run, suite generated:11:2"), title
+
+
+def test_the_reference_is_refused_beside_a_run_scored_on_another_suite(tmp_path, capsys):
+    """The reference run was judged on the public cases; a run on a generated suite is not on
+    its scale, so `--reference` is refused naming both suites (without it the plot is drawn)."""
+    generated = build_state_dir(
+        tmp_path / "state",
+        committed_steps=1,
+        in_flight_slots=0,
+        labels={"mode": "frozen", "suite": "generated:11:2"},
+    )
+    png = str(tmp_path / "g.png")
+    assert cli.main(["plot", str(generated.state_dir), "-o", png, "--reference"]) == 2
+    err = capsys.readouterr().err
+    assert "suite generated:11:2, the reference run's from the public cases" in err
+    assert "plot without --reference" in err
+    assert cli.main(["plot", str(generated.state_dir), "-o", png]) == 0
