@@ -112,6 +112,10 @@ class LocalEnvironment(BaseEnvironment):
                 args += ["--ro-bind", str(entry), str(entry)]
         for name in sorted(mine):
             args += ["--bind", str(self.root / name), f"/{name}"]
+        # The test's interpreter (the verifier's PYTHON) stays reachable wherever the checkout
+        # lives, also under a top-level folder the container shadows or skips (e.g. /tmp).
+        for prefix in sorted({sys.prefix, sys.base_prefix}):
+            args += ["--ro-bind", prefix, prefix]
         for key, value in (self._merge_env(env) or {}).items():
             args += ["--setenv", key, value]
         args += ["--chdir", cwd or "/", "bash", "-c", command]
