@@ -130,7 +130,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     task_dir = (args.task_dir or serve_yaml.parent / "harbor" / settings.task).resolve()
     if args.describe:
-        print(describe(serve_yaml, task_dir))
+        try:
+            print(describe(serve_yaml, task_dir))
+        except (ValueError, OSError) as exc:  # the task's files: the message names the file
+            print(f"run.py: {exc}", file=sys.stderr)
+            return 2
         return 0
     return asyncio.run(run_episode(serve_yaml, task_dir))
 

@@ -196,6 +196,21 @@ def test_run_py_refuses_a_broken_serve_yaml_naming_the_setting(tmp_path: Path) -
     assert "global-batch-size" in done.stderr and "Traceback" not in done.stderr
 
 
+def test_run_py_describe_names_a_task_without_contract_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "serve.yaml").write_text((REPO / "serve.yaml").read_text())
+    (tmp_path / "harbor" / "polyomino_packing").mkdir(parents=True)
+    serve_yaml = tmp_path / "serve.yaml"
+    done = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "--serve-yaml", str(serve_yaml), "--describe"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2
+    assert done.stderr.startswith("run.py: ") and "contract.json is missing" in done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
 def test_run_py_describe_refuses_an_executor_limit_above_the_rollout_workers(
     tmp_path: Path,
 ) -> None:
