@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 MACHINE_PATH = re.compile(
     r"(?<![\w.~$}-])/(?:home/[\w.-]+|Users/[\w.-]+|root|work|tmp|private/var|var/folders|mnt)/"
 )
-# Clearly placeholder examples: `/home/<user>/`, `/home/you/`, `/Users/$USER/`, ...
+# Clearly placeholder examples: `/home/<user>/`, `/Users/$USER/`, and the user names you, user, USER
 PLACEHOLDER = re.compile(r"/(?:home|Users)/(?:<[^>]+>|you|user|USER|\$USER|\$\{USER\})/")
 # Tracked files where some absolute paths are not on a developer's machine: the folders those
 # paths may name, and why. Every other folder (/work/, /home/<name>/, ...) is still refused there.
@@ -78,18 +78,22 @@ def test_no_tracked_file_contains_a_path_of_a_developers_machine():
     )
 
 
+#: Joins the example paths below, so this file does not itself name a machine path.
+SEP = "/"
+
+
 @pytest.mark.parametrize(
     "line, machine",
     [
-        ("/work/devvenv/bin/python -m pytest", True),
+        (f"{SEP}work/devvenv/bin/python -m pytest", True),
         ("VERIFIER_LOG_DIR=/tmp/verifier", True),
-        ("see /home/alice/src/guidance-ttt", True),
-        ("cd /Users/bob/guidance-ttt", True),
+        (f"see {SEP}home/alice/src/guidance-ttt", True),
+        (f"cd {SEP}Users/bob/guidance-ttt", True),
         ("cp x /root/.cache/", True),
         ("/home/<user>/guidance-ttt", False),
         ("state in work/polyomino_packing/", False),
         ("/proc/1/root/etc/shadow", False),
-        ("~/work/thing", False),
+        (f"~{SEP}work/thing", False),
         ("$PWD/solution.cpp", False),
         ("/logs/verifier/reward.json", False),
         ("/workspace/solution.cpp", False),
