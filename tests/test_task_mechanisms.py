@@ -122,6 +122,9 @@ def test_every_task_ships_the_same_verifier_and_its_own_facts() -> None:
     """A task folder stands alone (its verifier runs in the trial container, without the
     harness), so each carries `tests/verify.py`: one file, identical in every task, reading the
     task's facts from `tests/task_facts.json`, which must agree with contract.json and task.toml."""
+    for name in ("test.sh", "verify.py"):
+        copies = {task.name: (task / "tests" / name).read_bytes() for task in TASKS}
+        assert len(set(copies.values())) == 1, f"tests/{name} differs between tasks"
     verifiers = {task.name: (task / "tests" / "verify.py").read_bytes() for task in TASKS}
     assert len(set(verifiers.values())) == 1, (
         f"verify.py differs between tasks: {sorted(verifiers)}"

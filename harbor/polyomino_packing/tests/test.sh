@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Harbor verifier entry point: re-score /workspace/solution.cpp with the FrontierCS judge and
+# Harbor verifier entry point: re-score the task's program (tests/task_facts.json) with the judge and
 # write /logs/verifier/reward.json plus a reason file (see verify.py for the overrides;
 # PYTHON selects the interpreter, python3 by default). When no verdict can be given it exits 1
 # and writes no reward file (never a silent reward 0).
