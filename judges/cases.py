@@ -125,16 +125,20 @@ def _interactive_case(
         ("ro", answer, "/box/ans.txt"),
     ]
     outcomes: dict[str, RunOutcome] = {}
+    failures: list[Exception] = []  # the interactor's run raised (the judge ran out of resources)
 
     def run_interactor() -> None:
-        outcomes["interactor"] = sandbox.execute(
-            ["/box/interactor", "/box/in.txt", "/tmp/tout.txt", "/box/ans.txt"],
-            limits=interactor_limits,
-            stdin=to_interactor_read,
-            stdout=to_candidate_write,
-            stderr=interactor_err,
-            binds=binds,
-        )
+        try:
+            outcomes["interactor"] = sandbox.execute(
+                ["/box/interactor", "/box/in.txt", "/tmp/tout.txt", "/box/ans.txt"],
+                limits=interactor_limits,
+                stdin=to_interactor_read,
+                stdout=to_candidate_write,
+                stderr=interactor_err,
+                binds=binds,
+            )
+        except Exception as error:
+            failures.append(error)
 
     helper = threading.Thread(target=run_interactor, name=f"interactor-{case.number}")
     try:
@@ -154,6 +158,8 @@ def _interactive_case(
             binds=[("ro", program.binary, f"/box/{program.mount}")],
         )
         helper.join()
+        if failures:
+            raise failures[0]
         other = outcomes.get("interactor")
         if candidate.status == INTERNAL_ERROR or other is None:
             raise JudgeFailure(f"case {case.number}: {candidate.detail}")

@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from judges.requests import is_resource_exhaustion
+from judges.outcome import is_resource_exhaustion
 
 log = logging.getLogger("judges.connections")
 

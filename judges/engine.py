@@ -13,6 +13,13 @@ results can be read any number of times and survive restarts, and serving a larg
 holds up the event loop (health answers stay quick while hostile candidates are judged).
 Submissions that were accepted but not finished when the service stopped are queued again when
 it starts.
+
+When the judge itself runs out of descriptors, memory or disk while judging (an OSError that
+`is_resource_exhaustion` names), the submission is not failed: it stays queued and is judged
+again after RESOURCE_RETRY_S, doubling, up to RESOURCE_RETRIES times (about two minutes in all);
+only then is it recorded as a `judge` error naming the cause. A final record the disk refuses
+is served from memory and written again after every later result, so it is not lost once the
+disk has room.
 """
 
 from __future__ import annotations
@@ -37,6 +44,7 @@ from judges.judging import (
     error_record,
     prepare_candidate,
 )
+from judges.outcome import is_resource_exhaustion
 from judges.problem_programs import ProgramCache
 from judges.problems import Problem
 from judges.sandbox import Sandbox
@@ -48,6 +56,8 @@ DISPATCHERS = 2
 QUEUED = b'{"status": "queued"}'
 CPP_LANGS = frozenset({"cpp", "c++", "cxx", "cpp17", "gnu++17", "g++"})
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
+RESOURCE_RETRIES = 6
+RESOURCE_RETRY_S = 2.0
 
 
 class SubmissionRefused(Exception):
@@ -87,6 +97,7 @@ class JudgeEngine:
         self._queue: deque[int] = deque()
         self._pending: set[int] = set()  # queued or being judged
         self._unsaved: dict[int, bytes] = {}  # final records the disk refused
+        self._attempts: dict[int, int] = {}  # resource-exhaustion retries so far, by sid
         self._ready = asyncio.Event()
         self._slots = asyncio.Semaphore(settings.workers)
         self._threads = ThreadPoolExecutor(settings.workers + 1, thread_name_prefix="sandbox")
@@ -166,21 +177,63 @@ class JudgeEngine:
             sid = self._queue.popleft()
             try:
                 record = await self._judge(sid)
-                encoded = await asyncio.to_thread(_encode, record)
-                try:
-                    await asyncio.to_thread(self.store.save_result, sid, encoded)
-                except OSError:
-                    log.exception(
-                        "submission %d: cannot persist the result; serving it from memory", sid
-                    )
-                    self._unsaved[sid] = encoded
+            except OSError as error:  # only resource exhaustion gets here (see `_judge`)
+                record = self._retry_later(sid, error)
+                if record is None:
+                    continue  # still pending: queued again after a delay
+            try:
+                self._attempts.pop(sid, None)
+                await self._persist(sid, await asyncio.to_thread(_encode, record))
             finally:
                 self._pending.discard(sid)
+
+    def _retry_later(self, sid: int, error: OSError) -> dict[str, Any] | None:
+        """Queue `sid` again after a delay (None), or its final error record once the retries
+        are used up."""
+        attempt = self._attempts.get(sid, 0) + 1
+        if attempt > RESOURCE_RETRIES:
+            log.error("submission %d: the judge is still out of resources: %s", sid, error)
+            return error_record(
+                f"judge failure: out of resources in {attempt} attempts: {error}", "judge"
+            )
+        self._attempts[sid] = attempt
+        delay = RESOURCE_RETRY_S * 2 ** (attempt - 1)
+        log.warning(
+            "submission %d: the judge ran out of resources (%s); judging it again in %g s "
+            "(retry %d of %d)",
+            sid, error, delay, attempt, RESOURCE_RETRIES,
+        )  # fmt: skip
+        asyncio.get_running_loop().call_later(delay, self._requeue, sid)
+        return None
+
+    def _requeue(self, sid: int) -> None:
+        self._queue.append(sid)  # still in _pending, so its result reads "queued"
+        self._ready.set()
+
+    async def _persist(self, sid: int, encoded: bytes) -> None:
+        """Write `sid`'s final record; if the disk refuses, serve it from memory, and write the
+        records kept that way again after every record that is written."""
+        try:
+            await asyncio.to_thread(self.store.save_result, sid, encoded)
+        except OSError as error:
+            log.error("submission %d: cannot persist the result (%s); serving it from memory",
+                      sid, error)  # fmt: skip
+            self._unsaved[sid] = encoded
+            return
+        for waiting, record in list(self._unsaved.items()):
+            try:
+                await asyncio.to_thread(self.store.save_result, waiting, record)
+            except OSError:
+                return
+            del self._unsaved[waiting]
+            log.info("submission %d: its result, kept in memory, is now written", waiting)
 
     async def _judge(self, sid: int) -> dict[str, Any]:
         """Judge one submission; any failure of the judge itself becomes a `judge` error record."""
         started = time.monotonic()
         workdir = self.sandbox.scratch / f"submission-{sid}"
+        if workdir.exists():  # left by an attempt that ran out of descriptors
+            shutil.rmtree(workdir, ignore_errors=True)
         try:
             meta, code = self.store.load(sid)
             problem = self.problems.get(meta["pid"])
@@ -192,6 +245,11 @@ class JudgeEngine:
         except JudgeFailure as failure:
             log.error("submission %d: judge failure: %s", sid, failure)
             record = error_record(f"judge failure: {failure}", "judge")
+        except OSError as failure:
+            if is_resource_exhaustion(failure):
+                raise  # passing: `_dispatch` judges it again later
+            log.exception("submission %d: unexpected judge failure", sid)
+            record = error_record(f"judge failure: {type(failure).__name__}: {failure}", "judge")
         except Exception as failure:  # the dispatcher must survive anything the judge does wrong
             log.exception("submission %d: unexpected judge failure", sid)
             record = error_record(f"judge failure: {type(failure).__name__}: {failure}", "judge")

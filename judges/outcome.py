@@ -6,6 +6,7 @@ go-judge's names, as the FrontierCS judge reports them before its own remapping.
 
 from __future__ import annotations
 
+import errno
 import signal
 from dataclasses import dataclass
 
@@ -16,6 +17,17 @@ OUTPUT_LIMIT = "Output Limit Exceeded"
 NONZERO_EXIT = "Nonzero Exit Status"
 SIGNALLED = "Signalled"
 INTERNAL_ERROR = "Internal Error"
+
+_RESOURCE_ERRNOS = frozenset(
+    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ENOSPC, errno.EDQUOT}
+)
+
+
+def is_resource_exhaustion(error: BaseException) -> bool:
+    """True for an OSError meaning the judge itself ran out of descriptors, memory or disk:
+    nobody's fault and passing (the service answers 503; the engine judges again later)."""
+    return isinstance(error, OSError) and error.errno in _RESOURCE_ERRNOS
+
 
 # A run that fails after using this much of its address-space limit is reported as a memory
 # failure: under RLIMIT_AS the program sees allocation failures, not a kill by the judge.

@@ -25,7 +25,6 @@ import asyncio
 import base64
 import binascii
 import codecs
-import errno
 import itertools
 import json
 from typing import Any
@@ -33,14 +32,13 @@ from urllib.parse import parse_qsl
 
 from aiohttp import BodyPartReader, web
 
+from judges.outcome import is_resource_exhaustion
+
 BODY_TIMEOUT_S = 30.0
 MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
 MAX_JSON_DEPTH = 64
 MAX_PARTS = 16
 FIELDS = ("pid", "lang", "code")
-_RESOURCE_ERRNOS = frozenset(
-    {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ENOSPC, errno.EDQUOT}
-)
 
 
 class BadRequest(Exception):
@@ -49,11 +47,6 @@ class BadRequest(Exception):
     def __init__(self, message: str, status: int = 400) -> None:
         super().__init__(message)
         self.status = status
-
-
-def is_resource_exhaustion(error: BaseException) -> bool:
-    """True for an OSError meaning the judge ran out of descriptors, memory or disk (a 503)."""
-    return isinstance(error, OSError) and error.errno in _RESOURCE_ERRNOS
 
 
 async def submission_fields(

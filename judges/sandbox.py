@@ -59,6 +59,7 @@ from judges.outcome import (
     Report,
     RunOutcome,
     classify,
+    is_resource_exhaustion,
     memory_exceeded,
 )
 
@@ -166,7 +167,10 @@ class Sandbox:
         outcome is the group's peak, and reaching the bound is Memory Limit Exceeded.
         stdin and stdout may instead be pipe descriptors (an interactive run): `execute`
         takes ownership and closes them when the run ends.
-        Status INTERNAL_ERROR means the sandbox itself failed, not the program.
+        Status INTERNAL_ERROR means the sandbox itself failed, not the program. When the
+        judge itself runs out of descriptors, memory or disk (`is_resource_exhaustion`), the
+        OSError is raised instead: that is passing, and the engine judges the submission again
+        later rather than recording a failure.
         """
         if self._closed:
             _close_descriptors(stdin, stdout)
@@ -175,6 +179,8 @@ class Sandbox:
             group = self.bound.create(limits.memory_bytes, limits.processes) if self.bound else None
         except OSError as error:
             _close_descriptors(stdin, stdout)
+            if is_resource_exhaustion(error):
+                raise
             detail = f"cannot create the run's cgroup: {error}"
             return RunOutcome(INTERNAL_ERROR, detail, None, None, 0, 0, 0, 0)
         try:
@@ -208,7 +214,11 @@ class Sandbox:
         group: RunGroup | None,
         cap: int,
     ) -> RunOutcome:
-        report_read, report_write = os.pipe()
+        try:
+            report_read, report_write = os.pipe()
+        except OSError:
+            _close_descriptors(stdin, stdout)
+            raise
         argv = self._argv(command, limits, binds, workdir, report_write)
         if group is not None:
             argv = [*group.enter_argv(self.runner), *argv]
@@ -231,6 +241,8 @@ class Sandbox:
         except OSError as error:
             os.close(report_read)
             os.close(report_write)
+            if is_resource_exhaustion(error):
+                raise
             return RunOutcome(
                 INTERNAL_ERROR, f"cannot start bwrap: {error}", None, None, 0, 0, 0, 0
             )

@@ -26,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 BUCKET = 100
+INCOMING = ".incoming-"  # a submission being written; renamed to its sid when complete
+_INCOMING_FILES = ("source.code", "meta.json")
 
 
 class SubmissionStore:
@@ -36,6 +38,8 @@ class SubmissionStore:
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._last_sid = max(self._all_sids(), default=0)
+        for leftover in self.root.glob(f"*/{INCOMING}*"):  # a submission cut off by a crash
+            _discard(leftover)
 
     def _all_sids(self) -> list[int]:
         return [
@@ -62,16 +66,18 @@ class SubmissionStore:
             self._last_sid += 1
             sid = self._last_sid
         directory = self.path(sid)
-        incoming = directory.with_name(f".incoming-{sid}")
+        incoming = directory.with_name(f"{INCOMING}{sid}")
         try:
             with self._lock:  # buckets are created and removed under the lock
+                if incoming.exists():  # left by a failure whose clean-up failed too
+                    _discard(incoming)
                 incoming.mkdir(parents=True)
             _write_atomic(incoming / "source.code", source)
             meta = {"sid": sid, "pid": pid, "lang": lang, "ts": int(time.time() * 1000)}
             _write_atomic(incoming / "meta.json", json.dumps(meta).encode())
             os.rename(incoming, directory)
         except BaseException:
-            shutil.rmtree(incoming, ignore_errors=True)
+            _discard(incoming)
             with self._lock:
                 with contextlib.suppress(OSError):
                     incoming.parent.rmdir()  # a bucket made for this submission only
@@ -117,3 +123,22 @@ def _write_atomic(path: Path, data: bytes) -> None:
         file.flush()
         os.fsync(file.fileno())
     os.replace(temporary, path)
+
+
+def _discard(incoming: Path) -> None:
+    """Remove a half-written submission directory.
+
+    Removes the files `create` writes by name first: unlinking a path needs no descriptor, so
+    this works when the failure was running out of descriptors (where `shutil.rmtree`, which
+    opens the directory, cannot). Anything else is left to `shutil.rmtree`, ignoring errors.
+    """
+    for name in _INCOMING_FILES:
+        for path in (incoming / name, incoming / f".{name}.tmp"):
+            with contextlib.suppress(FileNotFoundError, NotADirectoryError):
+                path.unlink()
+    try:
+        incoming.rmdir()
+    except FileNotFoundError:
+        pass
+    except OSError:
+        shutil.rmtree(incoming, ignore_errors=True)

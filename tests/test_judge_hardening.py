@@ -14,6 +14,7 @@ import contextlib
 import hashlib
 import json
 import os
+import resource
 import socket
 import subprocess
 import threading
@@ -29,6 +30,8 @@ from judges.polyomino.generator import generate_instance
 from judges.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parent / "programs"
+ROOT = Path(__file__).resolve().parents[1]
+FEW_DESCRIPTORS = 3  # 0-2 stay open, so every new descriptor fails with EMFILE
 IDLE_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 3.0
 FLOOD_CASES = 24
@@ -335,6 +338,86 @@ def test_full_disk_is_a_503_and_leaves_no_submission_behind(tmp_path: Path) -> N
             assert next_sid(judge) == 1  # the refused submission used up no id
     finally:
         subprocess.run(["umount", "-l", str(state)], check=False)
+
+
+def test_descriptors_running_out_inside_the_submit_handler_is_a_503_consuming_nothing(
+    tmp_path: Path,
+) -> None:
+    """The connection is already accepted (its descriptor exists); the judge's soft descriptor
+    limit is then lowered to 3, so every new descriptor (its number would be 3 or more, as 0-2
+    stay open) fails with EMFILE while those already open keep working. The handler's first
+    open (the submission's files) fails: a 503 with Retry-After naming it, no folder left, no
+    sid used up; with the limit back, the next submission gets the next sid."""
+    with JudgeProcess(tmp_path / "state", "--generated-cases", "1", "--workers", "1") as judge:
+        pid = judge.process.pid  # type: ignore[union-attr]
+        state = tmp_path / "state"
+        assert next_sid(judge) == 1
+        wait_final(judge, 1)  # nothing is being judged while descriptors are short
+        before = stored_entries_under(state)
+        body = json.dumps({"pid": "0", "lang": "cpp", "code": "int main() {}\n"}).encode()
+        sock = connect(judge)
+        sock.sendall(b"GET /health HTTP/1.1\r\nHost: judge\r\n\r\n")
+        assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")  # accepted, kept alive
+        limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (FEW_DESCRIPTORS, limits[1]))
+        try:
+            sock.sendall(
+                b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/json\r\n"
+                b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(body), body)
+            )
+            answer, _ = closed_after(sock)
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+            sock.close()
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 503 "), answer[:300]
+        assert b"\r\nRetry-After: 2\r\n" in head + b"\r\n"
+        assert "Too many open files" in json.loads(payload)["error"]
+        assert stored_entries_under(state) == before
+        assert next_sid(judge) == 2  # the refused submission used up no id
+        assert "Traceback" not in judge.log_path.read_text()
+
+
+def test_descriptors_running_out_while_judging_retries_instead_of_failing(tmp_path: Path) -> None:
+    """Two submissions are queued (one sleeping 1 s per case, so both wait a while); then the
+    judge's descriptors run short for 3 s. Every sandbox start in that window fails with EMFILE;
+    the engine must judge those submissions again later, not record a `judge` error, and both
+    end with their true results."""
+    args = ["--generated-cases", "3", "--seed", "5", "--workers", "1"]
+    with JudgeProcess(tmp_path / "state", *args) as judge:
+        pid = judge.process.pid  # type: ignore[union-attr]
+        sleeper = b"#include <unistd.h>\nint main() { usleep(1000000); return 0; }\n"
+        seed = (ROOT / "harbor/polyomino_packing/solution/solution.cpp").read_bytes()
+        sids = []
+        for code in (sleeper, seed):
+            answer = httpx.post(
+                f"{judge.url}/submit",
+                data={"pid": "0", "lang": "cpp"},
+                files={"code": ("solution.cpp", code, "text/x-c++src")},
+                timeout=30,
+            )
+            sids.append(answer.json()["sid"])
+        limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, (FEW_DESCRIPTORS, limits[1]))
+        time.sleep(3.0)
+        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+        sleeping, seeded = (wait_final(judge, sid) for sid in sids)
+        log = judge.log_path.read_text()
+        assert "the judge ran out of resources ([Errno 24] Too many open files" in log
+        assert "judging it again in 2 s (retry 1 of 6)" in log
+        assert sleeping["status"] == "done", sleeping
+        assert [case["runStatus"] for case in sleeping["cases"]] == ["Accepted"] * 3
+        assert seeded["status"] == "done" and seeded["score"] > 0, seeded
+        again = next_sid(judge)
+        assert wait_final(judge, again)["status"] == "done"
+        httpx.post(
+            f"{judge.url}/submit",
+            data={"pid": "0", "lang": "cpp"},
+            files={"code": ("solution.cpp", seed, "text/x-c++src")},
+            timeout=30,
+        )
+        assert wait_final(judge, again + 1)["score"] == seeded["score"]
+        assert "Traceback" not in log
 
 
 def stored_entries_under(state: Path) -> list[str]:
