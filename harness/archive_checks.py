@@ -1,7 +1,9 @@
 """The archive's invariants as pure checks over plain mappings (docs/design.md §2).
 
 Each function returns a list of human-readable violations (empty when all is well); the
-archive raises `ArchiveInvariantError` with them.
+archive raises `ArchiveInvariantError` with them. `archive_errors` is the whole-archive check
+(run on construction and after each step's filter); the others check one group or node, so a
+single selection or submission can check what it touched in constant time.
 """
 
 from __future__ import annotations
@@ -9,6 +11,44 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from harness.state import ArchiveGroup, LibraryEntry, LibraryNode
+
+
+def archive_errors(
+    *,
+    rollout_n: int,
+    groups_per_batch: int,
+    nodes: Mapping[str, LibraryNode],
+    entries: Mapping[str, LibraryEntry],
+    groups: Mapping[str, ArchiveGroup],
+    puct_n: Mapping[str, int],
+    puct_m: Mapping[str, float],
+    puct_T: int,
+    counted_submissions: int,
+    best_node_id: str | None,
+) -> list[str]:
+    """Every violated invariant of a whole archive: group accounting, `puct_T` and the running
+    submission count against the groups' total, exactly `groups_per_batch` roots, referential
+    integrity of every node, no parent cycles, statistics keyed by existing nodes, and a best
+    node that exists."""
+    errors: list[str] = []
+    for uid, group in groups.items():
+        errors.extend(group_errors(uid, group, rollout_n, nodes))
+    submitted = sum(g.submitted for g in groups.values())
+    if puct_T != submitted or counted_submissions != submitted:
+        errors.append(f"puct_T={puct_T} but {submitted} rollouts were submitted")
+    roots = sum(1 for n in nodes.values() if n.is_root)
+    if roots != groups_per_batch:
+        errors.append(f"{roots} roots, expected groups_per_batch={groups_per_batch}")
+    for node_id in nodes:
+        errors.extend(node_errors(node_id, nodes, entries))
+    errors.extend(cycle_errors(nodes))
+    for stat, table in (("puct_n", puct_n), ("puct_m", puct_m)):
+        stray = [i for i in table if i not in nodes]
+        if stray:
+            errors.append(f"{stat} has keys of missing nodes: {stray[:3]}")
+    if best_node_id is not None and best_node_id not in nodes:
+        errors.append(f"best_node_id {best_node_id} is not a node")
+    return errors
 
 
 def group_errors(

@@ -3,33 +3,29 @@
 `Archive` is pure in-memory state with the operations of one run (docs/design.md §1–§2): seed roots,
 select the G parents of a step, submit rollouts, and filter the archive when a step's whole
 batch is in. Every mutation re-checks the invariants and raises on a violation, so a bug
-cannot silently corrupt a run. Persistence lives in `harness.store`, the `library.json`
-exchange format in `harness.library_json`, the filter arithmetic in `harness.archive_filter`.
+cannot silently corrupt a run. The pure pieces it composes live beside it: node construction in
+`harness.archive_nodes`, who is selectable in `harness.archive_selection`, the filter arithmetic
+in `harness.archive_filter`, the invariant checks in `harness.archive_checks`. Persistence lives
+in `harness.store`, the `library.json` exchange format in `harness.library_json`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import uuid
 from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
-from typing import Any
 
 from harness import archive_checks as checks
-from harness import archive_filter, puct
+from harness import archive_filter, archive_nodes, archive_selection, puct
 from harness.state import (
     ARCHIVE_CANDIDATE,
-    VALID,
     ArchiveConfig,
     ArchiveGroup,
     LibraryEntry,
     LibraryNode,
     group_uid,
 )
-
-# Child node ids are derived from the entry id, so replaying a journal rebuilds identical nodes.
-_NODE_ID_NAMESPACE = uuid.UUID("5b0c3a57-5f2e-4a8e-9d55-6a1f0b7e4c21")
 
 
 class ArchiveError(RuntimeError):
@@ -108,36 +104,7 @@ class Archive:
                 f"seed entry {seed.id} must be valid, with a raw score and a solution "
                 f"(status {seed.verifier_status!r}, raw score {seed.verifier_raw_score!r})"
             )
-        seed_score = float(seed.verifier_raw_score)  # type: ignore[arg-type] - is_valid checked
-        nodes: dict[str, LibraryNode] = {}
-        entries: dict[str, LibraryEntry] = {}
-        for index in range(config.groups_per_batch):
-            node_id = str(uuid.uuid4())
-            entry = replace(seed, parent_id=node_id, timestep=0)
-            metadata: dict[str, Any] = {
-                "kind": "root",
-                "verifier_status": seed.verifier_status,
-                ARCHIVE_CANDIDATE: True,
-            }
-            if index > 0:  # clones of the seed root
-                entry = replace(
-                    entry,
-                    id=str(uuid.uuid4()),
-                    metadata={**seed.metadata, "replicated_seed_entry": True},
-                )
-                metadata["replicated_seed_root"] = True
-            entries[entry.id] = entry
-            nodes[node_id] = LibraryNode(
-                id=node_id,
-                problem_id=seed.problem_id,
-                timestep=0,
-                entry_id=entry.id,
-                value=config.signed(seed_score),
-                raw_score=seed.verifier_raw_score,
-                visits=0,
-                parent_id=None,
-                metadata=metadata,
-            )
+        nodes, entries = archive_nodes.seed_roots(config, seed)
         best = max(nodes.values(), key=lambda n: (n.value, n.id)).id
         return cls(
             config,
@@ -241,7 +208,7 @@ class Archive:
         ranked = self.ranking(step)
         if not ranked:
             raise ArchiveError(f"no selectable node for step {step}: the archive has no candidate")
-        blocked = self._blocked_for_step(t)
+        blocked = archive_selection.blocked_lines(self._nodes, self._groups, t)
         chosen_id = next((r.id for r in ranked if r.id not in blocked), ranked[0].id)
         chosen = replace(self._nodes[chosen_id], visits=self._nodes[chosen_id].visits + 1)
         self._nodes[chosen_id] = chosen
@@ -258,40 +225,13 @@ class Archive:
     def ranking(self, step: int) -> list[puct.Ranked]:
         """PUCT ranking of the nodes selectable in `step`: visible (root or made before this
         step), archive candidates, with a non-empty solution."""
-        t = step + 1
-        candidates = [
-            puct.Candidate(node.id, node.value, node.is_root)
-            for node in self._nodes.values()
-            if (node.is_root or node.timestep < t)
-            and node.archive_candidate
-            and node.entry_id in self._entries
-            and self._entries[node.entry_id].solution.strip()
-        ]
         return puct.rank(
-            candidates,
+            archive_selection.selectable(self._nodes, self._entries, step + 1),
             visits=self._puct_n,
             best_child=self._puct_m,
             total=self._puct_T,
             c=self.config.puct_c,
         )
-
-    def _blocked_for_step(self, t: int) -> set[str]:
-        chosen = [
-            g.selected_node_id
-            for g in self._groups.values()
-            if g.visible_timestep_exclusive == t and g.selected_node_id in self._nodes
-        ]
-        blocked: set[str] = set()
-        for node_id in chosen:
-            blocked.update(archive_filter.ancestors(self._nodes, node_id))
-            frontier = [node_id]
-            while frontier:  # all descendants
-                current = frontier.pop()
-                for child in self._nodes[current].children:
-                    if child not in blocked:
-                        blocked.add(child)
-                        frontier.append(child)
-        return blocked
 
     # --- submission --------------------------------------------------------------------------
 
@@ -328,16 +268,8 @@ class Archive:
         child: LibraryNode | None = None
         key = self._key(entry.id)
         if child_value is not None and (key is None or key not in self._candidate_keys):
-            child = LibraryNode(
-                id=str(uuid.uuid5(_NODE_ID_NAMESPACE, entry.id)),
-                problem_id=entry.problem_id,
-                timestep=t,
-                entry_id=entry.id,
-                value=child_value,
-                raw_score=entry.verifier_raw_score,
-                visits=0,
-                parent_id=parent.id,
-                metadata={"verifier_status": VALID, ARCHIVE_CANDIDATE: True},
+            child = archive_nodes.child_node(
+                entry, parent_id=parent.id, timestep=t, value=child_value
             )
             self._nodes[child.id] = child
             self._nodes[parent.id] = replace(parent, children=(*parent.children, child.id))
@@ -419,26 +351,18 @@ class Archive:
         total submissions, G roots, and referential integrity of nodes, entries and statistics.
         Runs on construction and after each step's filter; other mutations check what they touch.
         """
-        errors: list[str] = []
-        for uid, group in self._groups.items():
-            errors.extend(checks.group_errors(uid, group, self.config.rollout_n, self._nodes))
-        submitted = sum(g.submitted for g in self._groups.values())
-        if self._puct_T != submitted or self._submitted != submitted:
-            errors.append(f"puct_T={self._puct_T} but {submitted} rollouts were submitted")
-        roots = sum(1 for n in self._nodes.values() if n.is_root)
-        if roots != self.config.groups_per_batch:
-            errors.append(
-                f"{roots} roots, expected groups_per_batch={self.config.groups_per_batch}"
-            )
-        for node_id in self._nodes:
-            errors.extend(checks.node_errors(node_id, self._nodes, self._entries))
-        errors.extend(checks.cycle_errors(self._nodes))
-        for stat, table in (("puct_n", self._puct_n), ("puct_m", self._puct_m)):
-            stray = [i for i in table if i not in self._nodes]
-            if stray:
-                errors.append(f"{stat} has keys of missing nodes: {stray[:3]}")
-        if self._best_node_id is not None and self._best_node_id not in self._nodes:
-            errors.append(f"best_node_id {self._best_node_id} is not a node")
+        errors = checks.archive_errors(
+            rollout_n=self.config.rollout_n,
+            groups_per_batch=self.config.groups_per_batch,
+            nodes=self._nodes,
+            entries=self._entries,
+            groups=self._groups,
+            puct_n=self._puct_n,
+            puct_m=self._puct_m,
+            puct_T=self._puct_T,
+            counted_submissions=self._submitted,
+            best_node_id=self._best_node_id,
+        )
         if errors:
             raise ArchiveInvariantError("archive invariants violated: " + "; ".join(errors))
 
