@@ -98,3 +98,43 @@ def test_reef_refuses_a_broken_frozen_file_at_start_with_the_harness_words(
     ):
         pass
     assert words in refused.value.args[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("change", "words"),
+    [
+        (
+            lambda d: d["recipe"]["config"]["guidance-ttt"].update(steps=-3),
+            "recipe.config.guidance-ttt.steps: must be ≥ 1, got -3",
+        ),
+        (
+            lambda d: d["recipe"]["config"]["guidance-ttt"]["harness"].update(judge_url="ftp://x"),
+            "recipe.config.guidance-ttt.harness.judge_url: must be an http:// or https:// URL",
+        ),
+        (
+            lambda d: d["recipe"]["config"].update({"rollouts-per-group": 1}),
+            "recipe.config.rollouts-per-group: must be ≥ 2, got 1",
+        ),
+    ],
+)
+def test_print_config_refuses_a_broken_frozen_file_in_the_harness_words(
+    tmp_path: Path,
+    change,
+    words: str,  # type: ignore[no-untyped-def]
+) -> None:
+    path = variant(tmp_path, change)
+    with pytest.raises(RunSettingsError, match=re.escape(words)):
+        RunSettings.load(path, environ=ENV, base_dir=tmp_path)
+    reef = Path(sys.executable).parent / "reef"
+    done = subprocess.run(
+        [str(reef), "serve", "-c", str(path), "--print-config"],
+        cwd=REPO,
+        env={**os.environ, **ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout[-2000:]
+    assert words in done.stderr + done.stdout
+    assert "recipe.implementation" not in done.stdout  # refused before any setting is shown

@@ -42,6 +42,7 @@ from tttd.samples import RolloutSamples
 
 #: Where Reef's flat ``reef`` settings come from in ``serve.yaml``: each public section, its
 #: model in ``harness.serve_settings``, and the flat keys Reef keeps it under.
+GRID_KEYS = ("groups_per_step", "rollouts_per_group")
 SERVE_SECTIONS = (
     (
         "recipe.config",
@@ -70,10 +71,7 @@ class StepGrid:
 
     def __post_init__(self) -> None:
         # Refuses a grid no report could fill before any stage is built, in run.py's words.
-        grid = {
-            "groups_per_step": self.groups_per_step,
-            "rollouts_per_group": self.rollouts_per_group,
-        }
+        grid = {key: getattr(self, key) for key in GRID_KEYS}
         errors = section_errors(RecipeConfig, grid, "recipe.config")
         if errors:
             raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
@@ -170,10 +168,39 @@ class TTTDReportsRecipe(StepGrid, Recipe):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.guidance_ttt:  # a frozen run's settings: refused here as the harness refuses them
-            from harness.frozen_settings import FrozenRun
+        errors = frozen_run_errors(self.guidance_ttt)
+        if errors:
+            raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
 
-            settings = expand_defaults(self.guidance_ttt, os.environ)
-            errors = section_errors(FrozenRun, settings, "recipe.config.guidance-ttt")
-            if errors:
-                raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
+    @classmethod
+    def select_weight_training(
+        cls, config: Mapping[str, Any]
+    ) -> tuple[type[WeightTrainingRecipe], Mapping[str, Any]] | None:
+        """Refuse a frozen run's settings the harness would refuse; train nothing.
+
+        Reef calls this hook for every recipe while it resolves the file, before anything
+        starts, including under ``reef serve --print-config``: a wrong ``guidance-ttt`` value is
+        refused there with the key and the value, as ``run.py`` and the harness refuse it.
+        """
+        data = config.get("data")  # a record-only recipe's settings, as Reef passes them
+        data = data if isinstance(data, Mapping) else {}
+        grid = {key: _setting(config, data[key]) for key in GRID_KEYS if key in data}
+        errors = section_errors(RecipeConfig, grid, "recipe.config")
+        section = data.get("guidance_ttt")
+        if isinstance(section, Mapping):
+            expanded = {key: _setting(config, value) for key, value in section.items()}
+            errors += frozen_run_errors(expanded)
+        if errors:
+            raise RecipeConfigError(f"{cls.__name__}: " + "\n  ".join(errors))
+        return super().select_weight_training(config)
+
+
+def frozen_run_errors(section: Mapping[str, Any] | None) -> list[str]:
+    """What is wrong with a frozen run's ``recipe.config.guidance-ttt`` (empty when nothing is,
+    or when there is no such section: a record-only service without a harness run)."""
+    if not section:
+        return []
+    from harness.frozen_settings import FrozenRun  # the harness's model, loaded only when used
+
+    settings = expand_defaults(dict(section), os.environ)
+    return section_errors(FrozenRun, settings, "recipe.config.guidance-ttt")
