@@ -40,7 +40,7 @@ from typing import Any
 import httpx
 
 from harness.contract import load_contract
-from harness.scorer import FrontierCSScorer
+from harness.frontiercs_client import FrontierCSScorer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

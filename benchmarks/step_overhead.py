@@ -190,6 +190,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from harness.contract import load_contract
     from harness.events import EventLog, Fanout
     from harness.execution import ExecutionClient
+    from harness.frontiercs_client import FrontierCSScorer, JudgeSettings
     from harness.library import Archive
     from harness.progress import ProgressDisplay
     from harness.reef_channel import ReefChannel
@@ -197,7 +198,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from harness.rollout import RolloutSettings
     from harness.run_controller import ControllerSettings, RunController
     from harness.runner import load_seed
-    from harness.scorer import FrontierCSScorer, JudgeSettings
     from harness.state import ArchiveConfig
     from harness.store import ArchiveStore
     from tests.bridge_fake import PHASES, FakeTrainingBridge, status_page

@@ -29,8 +29,8 @@ from rich.table import Table
 from harness.backends import BUILTIN_BACKENDS, ExecutionBackend, backend_from_name
 from harness.contract import ContractError, load_harbor_task
 from harness.execution import ExecutionClient, ExecutionError, MissingAPIKeyError
+from harness.frontiercs_client import FrontierCSScorer
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError
-from harness.scorer import FrontierCSScorer
 from harness.state import VerificationResult
 from harness.suites import seed_suite, suite_name
 from harness.task_dirs import bundled_task_dir

@@ -33,6 +33,7 @@ from harness.cost import usage_by_step
 from harness.crash_hook import crash_point
 from harness.events import EVENTS_FILE, EventSink, NullSink
 from harness.execution import ExecutionClient
+from harness.frontiercs_client import FrontierCSScorer
 from harness.library import Archive, ArchiveError
 from harness.library_json import MAX_LIBRARY_BYTES, write_library_json
 from harness.reef_channel import ReefChannel
@@ -42,7 +43,7 @@ from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity
 from harness.rollout import Executor, RolloutSettings
 from harness.run_controller import ControllerSettings, RunController
 from harness.run_settings import RunSettings
-from harness.scorer import FrontierCSScorer, JudgeUnavailableError, Scorer
+from harness.scorer import JudgeUnavailableError, Scorer
 from harness.state import ArchiveConfig, LibraryEntry
 from harness.state_files import StateFileError, read_bytes
 from harness.store import HEAD, ArchiveStore, JournalRecord, read_committed

@@ -22,8 +22,9 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.contract import load_contract
+from harness.frontiercs_client import FrontierCSScorer
 from harness.run_settings import RunSettings, RunSettingsError
-from harness.scorer import FrontierCSScorer, JudgeUnavailableError
+from harness.scorer import JudgeUnavailableError
 from harness.state import VerificationResult
 from harness.suites import suite_name
 from harness.task_dirs import bundled_task_dir

@@ -29,7 +29,9 @@ from typing import Any
 import httpx
 
 from harness.contract import ContractError, TaskContract, load_contract, load_instruction
-from harness.scorer import FrontierCSScorer, JudgeUnavailableError, Scoring
+from harness.frontiercs_client import FrontierCSScorer
+from harness.judge_verdict import Scoring
+from harness.scorer import JudgeUnavailableError
 from harness.state import LibraryEntry, LibraryNode
 from harness.suites import suite_name
 

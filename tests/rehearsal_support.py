@@ -38,6 +38,7 @@ from harness.atomic import temp_path_for  # noqa: E402
 from harness.crash_hook import ENV_VAR, crash_point  # noqa: E402
 from harness.events import EventLog, EventSink, Fanout  # noqa: E402
 from harness.execution import ExecutionClient  # noqa: E402
+from harness.frontiercs_client import FrontierCSScorer  # noqa: E402
 from harness.reef_channel import ReefChannel  # noqa: E402
 from harness.reef_status import ReefStatusClient  # noqa: E402
 from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for the tests)
@@ -60,7 +61,6 @@ from harness.runner import (  # noqa: E402
     executor_backend,
     run_steps,
 )
-from harness.scorer import FrontierCSScorer  # noqa: E402
 from harness.store import HEAD  # noqa: E402
 from harness.training_gate import FrozenGate  # noqa: E402
 from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402

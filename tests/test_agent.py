@@ -20,12 +20,12 @@ from judge_fakes import LocalJudge, closed_port_url
 from harness.agent import RESUME_HINT, StepInterrupted, step_outcome
 from harness.crash_hook import ENV_VAR
 from harness.events import read_events
+from harness.frontiercs_client import FrontierCSScorer
 from harness.library import Archive
 from harness.reef_channel import ReefChannel
 from harness.rollout import report_body
 from harness.run_settings import RunSettings
 from harness.runner import event_log_path, run_steps
-from harness.scorer import FrontierCSScorer
 from harness.state import ArchiveConfig, LibraryEntry
 from tests.bridge_fake import FakeTrainingBridge
 from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply

@@ -28,7 +28,8 @@ from judge_fakes import (
 )
 
 from harness.contract import load_task
-from harness.scorer import FrontierCSScorer, JudgeUnavailableError
+from harness.frontiercs_client import FrontierCSScorer
+from harness.scorer import JudgeUnavailableError
 from judges.polyomino import checker
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"

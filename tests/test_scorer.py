@@ -29,12 +29,9 @@ from judge_fakes import (
     failed_run_case,
 )
 
-from harness.scorer import (
-    FrontierCSScorer,
-    JudgeSettings,
-    JudgeUnavailableError,
-    load_case_check,
-)
+from harness.frontiercs_client import FrontierCSScorer, JudgeSettings
+from harness.judge_verdict import load_case_check
+from harness.scorer import JudgeUnavailableError
 from harness.search import rollout_entry
 from harness.state import ArchiveConfig
 from tests.task_builders import write_task

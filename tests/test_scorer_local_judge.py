@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.scorer import FrontierCSScorer, JudgeUnavailableError
+from harness.frontiercs_client import FrontierCSScorer
+from harness.scorer import JudgeUnavailableError
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 SEED_PROGRAM = (TASK_DIR / "solution" / "solution.cpp").read_text()

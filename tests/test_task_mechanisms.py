@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 
 from harness.contract import ContractError, TaskContract, load_contract
-from harness.scorer import FrontierCSScorer, Scoring, judge_verdict
+from harness.frontiercs_client import FrontierCSScorer
+from harness.judge_verdict import Scoring, judge_verdict
 from harness.state import ArchiveConfig
 
 REPO = Path(__file__).resolve().parents[1]

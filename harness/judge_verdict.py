@@ -1,0 +1,219 @@
+"""From one final FrontierCS judge answer to a verdict: the score hardening, and the task's part.
+
+Pure, apart from `load_case_check` reading a task's file: no network, no judge process. What it
+decides (docs/task.md, "Score hardening"):
+
+* **A consistent `done` result is a valid candidate**, whatever its score: one in which every case
+  failed is `valid` with score 0, as in the reference (it becomes an archive child).
+* **Candidate failures** become `invalid` with reward 0 and the judge's message: a compile error
+  of the candidate, a score that disagrees with its per-case verdicts (the stderr `Ratio:`
+  exploit among them), a non-finite score or ratio.
+* **Answers only a broken judge produces** raise `harness.scorer.JudgeFault` (infrastructure,
+  retried by the client): a body missing its fields, a judge-side exception (an `error` answer
+  that is not the candidate's compile failure, e.g. "checker compile failed").
+
+A non-finite score is `invalid`, not an infrastructure fault: the judge derives every ratio by
+regex from a case message, and a failed run's message is the candidate's own stderr, so the
+candidate can provoke it (`Ratio: .` parses as NaN). Treating it as infrastructure would let a
+candidate stall the run; treating it as a number would let it poison training.
+
+The generic FrontierCS checks live here (every ratio finite in [0, 1], score = 100 × mean ratio).
+What the raw score is and how it becomes a training reward is declared by the task (`Scoring`,
+from `contract.json`): the raw score is the judge's `score` (`verifier: frontiercs`) or the
+`value` a verifier certified on every case (`verifier: value`); the reward is the raw score for
+direction `max` and its inverse `1 / raw` for direction `min` (TTT-Discover's shaping for its
+minimisation problems), so the reward always grows as the raw score improves and a failure's
+reward 0 stays the worst.
+What a genuine checker verdict looks like is task knowledge: a task supplies it as a case check
+(`tests/score_check.py` in the task directory, loaded by `load_case_check`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.scorer import JudgeFault
+from harness.state import INVALID, VALID, VerificationResult
+
+#: A task's consistency check for one case of a `done` result: a description of what is
+#: inconsistent, or None when the case is consistent. It must never raise on any JSON value.
+CaseCheck = Callable[[Mapping[str, Any]], "str | None"]
+
+#: Where a task directory keeps its case check; the in-container verifier imports the same file.
+SCORE_CHECK_PATH = Path("tests") / "score_check.py"
+
+#: `error` answers whose message contains one of these are the candidate's compile failure,
+#: unless the words before it name a judge-side program (`JUDGE_PROGRAMS`: "checker compile
+#: failed" is the judge's own fault); every other `error` answer is a judge-side exception
+#: (infrastructure). An explicit `errorKind` ("compile" or "judge", set by the local judge) wins.
+COMPILE_FAILURE_MARKERS = (
+    "compile failed",
+    "compilation failed",
+    "compile error",
+    "compilation error",
+)
+JUDGE_PROGRAMS = ("checker", "interactor", "validator", "testlib", "generator")
+
+SCORE_TOLERANCE = 1e-6
+MESSAGE_LIMIT = 600
+
+
+@dataclass(frozen=True)
+class Scoring:
+    """A task's scoring rule: where the raw score comes from and its direction (see above)."""
+
+    direction: str = "max"
+    verifier: str = "frontiercs"
+
+    def reward(self, raw: float) -> float:
+        """The training reward of a raw score: `raw` (max) or `1 / raw` (min, raw > 0)."""
+        return raw if self.direction == "max" else 1.0 / raw
+
+
+def judge_verdict(
+    answer: Mapping[str, Any],
+    case_check: CaseCheck | None,
+    artifacts: dict[str, Any],
+    scoring: Scoring | None = None,
+) -> VerificationResult:
+    """Map one final FrontierCS answer to a verdict, applying the score hardening (docs/task.md,
+    "Score hardening").
+    Raises `JudgeFault` for answers that only a broken judge produces. `scoring` is the task's
+    rule (raw score and reward; default: the judge's score, max)."""
+    scoring = scoring or Scoring()
+    status = answer.get("status")
+    if status == "error":
+        message = str(answer.get("error", ""))
+        kind = answer.get("errorKind")  # the local judge labels its errors; FrontierCS does not
+        if kind == "compile" or (kind is None and is_candidate_compile_failure(message)):
+            return VerificationResult.failure(INVALID, _clip(message), **artifacts)
+        raise JudgeFault(f"judge-side exception: {_clip(message)}")
+    cases, score = answer.get("cases"), answer.get("score")
+    if status != "done" or "score" not in answer or not isinstance(cases, list) or not cases:
+        raise JudgeFault(f"malformed final answer: {_clip(repr(dict(answer)))}")
+    if not all(isinstance(case, Mapping) for case in cases):
+        raise JudgeFault("malformed final answer: a case is not a JSON object")
+    artifacts = {**artifacts, "case_count": len(cases)}
+    if isinstance(answer.get("suite"), Mapping):  # the local judge labels generated suites
+        artifacts["judge_suite"] = dict(answer["suite"])
+    if not _finite(score):
+        return _inconsistent(f"the judge reported a non-finite score {score!r}", artifacts)
+    ratios: list[float] = []
+    for index, case in enumerate(cases, start=1):
+        ratio = case.get("scoreRatio")
+        if not _finite(ratio):
+            return _inconsistent(f"case {index} has a non-finite ratio {ratio!r}", artifacts)
+        if not 0.0 <= ratio <= 1.0:
+            return _inconsistent(f"case {index} has ratio {ratio!r} outside [0, 1]", artifacts)
+        problem = case_check(case) if case_check is not None else None
+        if problem is not None:
+            return _inconsistent(f"case {index}: {problem}", artifacts)
+        ratios.append(float(ratio))
+    expected = 100.0 * math.fsum(ratios) / len(ratios)
+    if abs(score - expected) > SCORE_TOLERANCE:
+        return _inconsistent(
+            f"score {score!r} disagrees with 100 × mean case ratio {expected!r}", artifacts
+        )
+    artifacts["case_ratios"] = ratios
+    # Every case failing is still a judged candidate: valid with score 0, as in the reference.
+    failed = [(i, case) for i, case in enumerate(cases, start=1) if ratios[i - 1] == 0.0]
+    if scoring.verifier == "value":
+        return _certified_value(answer, cases, failed, scoring, artifacts)
+    message = f"score {float(score):.6f} over {len(cases)} cases"
+    if failed:
+        message += f"; {len(failed)} cases scored 0, first: {_describe_case(*failed[0])}"
+    if scoring.direction == "min" and score <= 0:
+        return VerificationResult.failure(
+            INVALID, _clip(f"{message}; a min-direction score must be positive"), **artifacts
+        )
+    reward = scoring.reward(float(score))
+    return VerificationResult(reward, float(score), True, VALID, _clip(message), artifacts)
+
+
+def _certified_value(
+    answer: Mapping[str, Any],
+    cases: list[Any],
+    failed: list[tuple[int, Mapping[str, Any]]],
+    scoring: Scoring,
+    artifacts: dict[str, Any],
+) -> VerificationResult:
+    """The raw score of a `value` task: the mean `value` the verifier certified, valid only when
+    every case was certified (ratio 1) and the judge's mean agrees with the cases' values."""
+    uncertified = failed or [
+        (i, case) for i, case in enumerate(cases, start=1) if case.get("scoreRatio") != 1.0
+    ]
+    if uncertified:
+        return VerificationResult.failure(
+            INVALID, _clip(f"no certified value; {_describe_case(*uncertified[0])}"), **artifacts
+        )
+    values = [case.get("value") for case in cases]
+    value = answer.get("value")
+    if not all(_finite(item) for item in values) or not _finite(value):
+        return _inconsistent(f"certified cases without a finite value: {values!r}", artifacts)
+    expected = math.fsum(values) / len(values)
+    if abs(value - expected) > SCORE_TOLERANCE * max(1.0, abs(expected)):
+        problem = f"value {value!r} disagrees with the case mean {expected!r}"
+        return _inconsistent(problem, artifacts)
+    if scoring.direction == "min" and value <= 0:
+        return VerificationResult.failure(
+            INVALID, f"value {value!r}: a min-direction value must be positive", **artifacts
+        )
+    artifacts["case_values"] = [float(item) for item in values]
+    message = f"value {float(value):.9g} certified on {len(cases)} cases"
+    reward = scoring.reward(float(value))
+    return VerificationResult(reward, float(value), True, VALID, message, artifacts)
+
+
+def is_candidate_compile_failure(message: str) -> bool:
+    """Whether a FrontierCS `error` message is the candidate's compile failure (a candidate
+    failure) rather than a judge-side fault such as the checker failing to compile."""
+    text = message.lower()
+    for marker in COMPILE_FAILURE_MARKERS:
+        at = text.find(marker)
+        if at >= 0 and not any(program in text[:at] for program in JUDGE_PROGRAMS):
+            return True
+    return False
+
+
+def load_case_check(path: Path) -> CaseCheck:
+    """Load a task's case check from a Python file defining `check_case(case) -> str | None`.
+    Loaded by path (not by package import) so the harness stays ignorant of task packages."""
+    path = Path(path).resolve()
+    if not path.is_file():
+        raise FileNotFoundError(
+            f"score check {path} does not exist; a task ships it as {SCORE_CHECK_PATH}"
+        )
+    name = "_score_check_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load score check {path}: not a Python source file")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    check = getattr(module, "check_case", None)
+    if not callable(check):
+        raise TypeError(f"score check {path} must define check_case(case) -> str | None")
+    return check
+
+
+def _inconsistent(problem: str, artifacts: dict[str, Any]) -> VerificationResult:
+    return VerificationResult.failure(
+        INVALID, _clip(f"inconsistent judge result, score rejected: {problem}"), **artifacts
+    )
+
+
+def _describe_case(index: int, case: Mapping[str, Any]) -> str:
+    return f"case {index} {case.get('status', '?')}: {str(case.get('msg', '')).strip()[:200]}"
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
