@@ -1,11 +1,10 @@
 """Run untrusted programs (the compiler, then the candidate) under bubblewrap, a cgroup and rlimits.
 
-Every sandboxed program runs inside `bwrap` with new user, PID, IPC, UTS, network and cgroup
-namespaces (`--unshare-all`: no network, only a loopback of its own); no further user
-namespace can be created inside (`--disable-userns`, so no mount of an unsized tmpfs); no host
-file system except read-only `/usr` (with the `/bin`, `/lib*` links and the loader cache); a
-fresh `/proc`, a minimal `/dev`; a private, size-limited tmpfs at `/tmp` as the only writable
-place at run time; `--die-with-parent` and `--new-session`.
+Every sandboxed program runs inside `bwrap` with its own namespaces, no network, no host file
+system but read-only `/usr` and a private, size-limited `/tmp`; the command line, and with it
+what the program can see, is built by `judges.sandbox_argv`. Its stdin, stdout and the runner's
+report pipe are the descriptors of `judges.sandbox_io`. This module builds the runner, starts
+and waits for each run, and turns what happened into a `RunOutcome`.
 
 Inside, `judge-runner` (judges/runner.cpp, built at startup) is PID 1 of the sandbox, so the
 program can neither kill nor stop it, and it is not dumpable, so its report descriptor is out of
@@ -22,8 +21,7 @@ group's peak and a kill at the bound is Memory Limit Exceeded. Without one, only
 per-process rlimits apply (the service refuses that unless told to accept it).
 
 The judge's own files (sources, state directory, test data) are never mounted: input arrives on
-stdin from a sealed in-memory file (a copy the program cannot write to, even by reopening
-/proc/self/fd/0) and output leaves through descriptors to files.
+stdin as a sealed in-memory copy and output leaves through descriptors to files.
 
 Process limit when the judge runs as root: RLIMIT_NPROC is not enforced for real root, so the
 sandbox is entered as an unprivileged uid (default 65534) that bwrap maps into its own user
@@ -37,9 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import logging
-import math
 import os
 import shutil
 import signal
@@ -47,7 +43,6 @@ import subprocess
 import threading
 import time
 from pathlib import Path
-from typing import BinaryIO
 
 from judges.cgroups import CgroupBound, GroupUsage, RunGroup
 from judges.outcome import (
@@ -62,15 +57,15 @@ from judges.outcome import (
     is_resource_exhaustion,
     memory_exceeded,
 )
+from judges.sandbox_argv import SANDBOX_PATH, bwrap_argv
+from judges.sandbox_io import close_descriptors, drain, open_output, sealed_input
 
 log = logging.getLogger("judges.sandbox")
 
 
 DEFAULT_SANDBOX_UID = 65534
 MIN_BWRAP_VERSION = (0, 8)
-SANDBOX_PATH = "/usr/bin:/bin"
 RUNNER_SOURCE = Path(__file__).with_name("runner.cpp")
-_RUNNER_INSIDE = "/judge/runner"
 _REPORT_FD_GRACE = 5.0  # seconds the judge waits past the wall limit before killing bwrap
 
 
@@ -173,12 +168,12 @@ class Sandbox:
         later rather than recording a failure.
         """
         if self._closed:
-            _close_descriptors(stdin, stdout)
+            close_descriptors(stdin, stdout)
             return RunOutcome(INTERNAL_ERROR, "the sandbox is shut down", None, None, 0, 0, 0, 0)
         try:
             group = self.bound.create(limits.memory_bytes, limits.processes) if self.bound else None
         except OSError as error:
-            _close_descriptors(stdin, stdout)
+            close_descriptors(stdin, stdout)
             if is_resource_exhaustion(error):
                 raise
             detail = f"cannot create the run's cgroup: {error}"
@@ -217,15 +212,15 @@ class Sandbox:
         try:
             report_read, report_write = os.pipe()
         except OSError:
-            _close_descriptors(stdin, stdout)
+            close_descriptors(stdin, stdout)
             raise
-        argv = self._argv(command, limits, binds, workdir, report_write)
+        argv = bwrap_argv(self._bwrap, self.runner, command, limits, binds, workdir, report_write)
         if group is not None:
             argv = [*group.enter_argv(self.runner), *argv]
         try:
             with (
-                _sealed_input(stdin) as stdin_file,
-                _output(stdout) as stdout_file,
+                sealed_input(stdin) as stdin_file,
+                open_output(stdout) as stdout_file,
                 open(stderr, "wb") as stderr_file,
             ):
                 process = subprocess.Popen(
@@ -266,7 +261,7 @@ class Sandbox:
             backstop.cancel()
             with self._lock:
                 self._live.discard(process.pid)
-            report_text = _drain(report_read)
+            report_text = drain(report_read)
         wall = time.monotonic() - started
         usage = group.usage() if group is not None else None
         report = Report.parse(report_text)
@@ -328,58 +323,6 @@ class Sandbox:
             return {}
         return {"user": self.uid, "group": self.gid, "extra_groups": []}
 
-    def _argv(
-        self,
-        command: list[str],
-        limits: Limits,
-        binds: list[tuple[str, Path, str]],
-        workdir: str,
-        report_fd: int,
-    ) -> list[str]:
-        argv = [
-            self._bwrap,
-            "--unshare-all",
-            "--unshare-user",
-            "--disable-userns",
-            "--die-with-parent",
-            "--as-pid-1",
-            "--new-session",
-            "--hostname", "sandbox",
-            "--clearenv",
-            "--setenv", "PATH", SANDBOX_PATH,
-            "--setenv", "HOME", "/tmp",
-            "--setenv", "TMPDIR", "/tmp",
-            "--setenv", "LANG", "C",
-            "--ro-bind", "/usr", "/usr",
-        ]  # fmt: skip
-        for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-            host = Path("/") / name
-            if host.is_symlink():
-                argv += ["--symlink", os.readlink(host), f"/{name}"]
-            elif host.is_dir():
-                argv += ["--ro-bind", str(host), f"/{name}"]
-        argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-        argv += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
-        argv += ["--proc", "/proc", "--dev", "/dev"]
-        argv += ["--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp"]
-        argv += ["--ro-bind", str(self.runner), _RUNNER_INSIDE]
-        for kind, host_path, inside in binds:
-            argv += ["--bind" if kind == "rw" else "--ro-bind", str(host_path), inside]
-        # bwrap builds the root and /dev as tmpfs mounts the sandbox user could write to.
-        argv += ["--remount-ro", "/", "--remount-ro", "/dev"]
-        cpu_soft = math.ceil(limits.cpu_seconds) + 1
-        argv += ["--chdir", workdir, "--", _RUNNER_INSIDE, str(report_fd)]
-        argv += [
-            str(math.ceil(limits.wall_seconds * 1000)),
-            str(cpu_soft),
-            str(cpu_soft + 1),
-            str(limits.memory_bytes if limits.address_space else 0),
-            str(limits.processes),
-            str(limits.file_bytes),
-            str(limits.stack_bytes),
-        ]
-        return [*argv, "--", *command]
-
 
 def _require_bwrap_version(bwrap: str) -> None:
     """bubblewrap 0.8 or newer: older ones lack `--disable-userns`."""
@@ -397,51 +340,6 @@ def _require_bwrap_version(bwrap: str) -> None:
         )
 
 
-def _close_descriptors(*streams: object) -> None:
-    """Close the pipe descriptors among `streams` (execute owns them even when it fails)."""
-    for stream in streams:
-        if isinstance(stream, int) and not isinstance(stream, bool):
-            with contextlib.suppress(OSError):
-                os.close(stream)
-
-
-def _output(target: Path | int) -> BinaryIO:
-    """The file a program writes its stdout to, or a pipe descriptor (closed with the file)."""
-    if isinstance(target, int):
-        return os.fdopen(target, "wb")
-    return open(target, "wb")
-
-
-def _sealed_input(data: bytes | Path | int | None) -> BinaryIO:
-    """A read-only view of `data` (or a file's content): a memfd sealed against writes and
-    resizing, or /dev/null; a pipe descriptor is used as given (closed with the file)."""
-    if isinstance(data, int):
-        return os.fdopen(data, "rb")
-    if data is None:
-        return open(os.devnull, "rb")
-    if isinstance(data, Path):
-        data = data.read_bytes()
-    fd = os.memfd_create("judge-input", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
-    view = os.fdopen(fd, "w+b")
-    view.write(data)
-    view.flush()
-    seals = fcntl.F_SEAL_SEAL | fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_WRITE
-    fcntl.fcntl(fd, fcntl.F_ADD_SEALS, seals)
-    view.seek(0)
-    return view
-
-
 def _kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)
-
-
-def _drain(fd: int) -> str:
-    """Read a pipe to its end (all writers are gone once bwrap has exited) and close it."""
-    chunks = []
-    try:
-        while chunk := os.read(fd, 65536):
-            chunks.append(chunk)
-    finally:
-        os.close(fd)
-    return b"".join(chunks).decode("utf-8", "replace")
