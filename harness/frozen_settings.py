@@ -36,14 +36,14 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, ValidationInfo, field_validator, model_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 
 from harness.run_settings import RunSettings
 from harness.serve_document import FROZEN_SECTION, RunSettingsError, ServeDocument
 from harness.serve_settings import (
-    HarnessConfig,
     ReefOwned,
     ReefSection,
+    RunConfig,
     Text,
     Url,
     model_input,
@@ -54,25 +54,10 @@ from harness.validation import Integer, Section, error_lines, join
 FROZEN_RECIPE = "tttd.recipe:TTTDReportsRecipe"
 
 
-class FrozenRun(Section):
+class FrozenRun(RunConfig):
     """``recipe.config.guidance-ttt``: the frozen run's own settings (read by the harness only)."""
 
     mode: Literal["frozen"]
-    model: Text
-    task: Text
-    steps: Integer = Field(ge=1)
-    context_length: Integer = Field(ge=1)
-    max_response_len: Integer = Field(ge=1)
-    state_dir: Text
-    harness: HarnessConfig
-
-    @field_validator("max_response_len")
-    @classmethod
-    def _response_fits_the_context(cls, value: int, info: ValidationInfo) -> int:
-        context = info.data.get("context_length")
-        if context is not None and value >= context:
-            raise ValueError(f"must be less than context_length ({context})")
-        return value
 
 
 class FrozenRecipeConfig(ReefOwned):

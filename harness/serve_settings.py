@@ -176,17 +176,16 @@ class HarnessConfig(Section):
         return value
 
 
-class TrainingConfig(Section):
-    """``training.config``: run-level settings Reef keeps as the experiment's training config."""
+class RunConfig(Section):
+    """The run-level settings every run has, trained (``training.config``) or frozen
+    (``recipe.config.guidance-ttt``): model, task, steps, token limits, state, harness."""
 
     model: Text
     task: Text
     steps: Integer = Field(ge=1)
     context_length: Integer = Field(ge=1)
     max_response_len: Integer = Field(ge=1)
-    lora_rank: Integer = Field(ge=1)
     state_dir: Text
-    checkpoint_dir: Text
     harness: HarnessConfig
 
     @field_validator("max_response_len")
@@ -199,6 +198,14 @@ class TrainingConfig(Section):
                 "context too"
             )
         return value
+
+
+class TrainingConfig(RunConfig):
+    """``training.config``: the run-level settings Reef keeps as the experiment's training
+    config, with what only training has (the LoRA rank, the checkpoint directory)."""
+
+    lora_rank: Integer = Field(ge=1)
+    checkpoint_dir: Text
 
 
 class TrainingSection(ReefOwned):

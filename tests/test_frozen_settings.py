@@ -28,6 +28,19 @@ def variant(tmp_path: Path, change) -> Path:  # type: ignore[no-untyped-def]
     return path
 
 
+def print_config(path: Path) -> subprocess.CompletedProcess[str]:
+    """`reef serve -c <path> --print-config` with the guidance endpoint set, as run.sh would."""
+    reef = Path(sys.executable).parent / "reef"
+    return subprocess.run(
+        [str(reef), "serve", "-c", str(path), "--print-config"],
+        cwd=REPO,
+        env={**os.environ, **ENV},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
 def test_the_repository_file_is_a_frozen_run_without_training_settings() -> None:
     settings = RunSettings.load(FROZEN, environ=ENV, base_dir=REPO)
     assert settings.frozen and settings.mode == "frozen"
@@ -63,15 +76,7 @@ def test_each_mistake_is_refused_naming_the_key(tmp_path: Path, change, named: s
 
 @pytest.mark.slow
 def test_reef_accepts_the_same_file() -> None:
-    reef = Path(sys.executable).parent / "reef"
-    done = subprocess.run(
-        [str(reef), "serve", "-c", str(FROZEN), "--print-config"],
-        cwd=REPO,
-        env={**os.environ, **ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = print_config(FROZEN)
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "recipe.implementation = tttd.recipe:TTTDReportsRecipe" in done.stdout
     assert "inference.upstream-url = http://127.0.0.1:8000" in done.stdout
@@ -126,15 +131,7 @@ def test_print_config_refuses_a_broken_frozen_file_in_the_harness_words(
     path = variant(tmp_path, change)
     with pytest.raises(RunSettingsError, match=re.escape(words)):
         RunSettings.load(path, environ=ENV, base_dir=tmp_path)
-    reef = Path(sys.executable).parent / "reef"
-    done = subprocess.run(
-        [str(reef), "serve", "-c", str(path), "--print-config"],
-        cwd=REPO,
-        env={**os.environ, **ENV},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = print_config(path)
     assert done.returncode == 2, done.stdout[-2000:]
     assert words in done.stderr + done.stdout
     assert "recipe.implementation" not in done.stdout  # refused before any setting is shown
