@@ -1,0 +1,150 @@
+"""What the inspection commands show about a run: pure functions of its archive and `RunView`.
+
+The best candidates and the lineage of one, failure modes per step, guidance → candidate case
+studies (a rollout's gain over the parent it expanded, positive when the child is better,
+whichever the score direction), and the labels that keep runs apart: the run's `mode`
+(`trained` or `frozen`), the `suite` its scores were measured on, and where a re-scored seed's
+score came from. Nothing here reads a file; the caller loads the run (`harness.results.load_run`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from harness.library import Archive
+from harness.results.run_view import RunView
+from harness.results.score_trajectory import seed_entry
+from harness.state import LibraryEntry, LibraryNode
+
+
+def score_of(archive: Archive, node_id: str | None) -> float | None:
+    """The raw score of a node (None if the node is unknown)."""
+    node = archive.nodes.get(node_id or "")
+    return node.raw_score if node else None
+
+
+def best_nodes(archive: Archive, limit: int) -> list[LibraryNode]:
+    """The `limit` best archive candidates, best first (`(value, id)` order, as the archive)."""
+    pool = [n for n in archive.nodes.values() if n.archive_candidate]
+    return sorted(pool, key=lambda n: (n.value, n.id), reverse=True)[:limit]
+
+
+def lineage(archive: Archive, node_id: str) -> list[LibraryNode]:
+    """The chain of nodes from the root to `node_id` (ancestors are always kept by the filter)."""
+    chain = []
+    current = archive.nodes.get(node_id)
+    while current is not None:
+        chain.append(current)
+        current = archive.nodes.get(current.parent_id or "")
+    return chain[::-1]
+
+
+def failure_modes(archive: Archive) -> dict[int, Counter[str]]:
+    """Per step, how many rollouts ended in each status (`valid` included), in step order."""
+    table: dict[int, Counter[str]] = {}
+    for entry in archive.entries.values():
+        if entry.timestep >= 1:
+            table.setdefault(entry.timestep - 1, Counter())[entry.verifier_status] += 1
+    return dict(sorted(table.items()))
+
+
+@dataclass(frozen=True)
+class CaseStudy:
+    """One guidance → candidate transition: the parent the group expanded, the guidance the
+    policy wrote, and the child the executor built from it, with both judged scores. `gain` is
+    positive when the child is better, whichever the score direction."""
+
+    update: int
+    entry: LibraryEntry
+    node_id: str | None
+    parent_score: float
+    candidate_score: float
+    gain: float
+
+
+def parent_score(archive: Archive, entry: LibraryEntry) -> float | None:
+    """The raw score of the candidate `entry` expanded: its parent node's, or (when the filter
+    has dropped that node) the score of the parent entry named in the rollout's metadata."""
+    node = archive.nodes.get(entry.parent_id or "")
+    if node is not None and node.raw_score is not None:
+        return node.raw_score
+    parent = archive.entries.get(str(entry.metadata.get("selected_parent_entry_id")))
+    return parent.verifier_raw_score if parent is not None else None
+
+
+def case_studies(archive: Archive, limit: int) -> list[CaseStudy]:
+    """The `limit` valid rollouts that improved on their parent (gain > 0) most, largest gain
+    first (ties: earlier update, then entry id); fewer, or none, when fewer improved."""
+    sign = 1.0 if archive.config.score_direction == "max" else -1.0
+    node_of_entry = {n.entry_id: n.id for n in archive.nodes.values()}
+    cases = []
+    for entry in archive.entries.values():
+        parent = parent_score(archive, entry) if entry.timestep >= 1 else None
+        if parent is None or not entry.is_valid:
+            continue
+        child = float(entry.verifier_raw_score)  # type: ignore[arg-type] - is_valid checked
+        if sign * (child - parent) <= 0:
+            continue
+        cases.append(
+            CaseStudy(
+                entry.timestep,
+                entry,
+                node_of_entry.get(entry.id),
+                parent,
+                child,
+                sign * (child - parent),
+            )
+        )
+    cases.sort(key=lambda c: (-c.gain, c.update, c.entry.id))
+    return cases[:limit]
+
+
+def selected_case(archive: Archive) -> dict[str, Any] | None:
+    """The runs.json `selected_case`: the largest single improvement over a parent."""
+    cases = case_studies(archive, 1)
+    if not cases:
+        return None
+    case = cases[0]
+    return {
+        "update": case.update,
+        "entry_id": case.entry.id,
+        "node_id": case.node_id,
+        "parent_score": case.parent_score,
+        "candidate_score": case.candidate_score,
+    }
+
+
+def run_mode(view: RunView) -> str:
+    """`trained` or `frozen`: the resume state's identity, else the last `run_started` event
+    (a run from before modes were recorded is `trained`)."""
+    if view.resume is not None:
+        return view.resume.identity.mode
+    started = view.events_of("run_started")
+    return str(started[-1].get("mode", "trained")) if started else "trained"
+
+
+def run_suite(view: RunView) -> str | None:
+    """The suite the run's scores were measured on (`harness.suites`): the seed entry's label,
+    else the last `run_started` event's; None when the run did not record it."""
+    value = seed_entry(view.archive).metadata.get("suite")
+    if isinstance(value, str) and value:
+        return value
+    started = [e for e in view.events_of("run_started") if e.get("suite")]
+    return str(started[-1]["suite"]) if started else None
+
+
+def run_note(view: RunView) -> str:
+    """`frozen run, suite public`: the labels that keep runs apart (`run_mode`, `run_suite`),
+    as the plot's subtitle shows them."""
+    suite = run_suite(view)
+    return f"{run_mode(view)} run, suite {suite if suite else 'not recorded'}"
+
+
+def seed_rescored(view: RunView) -> dict[str, Any] | None:
+    """Where the run's seed score came from when it was re-scored on the judge's suite at start
+    (`{"suite", "score"}` of the seed file's measurement), else None."""
+    value = seed_entry(view.archive).metadata.get("seed_rescored_from")
+    return dict(value) if isinstance(value, Mapping) else None
