@@ -27,7 +27,6 @@ from harness.results.inspection import (
     run_mode,
     run_note,
     run_suite,
-    score_of,
     seed_rescored,
     selected_case,
 )
@@ -60,7 +59,6 @@ from harness.results.score_trajectory import (
     better,
     read_trajectory_csv,
     seed_entry,
-    step_of,
     trajectory,
     trajectory_csv,
 )
@@ -96,12 +94,10 @@ __all__ = [
     "run_record",
     "run_suite",
     "run_usage",
-    "score_of",
     "seed_entry",
     "seed_rescored",
     "selected_case",
     "sha256_bytes",
-    "step_of",
     "trajectory",
     "trajectory_csv",
     "write_records",

@@ -20,12 +20,6 @@ from harness.results.score_trajectory import seed_entry
 from harness.state import LibraryEntry, LibraryNode
 
 
-def score_of(archive: Archive, node_id: str | None) -> float | None:
-    """The raw score of a node (None if the node is unknown)."""
-    node = archive.nodes.get(node_id or "")
-    return node.raw_score if node else None
-
-
 def best_nodes(archive: Archive, limit: int) -> list[LibraryNode]:
     """The `limit` best archive candidates, best first (`(value, id)` order, as the archive)."""
     pool = [n for n in archive.nodes.values() if n.archive_candidate]

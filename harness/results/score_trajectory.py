@@ -80,11 +80,6 @@ def best_step(rows: Sequence[TrajectoryRow], direction: str) -> int | None:
     return None if update == 0 else update - 1
 
 
-def step_of(entry: LibraryEntry) -> int | None:
-    """The step that made `entry` (None for the seed and its replicas)."""
-    return entry.timestep - 1 if entry.timestep >= 1 else None
-
-
 def trajectory_csv(rows: Iterable[TrajectoryRow]) -> str:
     """The rows as CSV text with the header (`repr` floats, an empty valid count for the seed)."""
     out = io.StringIO()
