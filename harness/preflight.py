@@ -5,333 +5,40 @@ to fix it — and never raises: a check that crashes is itself reported as missi
 this module before it starts anything, and `guidance-ttt doctor` can call `run_preflight` alone.
 Nothing here downloads, trains or writes: the model is only looked for (or found fetchable), the
 judge scores one given seed candidate, and the executor answers one 1-token request.
+
+This module is the entry point: `run_preflight` runs the rows in table order, and `main` is the
+command line (`python -m harness.preflight`, `guidance-ttt doctor`), whose flags left out come
+from `serve.yaml`. The rows live beside it: `preflight_machine` (Python, GPUs, model, git-lfs,
+disk), `preflight_services` (judge, executor, guidance endpoint), `preflight_task` (the task
+directory and its seed) and `preflight_report` (the table).
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib
-import json
 import os
-import shutil
-import subprocess
 import sys
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
 from pathlib import Path
-from types import ModuleType
 
-import httpx
-from rich import box
 from rich.console import Console
-from rich.table import Table
 
 from harness.backends import BUILTIN_BACKENDS, ExecutionBackend, backend_from_name
-from harness.contract import ContractError, load_harbor_task
-from harness.execution import ExecutionClient, ExecutionError, MissingAPIKeyError
-from harness.frontiercs_client import FrontierCSScorer
+from harness.preflight_machine import (
+    DEFAULT_MIN_FREE_GB,
+    DEFAULT_MODEL_ID,
+    check_disk,
+    check_git_lfs,
+    check_gpus,
+    check_model,
+    check_python,
+)
+from harness.preflight_report import CheckResult, PreflightReport, missing_check
+from harness.preflight_services import check_executor, check_guidance, check_judge
+from harness.preflight_task import check_task, seed_scorer
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError
 from harness.state import VerificationResult
-from harness.suites import seed_suite, suite_name
 from harness.task_dirs import bundled_task_dir
-
-MIN_PYTHON = (3, 12)
-DEFAULT_MODEL_ID = "Qwen/Qwen3-8B"
-DEFAULT_MIN_FREE_GB = 100.0
-#: The seed record the judge row scores, relative to the task directory.
-DEFAULT_SEED = Path("solution/seed.json")
-HEALTH_TIMEOUT_S = 5.0
-EXECUTOR_PROBE_TIMEOUT_S = 60.0
-_WEIGHT_PATTERNS = ("*.safetensors", "pytorch_model*.bin")
-_GPU_FIX = (
-    "run on a CUDA host with a CUDA build of torch; check nvidia-smi and CUDA_VISIBLE_DEVICES"
-)
-
-
-@dataclass(frozen=True)
-class CheckResult:
-    """One row of the preflight table. `fix` is empty when the check is ready."""
-
-    name: str
-    ready: bool
-    detail: str
-    fix: str = ""
-
-
-def _ready(name: str, detail: str) -> CheckResult:
-    return CheckResult(name, True, detail)
-
-
-def _missing(name: str, detail: str, fix: str) -> CheckResult:
-    return CheckResult(name, False, detail, fix)
-
-
-@dataclass(frozen=True)
-class PreflightReport:
-    """All check results in table order; `ok` only when every check is ready."""
-
-    checks: tuple[CheckResult, ...]
-
-    @property
-    def ok(self) -> bool:
-        return all(check.ready for check in self.checks)
-
-    @property
-    def missing(self) -> tuple[CheckResult, ...]:
-        return tuple(check for check in self.checks if not check.ready)
-
-    def table(self, *, ascii_only: bool = False) -> Table:
-        """The report as a rich table; `ascii_only` draws it with plain ASCII for logs."""
-        table = Table(title="Guidance-TTT preflight", box=box.ASCII if ascii_only else box.ROUNDED)
-        for column in ("check", "status", "detail", "how to fix"):
-            table.add_column(column, overflow="fold")
-        for check in self.checks:
-            status = "[green]ready[/]" if check.ready else "[bold red]missing[/]"
-            table.add_row(check.name, status, check.detail, check.fix)
-        return table
-
-    def render(self, console: Console) -> None:
-        """Print the table: coloured on a terminal, plain ASCII text otherwise."""
-        console.print(self.table(ascii_only=not console.is_terminal))
-
-    def failure_message(self) -> str:
-        """One line naming every missing check, for the end of a failed run."""
-        names = ", ".join(check.name for check in self.missing)
-        return f"preflight failed: missing {names} (see the table above for how to fix each)"
-
-
-# ------------------------------------------------------------------------------------ checks
-
-
-def check_python(version: Sequence[int] = tuple(sys.version_info)) -> CheckResult:
-    """Python must be at least 3.12 (the project's `requires-python`)."""
-    shown = ".".join(str(part) for part in version[:3])
-    if tuple(version[:2]) >= MIN_PYTHON:
-        return _ready("python", f"Python {shown}")
-    return _missing(
-        "python",
-        f"Python {shown} is older than 3.12",
-        "install Python ≥ 3.12; ./test.sh finds it ($PYTHON, python3.1x, pyenv) and makes .venv",
-    )
-
-
-def check_gpus(
-    min_gpus: int = 1, *, import_module: Callable[[str], ModuleType] = importlib.import_module
-) -> CheckResult:
-    """GPUs visible to torch: at least `min_gpus`, and at least as many as CUDA_VISIBLE_DEVICES
-    lists when it is set. torch is optional for the harness, so its absence is reported as a
-    missing row, not an import error. `import_module` is injectable for tests."""
-    visible_env = os.environ.get("CUDA_VISIBLE_DEVICES")
-    listed = [d for d in (visible_env or "").split(",") if d.strip()]
-    needed = max(min_gpus, len(listed))
-    scope = f"CUDA_VISIBLE_DEVICES={visible_env!r}" if visible_env is not None else "all devices"
-    try:
-        torch = import_module("torch")
-    except ImportError:
-        return _missing("GPUs", "torch not installed", "pip install -e '.[train]' on the GPU host")
-    try:
-        count = int(torch.cuda.device_count())
-    except Exception as exc:  # a broken CUDA install must not crash the preflight
-        return _missing("GPUs", f"torch.cuda failed: {type(exc).__name__}: {exc}", _GPU_FIX)
-    if count >= needed:
-        names = ", ".join(torch.cuda.get_device_name(i) for i in range(count))
-        return _ready("GPUs", f"{count} visible to torch ({scope}): {names}")
-    return _missing(
-        "GPUs",
-        f"{count} GPUs visible to torch, {needed} needed ({scope}, torch {torch.__version__})",
-        _GPU_FIX,
-    )
-
-
-def check_model(
-    model_dir: Path,
-    model_id: str = DEFAULT_MODEL_ID,
-    *,
-    import_module: Callable[[str], ModuleType] = importlib.import_module,
-) -> CheckResult:
-    """The guidance model is present in `model_dir` (config.json plus every weight file, all
-    shards of an index), or can be fetched because huggingface_hub is importable. Nothing is
-    downloaded here: `run.sh` fetches when the row says so."""
-    problem = _model_dir_problem(model_dir)
-    if problem is None:
-        return _ready("model", f"{model_dir} has config.json and weights")
-    try:
-        hub = import_module("huggingface_hub")
-    except ImportError:
-        return _missing(
-            "model",
-            f"{model_dir}: {problem}; huggingface_hub not installed, so it cannot be fetched",
-            f"pip install huggingface_hub, or put {model_id} into {model_dir} "
-            "(MODEL_ID in run.sh picks the model)",
-        )
-    return _ready(
-        "model",
-        f"{model_dir}: {problem}; fetchable as {model_id} (huggingface_hub {hub.__version__})",
-    )
-
-
-def _model_dir_problem(model_dir: Path) -> str | None:
-    """What is wrong with a local model directory, or None when it looks complete."""
-    if not (model_dir / "config.json").is_file():
-        return "no config.json"
-    for index_path in model_dir.glob("*.index.json"):
-        try:
-            shards = set(json.loads(index_path.read_text())["weight_map"].values())
-        except (ValueError, KeyError, TypeError, AttributeError):
-            return f"unreadable weight index {index_path.name}"
-        absent = sorted(s for s in shards if not (model_dir / s).is_file())
-        if absent:
-            return f"{len(absent)} shards of {index_path.name} absent (first: {absent[0]})"
-        return None
-    if not any(any(model_dir.glob(pattern)) for pattern in _WEIGHT_PATTERNS):
-        return "no weight files (*.safetensors, pytorch_model*.bin)"
-    return None
-
-
-def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | None) -> CheckResult:
-    """The judge answers `GET /health` with `{"ok": true}` and, unless `score_seed` is None, judges
-    the seed candidate as valid with a non-zero score. `score_seed` is the caller's scorer bound
-    to the seed program (e.g. `FrontierCSScorer`), so the check exercises the same client the run
-    uses."""
-    url = judge_url.rstrip("/")
-    fix = (
-        f"start the judge at {url} (guidance-ttt judge, or the FrontierCS compose stack), or "
-        "point FRONTIERCS_JUDGE_URL at a running one"
-    )
-    try:
-        response = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_S)
-        healthy = response.status_code == 200 and response.json().get("ok") is True
-        answer = f"{response.status_code} {response.text[:120]!r}"
-    except (httpx.HTTPError, ValueError, AttributeError) as exc:
-        healthy, answer = False, f"{type(exc).__name__}: {exc}"
-    if not healthy:
-        return _missing("judge", f"GET {url}/health failed: {answer}", fix)
-    if score_seed is None:
-        return _ready("judge", f"{url} healthy (seed scoring skipped)")
-    try:
-        verdict = score_seed()
-    except Exception as exc:  # JudgeUnavailableError, unreadable seed, ...: all are "not ready"
-        return _missing("judge", f"{url} healthy but scoring the seed failed: {exc}", fix)
-    if not verdict.valid or not verdict.raw_score:
-        # A seed on which every case scored 0 is a valid candidate to the run, but as a
-        # preflight answer it says the judge's problem package does not fit the task.
-        return _missing(
-            "judge",
-            f"{url} judged the seed {verdict.status} with score {verdict.raw_score}: "
-            f"{verdict.message}",
-            "check the judge's problem package and the problem id (FRONTIERCS_PROBLEM_ID, "
-            "else judge_problem_id in the task's contract.json)",
-        )
-    return _ready("judge", f"{url} healthy; " + seed_on_suite(verdict))
-
-
-def seed_on_suite(verdict: VerificationResult) -> str:
-    """The judge row's seed line. Scores of two suites are never put side by side: when the
-    seed file measured the seed on another suite than the judge's, the line says so and that
-    the run re-scores the seed on the judge's suite at start."""
-    suite = suite_name(verdict.artifacts.get("judge_suite"))
-    text = f"seed scored {verdict.raw_score:.4f} on suite {suite}"
-    recorded = verdict.artifacts.get("seed_file")
-    if not isinstance(recorded, dict):
-        return text
-    if recorded.get("suite") is None:
-        return text + " (the seed record names no suite for its score: not compared)"
-    if recorded.get("suite") == suite:
-        return text + f" (seed.json: {recorded.get('score', 0.0):.4f} on {suite})"
-    return (
-        text + f"; seed.json measured it on {recorded.get('suite')}, not compared: the run "
-        f"re-scores the seed on {suite} at start and records it"
-    )
-
-
-def check_guidance(url: str) -> CheckResult:
-    """Frozen-guidance mode: the OpenAI-compatible endpoint answers `GET <url>/v1/models`."""
-    target = url.rstrip("/") + "/v1/models"
-    fix = (
-        "start the guidance server, or set GUIDANCE_TTT_GUIDANCE_URL (without /v1) and "
-        "GUIDANCE_TTT_GUIDANCE_MODEL for serve-frozen.yaml"
-    )
-    key = os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY")
-    headers = {"Authorization": f"Bearer {key}"} if key else {}
-    try:
-        response = httpx.get(target, headers=headers, timeout=HEALTH_TIMEOUT_S)
-    except httpx.HTTPError as exc:
-        return _missing("guidance", f"GET {target} failed: {type(exc).__name__}: {exc}", fix)
-    if response.status_code != 200:
-        return _missing("guidance", f"GET {target} answered {response.status_code}", fix)
-    return _ready("guidance", f"{url} answers (frozen guidance: no GPUs or weights needed)")
-
-
-def check_task(task_dir: Path, seed_file: Path | None = None) -> CheckResult:
-    """The Harbor task directory is valid: `contract.json`, `task.toml` and `instruction.md`
-    pass the same validation the run applies at its start (`harness.contract`), and the seed
-    the judge row scores (`seed_file`, default `solution/seed.json`) holds a program."""
-    try:
-        task = load_harbor_task(task_dir)
-    except ContractError as exc:
-        return _missing("task", str(exc), "fix the named file (see docs/task.md for each key)")
-    contract, seed = task.contract, seed_file or task_dir / DEFAULT_SEED
-    try:
-        seed_program(seed)
-    except (OSError, ValueError) as exc:
-        return _missing("task", f"no seed program: {exc}", "add the task's seed record")
-    return _ready(
-        "task",
-        f"{task_dir}: {contract.solution_language}, score {contract.score_direction}, "
-        f"judge problem {contract.judge_problem_id!r}",
-    )
-
-
-def check_executor(
-    backend: ExecutionBackend, *, timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S
-) -> CheckResult:
-    """The executor answers a 1-token chat request (no retries, bounded by `timeout_s`). A missing
-    API key is reported by the name of its environment variable, never its value."""
-    probe_backend = replace(backend, timeout_s=min(backend.timeout_s, timeout_s), max_retries=0)
-    label = f"{backend.name} at {backend.base_url}"
-    try:
-        with ExecutionClient(probe_backend) as client:
-            detail = client.probe()
-    except ExecutionError as exc:
-        if isinstance(exc, MissingAPIKeyError):
-            fix = f"export {backend.api_key_env}=<your key>"
-        else:
-            fix = (
-                f"start the executor at {backend.base_url}, or set GUIDANCE_TTT_EXECUTOR_URL "
-                "to where it runs (GUIDANCE_TTT_EXECUTOR picks another backend)"
-            )
-        return _missing("executor", f"{label}: {exc}", fix)
-    return _ready("executor", f"{label}: {detail}")
-
-
-def check_git_lfs() -> CheckResult:
-    """`git-lfs` is on PATH (the artifact store uses it)."""
-    path = shutil.which("git-lfs")
-    if path is None:
-        return _missing("git-lfs", "git-lfs not on PATH", "install git-lfs (apt install git-lfs)")
-    try:
-        version = subprocess.run(
-            [path, "version"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError) as exc:
-        return _missing("git-lfs", f"{path} does not run: {exc}", "reinstall git-lfs")
-    return _ready("git-lfs", version or path)
-
-
-def check_disk(state_dir: Path, min_free_gb: float = DEFAULT_MIN_FREE_GB) -> CheckResult:
-    """At least `min_free_gb` GB free on the file system that holds (or will hold) `state_dir`."""
-    probe = state_dir.absolute()
-    while not probe.exists():
-        probe = probe.parent
-    free_gb = shutil.disk_usage(probe).free / 1e9
-    detail = f"{free_gb:.1f} GB free at {probe} (need {min_free_gb:g} GB)"
-    if free_gb >= min_free_gb:
-        return _ready("disk", detail)
-    return _missing(
-        "disk",
-        detail,
-        "free space, or set training.config.state_dir in serve.yaml to a larger disk",
-    )
 
 
 def run_preflight(
@@ -373,50 +80,13 @@ def run_preflight(
         try:
             results.append(check())
         except Exception as exc:  # a bug in one check must not hide the others
-            results.append(_missing(name, f"check crashed: {type(exc).__name__}: {exc}", "report"))
+            results.append(
+                missing_check(name, f"check crashed: {type(exc).__name__}: {exc}", "report")
+            )
     return PreflightReport(tuple(results))
 
 
 # ----------------------------------------------------------------------------------------- CLI
-
-
-def seed_program(path: Path) -> str:
-    """The program of a seed: the `entry.solution` of a seed record (`.json`), else the file."""
-    text = path.read_text()
-    if path.suffix != ".json":
-        return text
-    try:
-        return str(json.loads(text)["entry"]["solution"])
-    except (ValueError, KeyError, TypeError) as exc:
-        raise ValueError(f"{path} is not a seed record with an entry.solution ({exc})") from None
-
-
-def seed_scorer(
-    task_dir: Path, judge_url: str, *, problem_id: str | None = None, seed_file: Path | None = None
-) -> Callable[[], VerificationResult]:
-    """A `score_seed` callable for a Harbor task directory: the seed program judged by the run's
-    own `FrontierCSScorer`, one attempt. `seed_file` is a seed record (`.json`: its entry's
-    program is judged) or a program file; `solution/seed.json` unless given. The task directory
-    is validated first, as the run does (a broken task is a `ContractError`, so the judge row is
-    not ready); the problem id comes from `contract.json` unless given."""
-
-    def score() -> VerificationResult:
-        contract = load_harbor_task(task_dir).contract
-        pid = contract.judge_problem_id if problem_id is None else problem_id
-        record = Path(seed_file or task_dir / DEFAULT_SEED)
-        code = seed_program(record)
-        with FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1) as scorer:
-            verdict = scorer(code)
-        if record.suffix == ".json":  # a seed record: its measured score names its suite
-            try:
-                score = json.loads(record.read_text())["entry"]["verifier_raw_score"]
-                recorded = {"suite": seed_suite(record), "score": score}
-            except (KeyError, TypeError, ValueError):
-                recorded = {"suite": None, "score": None}
-            verdict = replace(verdict, artifacts={**verdict.artifacts, "seed_file": recorded})
-        return verdict
-
-    return score
 
 
 def build_parser(prog: str = "python -m harness.preflight") -> argparse.ArgumentParser:

@@ -27,22 +27,17 @@ from judge_fakes import closed_port_url
 from rich.console import Console
 
 from harness.backends import backend_from_name
-from harness.preflight import (
-    CheckResult,
-    PreflightReport,
-    build_parser,
+from harness.preflight import build_parser, resolve_defaults, run_preflight
+from harness.preflight_machine import (
     check_disk,
-    check_executor,
     check_git_lfs,
     check_gpus,
-    check_judge,
     check_model,
     check_python,
-    resolve_defaults,
-    run_preflight,
-    seed_program,
-    seed_scorer,
 )
+from harness.preflight_report import CheckResult, PreflightReport
+from harness.preflight_services import check_executor, check_judge
+from harness.preflight_task import seed_program, seed_scorer
 from tests.reef_fixtures import free_port
 from tests.task_builders import write_task
 
