@@ -49,9 +49,10 @@ frozen_hint() {
         "guidance-ttt rehearse work/rehearsal (README: \"No GPU? Start here\")" >&2
 }
 
-preflight=("$python" -m harness.preflight --state-dir "$STATE_DIR" --model-dir "$model_dir"
-    --model-id "$model_id" --judge-url "$JUDGE_URL" --problem-id "$JUDGE_PROBLEM_ID"
-    --task-dir "$TASK_DIR" --seed-file "$SEED_FILE" --executor "$EXECUTOR")
+preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
+    --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
+    --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
+    --executor "$EXECUTOR")
 if [ "$MODE" = frozen ]; then
     preflight+=(--guidance-url "$GUIDANCE_URL")
 fi

@@ -175,11 +175,18 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
 def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     """Fill the flags left out from `args.config` (paths relative to its folder, the task
     directory from the installed package). Raises `RunSettingsError` for a broken serve.yaml
-    or `FileNotFoundError` for a task that is not installed, when a value is needed from them."""
+    or `FileNotFoundError` for a task that is not installed, when a value is needed from them.
+
+    The settings file is read whenever a flag is left out and the file exists, so a configured
+    seed, problem id or guidance endpoint is used even when the six main flags are given; it
+    is not needed when those six are given and it does not exist."""
     needed = ("state_dir", "model_dir", "judge_url", "task_dir", "executor", "reasoning_effort")
-    if all(getattr(args, name) is not None for name in needed):
-        return args
+    optional = ("problem_id", "seed_file", "guidance_url")
     config = Path(args.config)
+    if all(getattr(args, name) is not None for name in needed) and (
+        all(getattr(args, name) is not None for name in optional) or not config.is_file()
+    ):
+        return args
     settings = RunSettings.load(config, base_dir=config.parent)
     task_dir = args.task_dir or bundled_task_dir(settings.task)
     return argparse.Namespace(

@@ -604,3 +604,22 @@ def test_doctor_takes_its_defaults_from_serve_yaml_and_the_installed_task_from_a
     assert args.task_dir == REPO / "harbor" / "polyomino_packing"
     assert args.state_dir == REPO / "work" / "polyomino_packing"
     assert args.seed_file == args.task_dir / "solution" / "seed.json"
+
+
+def test_a_configured_seed_is_used_when_the_main_flags_are_all_given(tmp_path: Path) -> None:
+    """Giving the six main flags does not make the preflight judge the default seed instead of
+    the one serve.yaml configures (`training.config.harness.seed`)."""
+    serve = tmp_path / "serve.yaml"
+    serve.write_text(
+        (REPO / "serve.yaml")
+        .read_text()
+        .replace("${GUIDANCE_TTT_SEED:-solution/seed.json}", "solution/shelf/seed.json", 1)
+    )
+    flags = ["--config", str(serve), "--state-dir", "s", "--model-dir", "m", "--judge-url"]
+    flags += ["http://127.0.0.1:9", "--task-dir", str(REPO / "harbor" / "polyomino_packing")]
+    flags += ["--executor", "gpt_oss_120b", "--reasoning-effort", "high"]
+    args = resolve_defaults(build_parser().parse_args(flags))
+    assert args.seed_file == REPO / "harbor" / "polyomino_packing" / "solution/shelf/seed.json"
+    assert args.state_dir == Path("s") and args.judge_url == "http://127.0.0.1:9"
+    missing = resolve_defaults(build_parser().parse_args([*flags[2:], "--config", "nowhere.yaml"]))
+    assert missing.seed_file is None  # no settings file: the flags alone, as before
