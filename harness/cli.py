@@ -29,8 +29,9 @@ from pathlib import Path
 from rich.console import Console
 
 from harness import results
-from harness.cli_commands import COMMANDS, DEFAULT_JUDGE_URL, DEFAULT_REEF_URL
+from harness.cli_commands import COMMANDS, DEFAULT_REEF_URL
 from harness.cli_views import HEALTH_TIMEOUT_S
+from harness.frontiercs_client import DEFAULT_JUDGE_URL
 
 #: The reference run's published records, in the repository checkout.
 REFERENCE_DIR = Path(__file__).resolve().parents[1] / "results" / "reference"

@@ -21,10 +21,10 @@ from rich.console import Console
 from harness import plot_series, plots, results
 from harness.cli_views import Services, render_inspect, render_status, status_report
 from harness.cost import ReefRecordUsage, Usage, load_prices
+from harness.frontiercs_client import DEFAULT_JUDGE_URL
 from harness.run_settings import RunSettings, RunSettingsError
 
 DEFAULT_REEF_URL = "http://127.0.0.1:8900"
-DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
 
 
 # --- reading the flags ---------------------------------------------------------------------------

@@ -41,6 +41,9 @@ from harness.validation import http_url
 
 log = logging.getLogger(__name__)
 
+#: Where the project's local judge listens by default (`python -m judges`, docs/judge.md).
+DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
+
 
 @dataclass(frozen=True)
 class JudgeSettings:

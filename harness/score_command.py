@@ -22,14 +22,13 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.contract import load_contract
-from harness.frontiercs_client import FrontierCSScorer
+from harness.frontiercs_client import DEFAULT_JUDGE_URL, FrontierCSScorer
 from harness.run_settings import RunSettings, RunSettingsError
 from harness.scorer import JudgeUnavailableError
 from harness.state import VerificationResult
 from harness.suites import suite_name
 from harness.task_dirs import bundled_task_dir
 
-DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
 EXIT_INVALID, EXIT_JUDGE_DOWN = 1, 3
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import httpx
 
 from harness.contract import ContractError, TaskContract, load_contract, load_instruction
-from harness.frontiercs_client import FrontierCSScorer
+from harness.frontiercs_client import DEFAULT_JUDGE_URL, FrontierCSScorer
 from harness.judge_verdict import Scoring
 from harness.scorer import JudgeUnavailableError
 from harness.state import LibraryEntry, LibraryNode
@@ -296,7 +296,7 @@ def _relative(message: str, task: Path) -> str:
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="guidance-ttt task", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
-    default_url = os.environ.get("FRONTIERCS_JUDGE_URL", "http://127.0.0.1:8081")
+    default_url = os.environ.get("FRONTIERCS_JUDGE_URL", DEFAULT_JUDGE_URL)
     check = sub.add_parser("check", help="validate a task directory and its seed through the judge")
     check.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
     check.add_argument("--judge-url", default=default_url, help=f"default: {default_url}")
