@@ -197,7 +197,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from harness.resume_state import RunIdentity
     from harness.rollout import RolloutSettings
     from harness.run_controller import ControllerSettings, RunController
-    from harness.runner import load_seed
+    from harness.run_files import load_seed
     from harness.state import ArchiveConfig
     from harness.store import ArchiveStore
     from tests.bridge_fake import PHASES, FakeTrainingBridge, status_page

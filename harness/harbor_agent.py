@@ -54,8 +54,10 @@ from harness.contract import load_contract, load_harbor_task
 from harness.cost import PriceTable, load_prices
 from harness.events import EventLog, Fanout
 from harness.progress import ProgressDisplay
+from harness.run_files import event_log_path
+from harness.run_services import production_services
 from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings
-from harness.runner import RunResult, event_log_path, production_services, run_steps
+from harness.runner import RunResult, run_steps
 from harness.training_bridge import TrainingBridge
 
 AGENT_NAME = "reef-guidance-ttt"

@@ -11,141 +11,42 @@ resume that file is checked against the hash; a missing or different file is reb
 store (the durable source of truth) with a warning and a `committed_library_rebuilt` event.
 
 The adapters (Reef, executor, judge, training bridge, status page) come in as `RunServices`;
-`production_services` builds the real ones from `RunSettings`.
+`harness.run_services.production_services` builds the real ones from `RunSettings`. Where the
+run's files live is `harness.run_files`; the repairs a resume makes before its first step
+(lost journal slots, a stale committed library) are `harness.run_recovery`.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from harness.agent import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.atomic import remove_stale_temps
-from harness.backends import ExecutionBackend, backend_from_name
 from harness.contract import load_task
 from harness.cost import usage_by_step
 from harness.crash_hook import crash_point
-from harness.events import EVENTS_FILE, EventSink, NullSink
-from harness.execution import ExecutionClient
-from harness.frontiercs_client import FrontierCSScorer
-from harness.library import Archive, ArchiveError
-from harness.library_json import MAX_LIBRARY_BYTES, write_library_json
+from harness.events import EventSink
+from harness.library import Archive
+from harness.library_json import write_library_json
 from harness.reef_channel import ReefChannel
-from harness.reef_crosscheck import ReefDisagrees, ReportSource, cross_check, describe
-from harness.reef_status import ReefStatusClient, StatusSource
-from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity
-from harness.rollout import Executor, RolloutSettings
+from harness.resume_state import RunIdentity
+from harness.rollout import RolloutSettings
 from harness.run_controller import ControllerSettings, RunController
+from harness.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, RUN_DIR, load_seed
+from harness.run_recovery import check_committed_library, rebuild_lost_slots
+from harness.run_services import RunServices
 from harness.run_settings import RunSettings
-from harness.scorer import JudgeUnavailableError, Scorer
+from harness.scorer import JudgeUnavailableError
 from harness.state import ArchiveConfig, LibraryEntry
-from harness.state_files import StateFileError, read_bytes
-from harness.store import HEAD, ArchiveStore, JournalRecord, read_committed
+from harness.store import HEAD, ArchiveStore
 from harness.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
-from harness.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
-from harness.training_gate import FrozenGate, StepGate
 
 log = logging.getLogger(__name__)
-
-RUN_DIR = RESUME_STATE.parent  # guidance-run
-ARCHIVE_DIR = RUN_DIR / "archive"
-COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
-SEED_FILE = Path("solution") / "seed.json"
-
-
-def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry:
-    """The task's seed candidate: the `entry` of `<task>/<seed_file>` (a verified, judged
-    program with a code-free summary; `solution/seed.json` unless the run's `seed` setting names
-    an alternative seed of the task)."""
-    path = Path(task_dir) / seed_file
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError as exc:
-        raise FileNotFoundError(
-            f"{path} is missing: every task ships its judged seed candidate there "
-            "(docs/design.md §9)"
-        ) from exc
-    if not isinstance(data, dict) or "entry" not in data:
-        raise ValueError(f"{path} must hold an object with the seed's `entry`")
-    return LibraryEntry.from_dict(data["entry"])
-
-
-@dataclass
-class RunServices:
-    """The adapters of a run. `close` releases what `production_services` opened.
-
-    A trained run has Reef's training `bridge` and `status` page (the controller builds its
-    training barrier on them); a frozen-guidance run has `gate=FrozenGate()` and neither."""
-
-    reef: ReefChannel
-    executor: Executor
-    scorer: Scorer
-    bridge: TrainingBridge | None
-    status: StatusSource | None
-    events: EventSink = field(default_factory=NullSink)
-    closers: list[Callable[[], None]] = field(default_factory=list)
-    gate: StepGate | None = None
-
-    def close(self) -> None:
-        for close in self.closers:
-            close()
-
-
-def production_services(
-    settings: RunSettings,
-    task_dir: Path,
-    *,
-    executor_url: str | None = None,
-    bridge: TrainingBridge | None = None,
-    events: EventSink | None = None,
-    backend: ExecutionBackend | None = None,
-) -> RunServices:
-    """The real adapters: Reef at `settings.reef_url`, the configured executor backend (at
-    `executor_url` when given), the FrontierCS judge at `settings.judge_url` with the task's case
-    check, and the step gate of the run's mode: trained, Reef's Ray training bridge (address from
-    `<run-dir>/slime-driver/runtime.yaml`) unless `bridge` is given, and Reef's status page;
-    frozen, `FrozenGate` (no bridge: nothing is trained, no step waits). `backend` replaces the
-    configured executor backend (the rehearsal's labelled stand-in)."""
-    executor = ExecutionClient(backend or executor_backend(settings, executor_url))
-    reef = ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
-    scorer = FrontierCSScorer.for_task(
-        task_dir, settings.judge_url, settings.judge_problem_id or None
-    )
-    if settings.frozen:
-        if bridge is not None:
-            raise ValueError(
-                f"{settings.config_path} describes a frozen-guidance run, which trains nothing "
-                "and takes no training bridge; use serve.yaml for a trained run"
-            )
-        return RunServices(
-            reef=reef,
-            executor=executor,
-            scorer=scorer,
-            bridge=None,
-            status=None,
-            events=events or NullSink(),
-            closers=[executor.close],
-            gate=FrozenGate(),
-        )
-    status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
-    if bridge is None:
-        address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
-        bridge = RayTrainingBridge(address)
-    return RunServices(
-        reef=reef,
-        executor=executor,
-        scorer=scorer,
-        bridge=bridge,
-        status=status,
-        events=events or NullSink(),
-        closers=[executor.close, status.close],
-    )
 
 
 @dataclass(frozen=True)
@@ -168,20 +69,6 @@ class RunResult:
             "runtime_load_id": self.runtime_load_id,
             "step_summaries": [dict(s) for s in self.step_summaries],
         }
-
-
-def executor_backend(settings: RunSettings, executor_url: str | None = None) -> ExecutionBackend:
-    """The run's executor backend: the configured one (at `executor_url` when given), with at
-    most `executor_max_in_flight` requests in flight."""
-    effort = (
-        settings.gpt_oss_reasoning_effort if settings.executor_backend == "gpt_oss_120b" else None
-    )
-    return backend_from_name(
-        settings.executor_backend,
-        reasoning_effort=effort,
-        base_url=executor_url,
-        concurrency=settings.executor_max_in_flight,
-    )
 
 
 def run_steps(
@@ -325,69 +212,6 @@ def _best_score(archive: Archive) -> float | None:
     return None if best is None else best.verifier_raw_score
 
 
-def rebuild_lost_slots(
-    store: ArchiveStore, archive: Archive, step: int, reef: ReportSource, events: EventSink
-) -> tuple[JournalRecord, ...]:
-    """Cross-check the journal with Reef's stored reports (`harness.reef_crosscheck`; a
-    disagreement raises `ReefDisagrees` naming the slot) and journal the in-flight slots whose
-    line was lost but whose report Reef holds, rebuilt from that report, so they are neither
-    run nor reported again. Returns their journal records."""
-    rebuilt = cross_check(archive, step, reef)
-    records = []
-    for slot in rebuilt:
-        try:
-            store.record_rollout(archive, slot.step, slot.group, slot.rollout, slot.entry)
-        except ArchiveError as exc:
-            raise ReefDisagrees(
-                f"step {slot.step} g{slot.group}r{slot.rollout}: Reef's report does not fit the "
-                f"archive ({exc}); use the state directory that belongs to this Reef scenario"
-            ) from exc
-        records.append(JournalRecord(slot.step, slot.group, slot.rollout, slot.entry))
-    if rebuilt:
-        log.warning(
-            "the journal had lost %d reported slot(s) (%s); rebuilt from Reef's stored reports "
-            "without running or reporting them again (their programs are not recoverable)",
-            len(rebuilt),
-            describe(rebuilt),
-        )
-        events.emit(
-            "slots_rebuilt_from_reef",
-            step=step,
-            slots=[[r.group, r.rollout] for r in rebuilt],
-            reports=[r.entry.metadata["rebuilt_from_reef_report"] for r in rebuilt],
-        )
-    return tuple(records)
-
-
-def check_committed_library(state_dir: Path, store_root: Path, events: EventSink) -> None:
-    """Check `committed-library.json` against the hash the last commit recorded; when it is
-    missing, differs, or no hash was recorded, rebuild it from the committed store and say so
-    (log warning and `committed_library_rebuilt` event). Nothing is ever silently ignored."""
-    stored = ResumeState.load(state_dir / RESUME_STATE)
-    if stored is None:
-        return  # nothing committed yet: there is no committed library to pair with
-    path = state_dir / COMMITTED_LIBRARY
-    expected = stored.committed_library_sha256
-    try:
-        actual = hashlib.sha256(read_bytes(path, max_bytes=MAX_LIBRARY_BYTES)).hexdigest()
-        problem = None if actual == expected else "differs from the hash the last commit recorded"
-    except StateFileError as exc:
-        problem = str(exc)
-    if expected is None:
-        problem = f"{state_dir / RESUME_STATE} records no hash for it"
-    if problem is None:
-        return
-    archive, step = read_committed(store_root)
-    rebuilt = write_library_json(archive, path)
-    message = (
-        f"{path}: {problem}; rebuilt from the committed archive of step {step} in {store_root}"
-    )
-    if expected is not None and rebuilt != expected:
-        message += " (the rebuilt file does not match the recorded hash either: the store changed)"
-    log.warning("%s", message)
-    events.emit("committed_library_rebuilt", path=str(path), step=step, reason=problem)
-
-
 def _open_store(
     root: Path, config: ArchiveConfig, task_dir: Path, seed: SeedOnSuite
 ) -> ArchiveStore:
@@ -436,8 +260,3 @@ def _runtime_load_id(reef: ReefChannel) -> str | None:
     except Exception as exc:  # informative only: never fail a finished run over it
         log.warning("could not read Reef's runtime load id: %s", exc)
         return None
-
-
-def event_log_path(settings: RunSettings) -> Path:
-    """Where a run's `events.jsonl` lives: `<state>/guidance-run/events.jsonl`."""
-    return settings.state_dir / RUN_DIR / EVENTS_FILE

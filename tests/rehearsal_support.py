@@ -52,15 +52,10 @@ from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for t
     seed_source,
     task_dir,
 )
+from harness.run_files import COMMITTED_LIBRARY, event_log_path  # noqa: E402
+from harness.run_services import RunServices, executor_backend  # noqa: E402
 from harness.run_settings import RunSettings  # noqa: E402
-from harness.runner import (  # noqa: E402
-    COMMITTED_LIBRARY,
-    RunResult,
-    RunServices,
-    event_log_path,
-    executor_backend,
-    run_steps,
-)
+from harness.runner import RunResult, run_steps  # noqa: E402
 from harness.store import HEAD  # noqa: E402
 from harness.training_gate import FrozenGate  # noqa: E402
 from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402

@@ -24,8 +24,9 @@ from harness.frontiercs_client import FrontierCSScorer
 from harness.library import Archive
 from harness.reef_channel import ReefChannel
 from harness.rollout import report_body
+from harness.run_files import event_log_path
 from harness.run_settings import RunSettings
-from harness.runner import event_log_path, run_steps
+from harness.runner import run_steps
 from harness.state import ArchiveConfig, LibraryEntry
 from tests.bridge_fake import FakeTrainingBridge
 from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply

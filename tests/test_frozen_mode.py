@@ -27,8 +27,9 @@ from harness.events import read_events
 from harness.rehearsal.rehearse import RehearsalOptions, write_settings
 from harness.rehearsal.stand_ins import GUIDANCE_MODEL
 from harness.run_controller import ResumeRefused
+from harness.run_files import event_log_path
 from harness.run_settings import RunSettings
-from harness.runner import RunResult, event_log_path
+from harness.runner import RunResult
 from harness.store import read_committed
 from harness.suites import SuiteMismatch
 from harness.training_bridge import RayTrainingBridge

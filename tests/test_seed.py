@@ -14,7 +14,7 @@ from judge_fakes import LocalJudge, public_problems
 
 from harness.contract import load_contract
 from harness.frontiercs_client import FrontierCSScorer
-from harness.runner import load_seed
+from harness.run_files import load_seed
 from harness.state import LibraryEntry, LibraryNode
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.runner import load_seed
+from harness.run_files import load_seed
 from harness.state import INVALID, VALID, VerificationResult
 from harness.suites import (
     PUBLIC,

@@ -41,8 +41,10 @@ from harness.rehearsal.stand_ins import (
     executor_reply,
     task_dir,
 )
+from harness.run_files import event_log_path
+from harness.run_services import production_services
 from harness.run_settings import FROZEN_SECTION, RunSettings
-from harness.runner import RunResult, event_log_path, production_services, run_steps
+from harness.runner import RunResult, run_steps
 
 REPO = Path(__file__).resolve().parents[2]
 FROZEN_TEMPLATE = REPO / "serve-frozen.yaml"
