@@ -1,4 +1,4 @@
-"""Preflight: can this machine run a Guidance-TTT run? (issue 5 item 6)
+"""Preflight: can this machine run a Guidance-TTT run?
 
 Each check returns a `CheckResult` — ready or missing, one line of detail and, when missing, how
 to fix it — and never raises: a check that crashes is itself reported as missing. `run.sh` runs

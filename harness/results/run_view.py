@@ -1,4 +1,4 @@
-"""Reading a run's state directory without taking any lock (issue 6 item 4).
+"""Reading a run's state directory without taking any lock.
 
 `load_run(state_dir)` reads what a running or finished run has made durable: the committed
 archive (from the archive store, or `guidance-run/committed-library.json` for an archive made
@@ -17,14 +17,13 @@ from harness.events import EVENTS_FILE, read_events
 from harness.library import Archive
 from harness.library_json import read_library_json
 from harness.resume_state import RESUME_STATE, ResumeState
+from harness.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, RUN_DIR
 from harness.state import LibraryEntry
 from harness.state_files import exists
 from harness.store import HEAD, missing_slots, read_committed, read_in_flight
 
-RUN_DIR = RESUME_STATE.parent  # guidance-run
-#: Where the run keeps its archive store, relative to the state directory (`harness.runner`).
-STORE_CANDIDATES = (RUN_DIR / "archive",)
-COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
+#: Where the run keeps its archive store, relative to the state directory.
+STORE_CANDIDATES = (ARCHIVE_DIR,)
 
 
 class RunNotFound(FileNotFoundError):
