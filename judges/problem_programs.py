@@ -120,8 +120,7 @@ class ProgramCache:
             local.parent.chmod(0o711)
             saved = self.store / key / "program"
             if saved.is_file():
-                shutil.copyfile(saved, local)
-                local.chmod(0o755)
+                _copy_whole(saved, local)
                 with self._lock:
                     self._hits += 1
                 return local, "disk"
@@ -162,14 +161,11 @@ class ProgramCache:
                     f"problem {problem.id}: {problem.program.name} does not compile "
                     f"({compiled.error[:2000]}); fix the problem package"
                 )
-            shutil.copyfile(compiled.binary, local)
-            local.chmod(0o755)
+            _copy_whole(compiled.binary, local)
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         saved.parent.mkdir(parents=True, exist_ok=True)
-        temporary = saved.with_name(".program.tmp")
-        shutil.copyfile(local, temporary)
-        temporary.replace(saved)
+        _copy_whole(local, saved)
         with self._lock:
             self._compiles += 1
             self._compile_seconds += time.monotonic() - started
@@ -235,3 +231,17 @@ def case_files(case: Case, workdir: Path) -> tuple[Path, Path]:
             temporary.replace(path)
         staged.append(path)
     return staged[0], staged[1]
+
+
+def _copy_whole(source: Path, target: Path) -> None:
+    """Copy an executable so that `target` is either absent or complete: the caches treat an
+    existing file as a finished compile, so a copy cut short (a full disk, no descriptors left)
+    must never be left under that name."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        shutil.copyfile(source, temporary)
+        temporary.chmod(0o755)
+        temporary.replace(target)
+    except BaseException:
+        temporary.unlink(missing_ok=True)
+        raise
