@@ -81,7 +81,11 @@ def run_preflight(
             results.append(check())
         except Exception as exc:  # a bug in one check must not hide the others
             results.append(
-                missing_check(name, f"check crashed: {type(exc).__name__}: {exc}", "report")
+                missing_check(
+                    name,
+                    f"check crashed: {type(exc).__name__}: {exc}",
+                    "a bug in the preflight: report it with this line",
+                )
             )
     return PreflightReport(tuple(results))
 

@@ -623,3 +623,29 @@ def test_a_configured_seed_is_used_when_the_main_flags_are_all_given(tmp_path: P
     assert args.state_dir == Path("s") and args.judge_url == "http://127.0.0.1:9"
     missing = resolve_defaults(build_parser().parse_args([*flags[2:], "--config", "nowhere.yaml"]))
     assert missing.seed_file is None  # no settings file: the flags alone, as before
+
+
+def test_a_check_that_crashes_is_a_missing_row_and_the_others_still_run(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A bug in one check (here the disk check, made to raise) shows as that row, missing,
+    with the exception and what to do; every other row is still checked."""
+
+    def broken_disk_check(state_dir: Path, min_free_gb: float) -> CheckResult:
+        raise RuntimeError(f"statvfs of {state_dir} exploded")
+
+    monkeypatch.setattr("harness.preflight.check_disk", broken_disk_check)
+    report = run_preflight(
+        state_dir=tmp_path,
+        model_dir=tmp_path,
+        judge_url=closed_port_url(),
+        executor=backend_from_name("gpt_oss_120b", base_url=f"{closed_port_url()}/v1"),
+        min_free_gb=0.001,
+    )
+    by_name = rows(report)
+    assert list(by_name) == ["python", "GPUs", "model", "judge", "executor", "git-lfs", "disk"]
+    disk = by_name["disk"]
+    assert not disk.ready
+    assert disk.detail == f"check crashed: RuntimeError: statvfs of {tmp_path} exploded"
+    assert disk.fix == "a bug in the preflight: report it with this line"
+    assert by_name["python"].ready and by_name["git-lfs"].ready
