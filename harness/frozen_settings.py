@@ -36,19 +36,19 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, ValidationError, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from harness.run_settings import RunSettings
-from harness.serve_document import FROZEN_SECTION, RunSettingsError, ServeDocument
+from harness.serve_document import FROZEN_SECTION, ServeDocument
 from harness.serve_settings import (
     ReefOwned,
     ReefSection,
     RunConfig,
     Text,
     Url,
-    model_input,
+    validate_document,
 )
-from harness.validation import Integer, Section, error_lines, join
+from harness.validation import Integer, Section
 
 #: The record-only recipe a frozen file must select (Reef trains nothing with it).
 FROZEN_RECIPE = "tttd.recipe:TTTDReportsRecipe"
@@ -119,14 +119,7 @@ class FrozenServeSettings(Section):
 
 def frozen_settings(document: ServeDocument, config_path: Path, base: Path) -> RunSettings:
     """The ``RunSettings`` of a frozen settings file; errors name every wrong key."""
-    try:
-        serve = FrozenServeSettings.model_validate(model_input(document, (), FrozenServeSettings))
-    except ValidationError as exc:
-        raise RunSettingsError(
-            f"{config_path}: " + join(error_lines(exc, "", FrozenServeSettings))
-        ) from None
-    except ValueError as exc:
-        raise RunSettingsError(f"{config_path}: {exc}") from None
+    serve = validate_document(document, config_path, FrozenServeSettings)
 
     def absolute(value: str) -> Path:
         path = Path(os.path.expanduser(value))

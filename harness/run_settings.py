@@ -19,8 +19,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from harness.serve_document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
@@ -41,10 +39,10 @@ from harness.serve_settings import (
     TrainingConfig,
     TrainingOptions,
     grid_layout_errors,
-    model_input,
     section_errors,
+    validate_document,
 )
-from harness.validation import MISSING, error_lines, join
+from harness.validation import MISSING
 
 __all__ = [
     "DEFAULT_RAY_ACTOR_NAME",
@@ -190,15 +188,7 @@ class RunSettings:
             from harness.frozen_settings import frozen_settings
 
             return frozen_settings(document, config_path, base)
-        try:
-            serve = ServeSettings.model_validate(model_input(document, (), ServeSettings))
-        except ValidationError as exc:
-            raise RunSettingsError(
-                f"{config_path}: " + join(error_lines(exc, "", ServeSettings))
-            ) from None
-        except ValueError as exc:
-            raise RunSettingsError(f"{config_path}: {exc}") from None
-        return _record(serve, config_path, base)
+        return _record(validate_document(document, config_path, ServeSettings), config_path, base)
 
 
 def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:

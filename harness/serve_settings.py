@@ -33,7 +33,7 @@ from pydantic import (
 )
 
 from harness.backends import BUILTIN_BACKENDS, backend_from_name
-from harness.serve_document import ServeDocument
+from harness.serve_document import RunSettingsError, ServeDocument
 from harness.validation import (
     HyphenSection,
     Integer,
@@ -41,6 +41,7 @@ from harness.validation import (
     error_lines,
     fold_keys,
     http_url,
+    join,
     non_empty,
 )
 
@@ -328,3 +329,16 @@ def model_input(document: ServeDocument, path: tuple[str, ...], model: type[Base
         else:
             values[key] = document.resolve_all(value, f"{where}.{key}" if where else str(key))
     return values
+
+
+def validate_document[M: BaseModel](
+    document: ServeDocument, config_path: Path, model: type[M]
+) -> M:
+    """``model`` validated from the whole settings file; RunSettingsError naming the file and
+    every wrong key (one line each) when it breaks a rule."""
+    try:
+        return model.model_validate(model_input(document, (), model))
+    except ValidationError as exc:
+        raise RunSettingsError(f"{config_path}: " + join(error_lines(exc, "", model))) from None
+    except ValueError as exc:
+        raise RunSettingsError(f"{config_path}: {exc}") from None
