@@ -60,14 +60,18 @@ def stored_entries(judge: JudgeProcess) -> list[str]:
     ]
 
 
-def next_sid(judge: JudgeProcess) -> int:
-    code = b"int main() { return 0; }\n"
-    answer = httpx.post(
+def submit(judge: JudgeProcess, code: bytes) -> httpx.Response:
+    """POST `code` for problem 0 as a multipart file, as the harness's client does."""
+    return httpx.post(
         f"{judge.url}/submit",
         data={"pid": "0", "lang": "cpp"},
         files={"code": ("solution.cpp", code, "text/x-c++src")},
         timeout=30,
     )
+
+
+def next_sid(judge: JudgeProcess) -> int:
+    answer = submit(judge, b"int main() { return 0; }\n")
     assert answer.status_code == 200, answer.text
     return answer.json()["sid"]
 
@@ -250,12 +254,7 @@ def test_control_byte_flood_stores_a_bounded_result_and_health_stays_quick(
     judge: JudgeProcess,
 ) -> None:
     code = (PROGRAMS / "control_bytes_flood.cpp").read_text()
-    answer = httpx.post(
-        f"{judge.url}/submit",
-        data={"pid": "0", "lang": "cpp"},
-        files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
-        timeout=30,
-    )
+    answer = submit(judge, code.encode())
     sid = answer.json()["sid"]
     latencies: list[float] = []
     done = threading.Event()
@@ -324,12 +323,7 @@ def test_full_disk_is_a_503_and_leaves_no_submission_behind(tmp_path: Path) -> N
             os.close(fd)
             before = stored_entries_under(state)
             code = b"int main() { return 0; }\n" + b"// padding\n" * 20000
-            answer = httpx.post(
-                f"{judge.url}/submit",
-                data={"pid": "0", "lang": "cpp"},
-                files={"code": ("solution.cpp", code, "text/x-c++src")},
-                timeout=30,
-            )
+            answer = submit(judge, code)
             assert answer.status_code == 503, answer.text
             assert answer.headers["Retry-After"]
             assert "No space left on device" in answer.json()["error"]
@@ -390,12 +384,7 @@ def test_descriptors_running_out_while_judging_retries_instead_of_failing(tmp_pa
         seed = (ROOT / "harbor/polyomino_packing/solution/solution.cpp").read_bytes()
         sids = []
         for code in (sleeper, seed):
-            answer = httpx.post(
-                f"{judge.url}/submit",
-                data={"pid": "0", "lang": "cpp"},
-                files={"code": ("solution.cpp", code, "text/x-c++src")},
-                timeout=30,
-            )
+            answer = submit(judge, code)
             sids.append(answer.json()["sid"])
         limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (FEW_DESCRIPTORS, limits[1]))
@@ -410,12 +399,7 @@ def test_descriptors_running_out_while_judging_retries_instead_of_failing(tmp_pa
         assert seeded["status"] == "done" and seeded["score"] > 0, seeded
         again = next_sid(judge)
         assert wait_final(judge, again)["status"] == "done"
-        httpx.post(
-            f"{judge.url}/submit",
-            data={"pid": "0", "lang": "cpp"},
-            files={"code": ("solution.cpp", seed, "text/x-c++src")},
-            timeout=30,
-        )
+        submit(judge, seed)
         assert wait_final(judge, again + 1)["score"] == seeded["score"]
         assert "Traceback" not in log
 
