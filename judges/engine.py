@@ -229,7 +229,8 @@ class JudgeEngine:
             log.info("submission %d: its result, kept in memory, is now written", waiting)
 
     async def _judge(self, sid: int) -> dict[str, Any]:
-        """Judge one submission; any failure of the judge itself becomes a `judge` error record."""
+        """Judge one submission; any failure of the judge itself becomes a `judge` error record,
+        except running out of descriptors, memory or disk, whose OSError is raised (passing)."""
         started = time.monotonic()
         workdir = self.sandbox.scratch / f"submission-{sid}"
         if workdir.exists():  # left by an attempt that ran out of descriptors
@@ -245,12 +246,9 @@ class JudgeEngine:
         except JudgeFailure as failure:
             log.error("submission %d: judge failure: %s", sid, failure)
             record = error_record(f"judge failure: {failure}", "judge")
-        except OSError as failure:
+        except Exception as failure:  # the dispatcher must survive anything the judge does wrong
             if is_resource_exhaustion(failure):
                 raise  # passing: `_dispatch` judges it again later
-            log.exception("submission %d: unexpected judge failure", sid)
-            record = error_record(f"judge failure: {type(failure).__name__}: {failure}", "judge")
-        except Exception as failure:  # the dispatcher must survive anything the judge does wrong
             log.exception("submission %d: unexpected judge failure", sid)
             record = error_record(f"judge failure: {type(failure).__name__}: {failure}", "judge")
         finally:
