@@ -141,6 +141,17 @@ def runs_peak(bound_line: str) -> int | None:
     return int(peak.read_text().split()[0]) if peak else None
 
 
+def submit(client: httpx.Client, url: str, code: bytes) -> int:
+    """Submit `code` for problem 0; its sid."""
+    answer = client.post(
+        f"{url}/submit",
+        data={"pid": "0", "lang": "cpp"},
+        files={"code": ("solution.cpp", code, "text/x-c++src")},
+        timeout=30,
+    )
+    return answer.json()["sid"]
+
+
 def wait_final(client: httpx.Client, url: str, sid: int) -> dict:
     while True:
         answer = client.get(f"{url}/result/{sid}", timeout=10).json()
@@ -171,13 +182,7 @@ def main() -> None:
             ]
             client.get(f"{judge.url}/health", timeout=10).raise_for_status()
             if args.warm_up:
-                answer = client.post(
-                    f"{judge.url}/submit",
-                    data={"pid": "0", "lang": "cpp"},
-                    files={"code": ("solution.cpp", HARMLESS, "text/x-c++src")},
-                    timeout=30,
-                )
-                wait_final(client, judge.url, answer.json()["sid"])
+                wait_final(client, judge.url, submit(client, judge.url, HARMLESS))
             usage = runs_group_file(
                 bound[0] if bound else "", ("memory.usage_in_bytes", "memory.current")
             )
@@ -188,14 +193,8 @@ def main() -> None:
             sids = []
             for _ in range(args.rounds):
                 for name in ATTACKS:
-                    code = (PROGRAMS / f"{name}.cpp").read_text()
-                    answer = client.post(
-                        f"{judge.url}/submit",
-                        data={"pid": "0", "lang": "cpp"},
-                        files={"code": ("solution.cpp", code.encode(), "text/x-c++src")},
-                        timeout=30,
-                    )
-                    sids.append((name, answer.json()["sid"]))
+                    code = (PROGRAMS / f"{name}.cpp").read_bytes()
+                    sids.append((name, submit(client, judge.url, code)))
             results = [(name, wait_final(client, judge.url, sid)) for name, sid in sids]
             sampler.stop.set()
             sampler.join()
