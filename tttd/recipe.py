@@ -73,14 +73,19 @@ class StepGrid:
         # Refuses a grid no report could fill before any stage is built, in run.py's words.
         grid = {key: getattr(self, key) for key in GRID_KEYS}
         errors = section_errors(RecipeConfig, grid, "recipe.config")
-        if errors:
-            raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
+        refuse_if_any(type(self), errors)
         super().__post_init__()  # type: ignore[misc]
 
     @property
     def report_type(self) -> type[ReportBase]:
         """The tttd report contract bound to this grid."""
         return grid_report_type(self.groups_per_step, self.rollouts_per_group)
+
+
+def refuse_if_any(owner: type, errors: list[str]) -> None:
+    """Refuse the settings with every error on its own line, after the refusing class's name."""
+    if errors:
+        raise RecipeConfigError(f"{owner.__name__}: " + "\n  ".join(errors))
 
 
 def _setting(config: Mapping[str, Any], value: Any) -> Any:
@@ -123,8 +128,7 @@ class TTTDRecipe(StepGrid, WeightTrainingRecipe):
         deployment here with the key, the value and the fix — the words ``run.py`` uses.
         """
         errors = settings_errors(config)
-        if errors:
-            raise RecipeConfigError(f"{cls.__name__}: " + "\n  ".join(errors))
+        refuse_if_any(cls, errors)
         return super().select_weight_training(config)
 
 
@@ -169,8 +173,7 @@ class TTTDReportsRecipe(StepGrid, Recipe):
     def __post_init__(self) -> None:
         super().__post_init__()
         errors = frozen_run_errors(self.guidance_ttt)
-        if errors:
-            raise RecipeConfigError(f"{type(self).__name__}: " + "\n  ".join(errors))
+        refuse_if_any(type(self), errors)
 
     @classmethod
     def select_weight_training(
@@ -190,8 +193,7 @@ class TTTDReportsRecipe(StepGrid, Recipe):
         if isinstance(section, Mapping):
             expanded = {key: _setting(config, value) for key, value in section.items()}
             errors += frozen_run_errors(expanded)
-        if errors:
-            raise RecipeConfigError(f"{cls.__name__}: " + "\n  ".join(errors))
+        refuse_if_any(cls, errors)
         return super().select_weight_training(config)
 
 
