@@ -39,7 +39,6 @@ from harness.state_files import StateFileError, decode_object, exists, iter_line
 
 log = logging.getLogger(__name__)
 
-EVENTS_FILE = "events.jsonl"
 #: No event comes near this; a longer line means the file is damaged (or not an event log).
 MAX_EVENT_LINE_BYTES = 1 << 20
 

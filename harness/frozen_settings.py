@@ -1,4 +1,6 @@
-"""Frozen-guidance mode's settings file (``serve-frozen.yaml``) read into ``RunSettings``.
+"""Frozen-guidance mode's settings file (``serve-frozen.yaml``): its schema.
+
+``harness.run_settings`` builds the run's ``RunSettings`` from it, beside the trained-mode builder.
 
 A frozen run is the same loop as a trained one without training: the guidance model is any
 OpenAI-compatible endpoint (an API model or a local server) that Reef proxies in record-only
@@ -32,21 +34,17 @@ round.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.run_settings import RunSettings
-from harness.serve_document import FROZEN_SECTION, ServeDocument
+from harness.serve_document import FROZEN_SECTION
 from harness.serve_settings import (
     ReefOwned,
     ReefSection,
     RunConfig,
     Text,
     Url,
-    validate_document,
 )
 from harness.validation import Integer, Section
 
@@ -115,50 +113,3 @@ class FrozenServeSettings(Section):
                 + ".".join(FROZEN_SECTION)
             )
         return self
-
-
-def frozen_settings(document: ServeDocument, config_path: Path, base: Path) -> RunSettings:
-    """The ``RunSettings`` of a frozen settings file; errors name every wrong key."""
-    serve = validate_document(document, config_path, FrozenServeSettings)
-
-    def absolute(value: str) -> Path:
-        path = Path(os.path.expanduser(value))
-        return path if path.is_absolute() else (base / path).resolve()
-
-    grid, run = serve.recipe.config, serve.recipe.config.guidance_ttt
-    token = serve.reef.token
-    return RunSettings(
-        config_path=config_path,
-        task=run.task,
-        model=run.model,
-        model_path=None,
-        groups_per_step=grid.groups_per_step,
-        rollouts_per_group=grid.rollouts_per_group,
-        steps=run.steps,
-        checkpoint_every_n_versions=0,
-        guidance_max_tokens=run.max_response_len,
-        sequence_length=run.context_length,
-        lora_rank=0,
-        inference_tensor_parallel_size=0,
-        megatron_tensor_parallel_size=0,
-        reef_host=serve.reef.host,
-        reef_port=serve.reef.port,
-        reef_token=(str(token).strip() or None) if token is not None else None,
-        run_dir=absolute(serve.reef.run_dir),
-        state_dir=absolute(run.state_dir),
-        checkpoint_dir=None,
-        megatron_checkpoint_dir=None,
-        hf_checkpoint_template=None,
-        ray_actor_name=None,
-        ray_namespace=None,
-        executor_backend=run.harness.executor_backend,
-        gpt_oss_reasoning_effort=run.harness.gpt_oss_reasoning_effort,
-        judge_url=run.harness.judge_url,
-        judge_problem_id=run.harness.judge_problem_id,
-        seed_file=run.harness.seed,
-        max_rollout_workers=run.harness.max_rollout_workers,
-        executor_max_in_flight=run.harness.executor_max_in_flight,
-        startup_deadline_s=run.harness.startup_deadline_s,
-        mode="frozen",
-        guidance_upstream_url=serve.inference.upstream_url,
-    )

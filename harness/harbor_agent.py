@@ -191,7 +191,7 @@ class HarborAgent(BaseAgent):
         services = production_services(
             settings, task_dir, executor_url=self.options.executor_url, bridge=bridge
         )
-        log_file = EventLog(event_log_path(settings))
+        log_file = EventLog(event_log_path(settings.state_dir))
         display = ProgressDisplay(
             prices=_prices(settings),
             models=(settings.model, services.executor.backend.model),

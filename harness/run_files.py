@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from harness.events import EVENTS_FILE
 from harness.resume_state import RESUME_STATE
-from harness.run_settings import RunSettings
 from harness.state import LibraryEntry
 
 RUN_DIR = RESUME_STATE.parent  # guidance-run
 ARCHIVE_DIR = RUN_DIR / "archive"
 COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
+#: The run's event log file name, and its place under the state directory.
+EVENTS_FILE = "events.jsonl"
+EVENT_LOG = RUN_DIR / EVENTS_FILE
 SEED_FILE = Path("solution") / "seed.json"
 
 
@@ -39,6 +40,6 @@ def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry
     return LibraryEntry.from_dict(data["entry"])
 
 
-def event_log_path(settings: RunSettings) -> Path:
-    """Where a run's `events.jsonl` lives: `<state>/guidance-run/events.jsonl`."""
-    return settings.state_dir / RUN_DIR / EVENTS_FILE
+def event_log_path(state_dir: Path) -> Path:
+    """Where a run's `events.jsonl` lives: `<state_dir>/guidance-run/events.jsonl`."""
+    return Path(state_dir) / EVENT_LOG

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness.frozen_settings import FrozenServeSettings
 from harness.serve_document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
@@ -185,27 +186,47 @@ class RunSettings:
         document = ServeDocument.read(config_path, os.environ if environ is None else environ)
         base = Path.cwd() if base_dir is None else Path(base_dir)
         if document.raw(*FROZEN_SECTION) is not None:
-            from harness.frozen_settings import frozen_settings
-
-            return frozen_settings(document, config_path, base)
+            frozen = validate_document(document, config_path, FrozenServeSettings)
+            return _frozen_record(frozen, config_path, base)
         return _record(validate_document(document, config_path, ServeSettings), config_path, base)
 
 
-def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
-    def absolute(value: str) -> Path:
-        path = Path(os.path.expanduser(value))
-        return path if path.is_absolute() else (base / path).resolve()
+def _absolute(value: str, base: Path) -> Path:
+    """A path setting made absolute: ``~`` expanded, a relative one taken from ``base``."""
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else (base / path).resolve()
 
-    config, harness = serve.training.config, serve.training.config.harness
+
+def _token(value: object) -> str | None:
+    """The Reef token, stripped; None when unset or blank."""
+    return (str(value).strip() or None) if value is not None else None
+
+
+def _harness_fields(harness: HarnessConfig) -> dict[str, Any]:
+    """The ``harness`` section's settings, the same in both modes."""
+    return {
+        "executor_backend": harness.executor_backend,
+        "gpt_oss_reasoning_effort": harness.gpt_oss_reasoning_effort,
+        "judge_url": harness.judge_url,
+        "judge_problem_id": harness.judge_problem_id,
+        "seed_file": harness.seed,
+        "max_rollout_workers": harness.max_rollout_workers,
+        "executor_max_in_flight": harness.executor_max_in_flight,
+        "startup_deadline_s": harness.startup_deadline_s,
+    }
+
+
+def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
+    """The ``RunSettings`` of a trained run's ``serve.yaml``."""
+    config = serve.training.config
     hf_template = serve.training.options.save_hf
     if not Path(hf_template).is_absolute():
         hf_template = str(base / hf_template)
-    token = serve.reef.token
     return RunSettings(
         config_path=config_path,
         task=config.task,
         model=config.model,
-        model_path=absolute(serve.inference.model_path),
+        model_path=_absolute(serve.inference.model_path, base),
         groups_per_step=serve.recipe.config.groups_per_step,
         rollouts_per_group=serve.recipe.config.rollouts_per_group,
         steps=config.steps,
@@ -217,20 +238,47 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         megatron_tensor_parallel_size=serve.training.options.tensor_model_parallel_size,
         reef_host=serve.reef.host,
         reef_port=serve.reef.port,
-        reef_token=(str(token).strip() or None) if token is not None else None,
-        run_dir=absolute(serve.reef.run_dir),
-        state_dir=absolute(config.state_dir),
-        checkpoint_dir=absolute(config.checkpoint_dir),
-        megatron_checkpoint_dir=absolute(serve.training.options.save),
+        reef_token=_token(serve.reef.token),
+        run_dir=_absolute(serve.reef.run_dir, base),
+        state_dir=_absolute(config.state_dir, base),
+        checkpoint_dir=_absolute(config.checkpoint_dir, base),
+        megatron_checkpoint_dir=_absolute(serve.training.options.save, base),
         hf_checkpoint_template=hf_template,
         ray_actor_name=serve.training.ray_actor_name,
         ray_namespace=serve.training.ray_namespace,
-        executor_backend=harness.executor_backend,
-        gpt_oss_reasoning_effort=harness.gpt_oss_reasoning_effort,
-        judge_url=harness.judge_url,
-        judge_problem_id=harness.judge_problem_id,
-        seed_file=harness.seed,
-        max_rollout_workers=harness.max_rollout_workers,
-        executor_max_in_flight=harness.executor_max_in_flight,
-        startup_deadline_s=harness.startup_deadline_s,
+        **_harness_fields(config.harness),
+    )
+
+
+def _frozen_record(serve: FrozenServeSettings, config_path: Path, base: Path) -> RunSettings:
+    """The ``RunSettings`` of a frozen run's settings file: the training-only settings (LoRA
+    rank, TP sizes, checkpoints, Ray) are None or 0, since a frozen run trains nothing."""
+    grid, run = serve.recipe.config, serve.recipe.config.guidance_ttt
+    return RunSettings(
+        config_path=config_path,
+        task=run.task,
+        model=run.model,
+        model_path=None,
+        groups_per_step=grid.groups_per_step,
+        rollouts_per_group=grid.rollouts_per_group,
+        steps=run.steps,
+        checkpoint_every_n_versions=0,
+        guidance_max_tokens=run.max_response_len,
+        sequence_length=run.context_length,
+        lora_rank=0,
+        inference_tensor_parallel_size=0,
+        megatron_tensor_parallel_size=0,
+        reef_host=serve.reef.host,
+        reef_port=serve.reef.port,
+        reef_token=_token(serve.reef.token),
+        run_dir=_absolute(serve.reef.run_dir, base),
+        state_dir=_absolute(run.state_dir, base),
+        checkpoint_dir=None,
+        megatron_checkpoint_dir=None,
+        hf_checkpoint_template=None,
+        ray_actor_name=None,
+        ray_namespace=None,
+        mode="frozen",
+        guidance_upstream_url=serve.inference.upstream_url,
+        **_harness_fields(run.harness),
     )

@@ -254,7 +254,7 @@ def services(
     serve-frozen.yaml) the frozen gate and no bridge at all. `observer`, when given, sees every
     event too."""
     executor = ExecutionClient(executor_backend(settings, executor_url))
-    events = EventLog(event_log_path(settings))
+    events = EventLog(event_log_path(settings.state_dir))
     adapters = RunServices(
         reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
         executor=executor,

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.events import EVENTS_FILE, EventLog
+from harness.events import EventLog
 from harness.library import Archive
 from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
+from harness.run_files import EVENTS_FILE
 from harness.search import rollout_entry
 from harness.state import (
     EXECUTION_ERROR,

@@ -239,7 +239,9 @@ def test_dead_executor_fails_each_rollout_and_is_counted_in_the_step_summary(
     assert well_formed and all(e["verifier_status"] == "execution_error" for e in well_formed)
     assert all(e["verifier_message"].startswith("ExecutionTransportError: ") for e in well_formed)
     assert all(e["verifier_reward"] == 0.0 for e in entries)
-    summary = next(e for e in read_events(event_log_path(settings)) if e["event"] == "step_summary")
+    summary = next(
+        e for e in read_events(event_log_path(settings.state_dir)) if e["event"] == "step_summary"
+    )
     assert summary["executor_failures"] == len(well_formed)
     assert summary["degenerate_step"] is True  # every group constant at 0
 

@@ -158,7 +158,7 @@ def test_frozen_records_are_labelled_frozen_and_name_the_suite(frozen_run: Froze
     stored = json.loads((state / "guidance-run" / "resume-state.json").read_text())
     assert stored["identity"]["mode"] == "frozen"
     assert stored["identity"]["lora_rank"] == 0
-    events = read_events(event_log_path(frozen_run.settings))
+    events = read_events(event_log_path(frozen_run.settings.state_dir))
     (started,) = [e for e in events if e["event"] == "run_started"]
     assert (started["mode"], started["suite"]) == ("frozen", SUITE)
     summaries = [e for e in events if e["event"] == "step_summary"]

@@ -142,7 +142,7 @@ def rehearse(
             backend_from_name("gpt_oss_120b", base_url=executor.v1_url), model=EXECUTOR_MODEL
         )
         services = production_services(settings, task, backend=backend)
-        log_file = EventLog(event_log_path(settings))
+        log_file = EventLog(event_log_path(settings.state_dir))
         display = ProgressDisplay(
             console,
             models=(settings.model, backend.model),

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.events import EVENTS_FILE, read_events
+from harness.events import read_events
 from harness.library import Archive
 from harness.library_json import read_library_json
 from harness.resume_state import RESUME_STATE, ResumeState
-from harness.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, RUN_DIR
+from harness.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, EVENTS_FILE, RUN_DIR
 from harness.state import LibraryEntry
 from harness.state_files import exists
 from harness.store import HEAD, missing_slots, read_committed, read_in_flight
