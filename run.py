@@ -28,7 +28,7 @@ RESUME_HINT = "fix the cause, then re-run the same command (./run.sh) to resume 
 
 
 def _settings(serve_yaml: Path):  # imported lazily: --help must work without the project deps
-    from harness.run_settings import RunSettings
+    from harness.settings.run_settings import RunSettings
 
     return RunSettings.load(serve_yaml, base_dir=serve_yaml.parent)
 

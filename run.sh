@@ -114,7 +114,7 @@ trap 'exit 130' INT TERM
 # upstream is a loopback forwarder that adds the key from the environment (docs/frozen.md).
 if [ "$MODE" = frozen ] && [ -n "${GUIDANCE_TTT_GUIDANCE_API_KEY:-}" ]; then
     proxy_port="${GUIDANCE_TTT_PROXY_PORT:-8011}"
-    "$python" -m harness.guidance_proxy --upstream "$GUIDANCE_URL" --port "$proxy_port" \
+    "$python" -m harness.adapters.guidance_proxy --upstream "$GUIDANCE_URL" --port "$proxy_port" \
         >>"$STATE_DIR/guidance-proxy.log" 2>&1 &
     proxy_pid=$!
     export GUIDANCE_TTT_GUIDANCE_URL="http://127.0.0.1:$proxy_port"

@@ -10,10 +10,12 @@ per-rollout cost at the first and the last step, and bytes written / bytes store
     of real rewrites (whose sizes are checked against the exact count) and extrapolated
     linearly in the bytes, because rewriting ~300 GB would take hours. `--ref-full` measures
     every rewrite instead.
-(b) ours as a run does it: `harness.store.ArchiveStore` (fsynced journal line per rollout, one
+(b) ours as a run does it: `harness.storage.store.ArchiveStore` (fsynced journal line per rollout,
+one
     commit per step) plus, after every commit, the atomic export of the committed archive as
-    `committed-library.json` (the Discover layout, `harness.library_json.write_library_json`);
-    measured fully; bytes are counted where they are written (`harness.atomic.METER`).
+    `committed-library.json` (the Discover layout,
+    `harness.storage.library_json.write_library_json`);
+    measured fully; bytes are counted where they are written (`harness.storage.atomic.METER`).
 (c) ours without the per-step export: the same run with the export's bytes and time left out
     (they are metered separately, so (c) is exact, not a second run).
 
@@ -36,14 +38,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from harness import atomic
 from harness.library import Archive
-from harness.library_json import (
-    from_library_dict,
-    library_json_bytes,
-    to_library_dict,
-    write_library_json,
-)
 from harness.state import (
     GUIDANCE_FORMAT_ERROR,
     INVALID,
@@ -52,7 +47,14 @@ from harness.state import (
     LibraryEntry,
     LibraryNode,
 )
-from harness.store import ArchiveStore
+from harness.storage import atomic
+from harness.storage.library_json import (
+    from_library_dict,
+    library_json_bytes,
+    to_library_dict,
+    write_library_json,
+)
+from harness.storage.store import ArchiveStore
 
 WORDS = [
     "for",

@@ -39,8 +39,8 @@ from typing import Any
 
 import httpx
 
+from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.contract import load_contract
-from harness.frontiercs_client import FrontierCSScorer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"

@@ -4,7 +4,7 @@
         --executor-concurrency 8 --guidance-latency 0.5 --executor-latency 1.5
         --judge-latency 0.5]
 
-One step of `harness.agent.GuidanceHarness.run_step` (parents, G·R rollouts in the worker pool,
+One step of `harness.run.agent.GuidanceHarness.run_step` (parents, G·R rollouts in the worker pool,
 strict parsing, the real `ExecutionClient` with its concurrency bound, the real
 `FrontierCSScorer`, the real `ArchiveStore` journal with an fsync per rollout, reports through
 the real `ReefChannel`, and the event log plus the progress display as sinks), then the run
@@ -169,7 +169,7 @@ def critical_path(
 
 def _stage_means(events: Path) -> dict[str, float]:
     """Mean per-rollout stage times as the loop measured them (from its rollout events)."""
-    from harness.events import read_events
+    from harness.observe.events import read_events
 
     timings = [e["timings"] for e in read_events(events) if e.get("event") == "rollout_finished"]
     keys = sorted({k for t in timings for k in t})
@@ -185,21 +185,21 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     import httpx
     from rich.console import Console
 
-    from harness.agent import GuidanceHarness, step_outcome
-    from harness.backends import backend_from_name
+    from harness.adapters.executor.backends import backend_from_name
+    from harness.adapters.executor.client import ExecutionClient
+    from harness.adapters.judge.frontiercs import FrontierCSScorer, JudgeSettings
+    from harness.adapters.reef.channel import ReefChannel
     from harness.contract import load_contract
-    from harness.events import EventLog, Fanout
-    from harness.execution import ExecutionClient
-    from harness.frontiercs_client import FrontierCSScorer, JudgeSettings
     from harness.library import Archive
-    from harness.progress import ProgressDisplay
-    from harness.reef_channel import ReefChannel
-    from harness.resume_state import RunIdentity
-    from harness.rollout import RolloutSettings
-    from harness.run_controller import ControllerSettings, RunController
-    from harness.run_files import load_seed
+    from harness.observe.events import EventLog, Fanout
+    from harness.observe.progress import ProgressDisplay
+    from harness.run.agent import GuidanceHarness, step_outcome
+    from harness.run.controller import ControllerSettings, RunController
+    from harness.run.rollout import RolloutSettings
     from harness.state import ArchiveConfig
-    from harness.store import ArchiveStore
+    from harness.storage.resume_state import RunIdentity
+    from harness.storage.run_files import load_seed
+    from harness.storage.store import ArchiveStore
     from tests.bridge_fake import PHASES, FakeTrainingBridge, status_page
 
     config = {

@@ -12,7 +12,7 @@ __all__ = ["HarborAgent"]
 
 def __getattr__(name: str) -> Any:
     if name == "HarborAgent":
-        from harness.harbor_agent import HarborAgent
+        from harness.run.harbor_agent import HarborAgent
 
         return HarborAgent
     raise AttributeError(f"module 'harness' has no attribute {name!r}")

@@ -71,7 +71,7 @@ SOLUTION_LANGUAGES: Mapping[str, SolutionLanguage] = {
     "cpp": _CPP, "c++": _CPP, "cxx": _CPP, "python": _PYTHON, "py": _PYTHON,
 }  # fmt: skip
 #: `max`: a higher raw score is better; `min`: a lower one (PUCT then ranks by the negated score,
-#: and the training reward is 1 / raw, see harness.judge_verdict.Scoring).
+#: and the training reward is 1 / raw, see harness.adapters.judge.verdict.Scoring).
 SCORE_DIRECTIONS = ("max", "min")
 #: Where the raw score comes from: the judge's `score`, or the certified per-case `value`.
 VERIFIER_KINDS = ("frontiercs", "value")

@@ -4,9 +4,9 @@
 select the G parents of a step, submit rollouts, and filter the archive when a step's whole
 batch is in. Every mutation re-checks the invariants and raises on a violation, so a bug
 cannot silently corrupt a run. The pure pieces it composes live beside it: node construction in
-`harness.archive_nodes`, who is selectable in `harness.archive_selection`, the filter arithmetic
-in `harness.archive_filter`, the invariant checks in `harness.archive_checks`. Persistence lives
-in `harness.store`, the `library.json` exchange format in `harness.library_json`.
+`harness.archive.nodes`, who is selectable in `harness.archive.selection`, the filter arithmetic
+in `harness.archive.filtering`, the invariant checks in `harness.archive.checks`. Persistence lives
+in `harness.storage.store`, the `library.json` exchange format in `harness.storage.library_json`.
 """
 
 from __future__ import annotations
@@ -16,8 +16,11 @@ from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from harness import archive_checks as checks
-from harness import archive_filter, archive_nodes, archive_selection, puct
+from harness import puct
+from harness.archive import checks
+from harness.archive import filtering as archive_filter
+from harness.archive import nodes as archive_nodes
+from harness.archive import selection as archive_selection
 from harness.state import (
     ARCHIVE_CANDIDATE,
     ArchiveConfig,
@@ -61,7 +64,7 @@ def construction_key(entry: LibraryEntry) -> str | None:
 
 class Archive:
     """The search archive of one run. Build it with `from_seed`, or from a Discover
-    `library.json` with `harness.library_json.read_library_json`.
+    `library.json` with `harness.storage.library_json.read_library_json`.
 
     All public methods keep the invariants (group accounting, PUCT totals, G roots, referential
     integrity); they raise `ArchiveError` for a refused operation and `ArchiveInvariantError`

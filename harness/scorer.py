@@ -3,10 +3,12 @@
 A scorer turns one candidate program into one `VerificationResult`. This module holds only the
 contract, so a test can replace the judge with an honest fake; the pieces behind it are:
 
-* `harness.frontiercs_client.FrontierCSScorer`: the `Scorer` that speaks the FrontierCS judge's
+* `harness.adapters.judge.frontiercs.FrontierCSScorer`: the `Scorer` that speaks the FrontierCS
+  judge's
   HTTP protocol (multipart submit, poll `GET /result/{sid}`), with its timing (`JudgeSettings`)
   and retries;
-* `harness.judge_verdict`: the pure mapping from one final judge answer to a verdict (the score
+* `harness.adapters.judge.verdict`: the pure mapping from one final judge answer to a verdict (the
+  score
   hardening of docs/task.md) and the task's part of it (`Scoring`, the case check).
 
 The error contract: a candidate's own failure (compile error, inconsistent score, timeout, a
@@ -30,7 +32,7 @@ class Scorer(Protocol):
     def __call__(self, code: str) -> VerificationResult: ...
 
     def suite(self) -> str:
-        """The name of the suite the judge scores on (`harness.suites`); raises
+        """The name of the suite the judge scores on (`harness.adapters.judge.suites`); raises
         `JudgeUnavailableError` when the judge cannot say."""
         ...
 

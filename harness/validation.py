@@ -1,6 +1,6 @@
 """The shared machinery of the boundary models: strict section models and one error format.
 
-Every file the harness reads from a user — ``serve.yaml`` (``harness.serve_settings``), a task's
+Every file the harness reads from a user — ``serve.yaml`` (``harness.settings.serve``), a task's
 ``contract.json`` and ``task.toml`` (``harness.contract``) — is declared as pydantic models built
 on :class:`Section`. The rules live in those declarations; this module only turns a pydantic
 ``ValidationError`` into one message per problem that names the key by its path in the file and

@@ -11,7 +11,7 @@ in for what cannot run on CPU:
   actually stored (`ReefReports.step_rewards`), first report per slot, as Reef's grouping does.
 
 Run as a module, this file is the crash-test driver: `python -m tests.rehearsal_support ...`
-runs `harness.runner.run_steps` with those adapters and prints the result as JSON.
+runs `harness.run.runner.run_steps` with those adapters and prints the result as JSON.
 """
 
 from __future__ import annotations
@@ -33,14 +33,11 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:  # the driver runs as `python -m tests.rehearsal_support`
     sys.path.insert(0, str(REPO))
 
-from harness.agent import StepInterrupted  # noqa: E402
-from harness.atomic import temp_path_for  # noqa: E402
-from harness.crash_hook import ENV_VAR, crash_point  # noqa: E402
-from harness.events import EventLog, EventSink, Fanout  # noqa: E402
-from harness.execution import ExecutionClient  # noqa: E402
-from harness.frontiercs_client import FrontierCSScorer  # noqa: E402
-from harness.reef_channel import ReefChannel  # noqa: E402
-from harness.reef_status import ReefStatusClient  # noqa: E402
+from harness.adapters.executor.client import ExecutionClient  # noqa: E402
+from harness.adapters.judge.frontiercs import FrontierCSScorer  # noqa: E402
+from harness.adapters.reef.channel import ReefChannel  # noqa: E402
+from harness.adapters.reef.status import ReefStatusClient  # noqa: E402
+from harness.observe.events import EventLog, EventSink, Fanout  # noqa: E402
 from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for the tests)
     GUIDANCE_CYCLE,
     NO_SOLUTION,
@@ -52,12 +49,15 @@ from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for t
     seed_source,
     task_dir,
 )
-from harness.run_files import COMMITTED_LIBRARY, event_log_path  # noqa: E402
-from harness.run_services import RunServices, executor_backend  # noqa: E402
-from harness.run_settings import RunSettings  # noqa: E402
-from harness.runner import RunResult, run_steps  # noqa: E402
-from harness.store import HEAD  # noqa: E402
-from harness.training_gate import FrozenGate  # noqa: E402
+from harness.run.agent import StepInterrupted  # noqa: E402
+from harness.run.crash_hook import ENV_VAR, crash_point  # noqa: E402
+from harness.run.gate import FrozenGate  # noqa: E402
+from harness.run.runner import RunResult, run_steps  # noqa: E402
+from harness.run.services import RunServices, executor_backend  # noqa: E402
+from harness.settings.run_settings import RunSettings  # noqa: E402
+from harness.storage.atomic import temp_path_for  # noqa: E402
+from harness.storage.run_files import COMMITTED_LIBRARY, event_log_path  # noqa: E402
+from harness.storage.store import HEAD  # noqa: E402
 from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402
 
 TOKEN = "reef-local"
@@ -307,9 +307,9 @@ def install_write_crash_points() -> None:
     `committed-library.json` (`library_export_write`) and `resume_state_write`. Each leaves a
     fully written temp file that was never renamed, exactly what a kill between fsync and rename
     leaves."""
-    import harness.library_json as library_json_module
-    import harness.resume_state as resume_state_module
-    import harness.store as store_module
+    import harness.storage.library_json as library_json_module
+    import harness.storage.resume_state as resume_state_module
+    import harness.storage.store as store_module
 
     def cut_short(path: Path, data: bytes, point: str) -> None:
         if not os.environ.get(ENV_VAR, "").startswith(point):

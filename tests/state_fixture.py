@@ -7,7 +7,7 @@ writes `resume-state.json` with the controller's own step summaries (`StepOutcom
 and the real `EventLog` writes `events.jsonl`. The last step is left in flight with some slots
 journaled, as after a crash or while a run is going; with `in_flight_slots=0` the run is a
 finished one (its `run_started` asked for exactly the committed steps, and `run_finished` is
-logged, as `harness.runner` does). Nothing here talks to a model, a judge or
+logged, as `harness.run.runner` does). Nothing here talks to a model, a judge or
 Reef: verdicts and token counts come from a seeded generator, and the train metrics are the
 illustrative ones a bridge fake would report.
 
@@ -22,10 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.events import EventLog
 from harness.library import Archive
-from harness.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
-from harness.run_files import EVENTS_FILE
+from harness.observe.events import EventLog
 from harness.search import rollout_entry
 from harness.state import (
     EXECUTION_ERROR,
@@ -36,7 +34,9 @@ from harness.state import (
     LibraryEntry,
     VerificationResult,
 )
-from harness.store import ArchiveStore
+from harness.storage.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
+from harness.storage.run_files import EVENTS_FILE
+from harness.storage.store import ArchiveStore
 from tests.archive_builders import make_seed
 
 STORE_DIR = Path("guidance-run") / "archive"
@@ -261,7 +261,7 @@ def build_state_dir(
             group_rewards=rewards,
             valid_rollouts=valid,
             well_formed_guidance=groups * rollouts - counts.get(GUIDANCE_FORMAT_ERROR, 0),
-            best_raw_score=step_best,  # the step's own best, as `harness.agent.step_outcome`
+            best_raw_score=step_best,  # the step's own best, as `harness.run.agent.step_outcome`
         )
         metrics = {"train/grad_norm": 0.4 + step / 10, "train/global_batch_size": groups * rollouts}
         summary = outcome.summary(rollouts, metrics, False)

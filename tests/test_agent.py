@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge, closed_port_url
 
-from harness.agent import RESUME_HINT, StepInterrupted, step_outcome
-from harness.crash_hook import ENV_VAR
-from harness.events import read_events
-from harness.frontiercs_client import FrontierCSScorer
+from harness.adapters.judge.frontiercs import FrontierCSScorer
+from harness.adapters.reef.channel import ReefChannel
 from harness.library import Archive
-from harness.reef_channel import ReefChannel
-from harness.rollout import report_body
-from harness.run_files import event_log_path
-from harness.run_settings import RunSettings
-from harness.runner import run_steps
+from harness.observe.events import read_events
+from harness.run.agent import RESUME_HINT, StepInterrupted, step_outcome
+from harness.run.crash_hook import ENV_VAR
+from harness.run.rollout import report_body
+from harness.run.runner import run_steps
+from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry
+from harness.storage.run_files import event_log_path
 from tests.bridge_fake import FakeTrainingBridge
 from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply
 from tests.reef_fixtures import ReefService, running_reef
@@ -134,7 +134,7 @@ def test_step_outcome_refuses_an_incomplete_step() -> None:
 @pytest.mark.parametrize(("spec", "killed"), [("here:2", True), ("here:3", False), ("", False)])
 def test_crash_point_kills_on_the_named_pass_only(spec: str, killed: bool) -> None:
     code = (
-        "from harness.crash_hook import crash_point\n"
+        "from harness.run.crash_hook import crash_point\n"
         "crash_point('elsewhere'); crash_point('here'); crash_point('here'); print('survived')"
     )
     env = {**os.environ, ENV_VAR: spec}

@@ -19,9 +19,9 @@ from hypothesis.stateful import (
 )
 
 from harness.library import Archive, construction_key
-from harness.library_json import from_library_dict, library_json_bytes, to_library_dict
 from harness.state import STATUSES, VALID, ArchiveConfig
-from harness.store import ArchiveStore
+from harness.storage.library_json import from_library_dict, library_json_bytes, to_library_dict
+from harness.storage.store import ArchiveStore
 
 
 class ArchiveMachine(RuleBasedStateMachine):

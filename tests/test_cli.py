@@ -19,7 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness import cli, results
+from harness import results
+from harness.cli import entry as cli
 from tests.bridge_fake import status_page
 from tests.reef_fixtures import free_port, running_reef
 from tests.state_fixture import FixtureRun, build_state_dir
@@ -242,7 +243,7 @@ def test_doctor_runs_the_preflight_and_fails_without_gpus(tmp_path):
         [
             sys.executable,
             "-m",
-            "harness.cli",
+            "harness.cli.entry",
             "doctor",
             "--skip-judge-score",
             "--judge-url",
@@ -266,7 +267,7 @@ def test_doctor_runs_the_preflight_and_fails_without_gpus(tmp_path):
 
 def test_judge_subcommand_delegates_to_the_local_judge():
     result = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "judge", "--help"],
+        [sys.executable, "-m", "harness.cli.entry", "judge", "--help"],
         capture_output=True,
         text=True,
         timeout=60,

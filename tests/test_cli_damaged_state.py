@@ -140,7 +140,7 @@ def run_cli(args: list[str], scratch: Path) -> tuple[int, str, float, float]:
     """Run `python -m harness.cli ARGS`; returns exit status, stderr, seconds and the CLI
     process's own peak RSS in MB (measured by `MEASURE`, so no other process is counted)."""
     down = f"http://127.0.0.1:{free_port()}"
-    command = [sys.executable, "-m", "harness.cli", *args]
+    command = [sys.executable, "-m", "harness.cli.entry", *args]
     if args[0] != "inspect":
         command += ["--reef-url", down, "--judge-url", down]
     env = {**os.environ, "PYTHONPATH": str(REPO)}

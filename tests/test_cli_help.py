@@ -11,14 +11,14 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli
+from harness.cli import entry as cli
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 def _guidance_ttt(*argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *argv],
+        [sys.executable, "-m", "harness.cli.entry", *argv],
         capture_output=True,
         text=True,
         timeout=120,

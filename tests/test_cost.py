@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from harness import results
-from harness.cost import (
+from harness.observe.cost import (
     PRICING_ENV,
     CostEstimate,
     Price,

@@ -26,12 +26,12 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.crash_hook import ENV_VAR
-from harness.events import read_events
-from harness.library_json import library_json_bytes, read_library_json
-from harness.run_files import COMMITTED_LIBRARY
-from harness.run_settings import RunSettings
-from harness.store import read_committed
+from harness.observe.events import read_events
+from harness.run.crash_hook import ENV_VAR
+from harness.settings.run_settings import RunSettings
+from harness.storage.library_json import library_json_bytes, read_library_json
+from harness.storage.run_files import COMMITTED_LIBRARY
+from harness.storage.store import read_committed
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import ReefService, running_reef
 from tests.rehearsal_support import (

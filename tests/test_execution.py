@@ -26,8 +26,8 @@ from typing import Any
 
 import pytest
 
-from harness.backends import ExecutionBackend, backend_from_name
-from harness.execution import (
+from harness.adapters.executor.backends import ExecutionBackend, backend_from_name
+from harness.adapters.executor.client import (
     ExecutionClient,
     ExecutionError,
     ExecutionHTTPError,

@@ -22,18 +22,18 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.crash_hook import ENV_VAR
-from harness.events import read_events
+from harness.adapters.judge.suites import SuiteMismatch
+from harness.adapters.reef.training_bridge import RayTrainingBridge
+from harness.observe.events import read_events
 from harness.rehearsal.rehearse import RehearsalOptions, write_settings
 from harness.rehearsal.stand_ins import GUIDANCE_MODEL
-from harness.run_controller import ResumeRefused
-from harness.run_files import event_log_path
-from harness.run_settings import RunSettings
-from harness.runner import RunResult
-from harness.store import read_committed
-from harness.suites import SuiteMismatch
-from harness.training_bridge import RayTrainingBridge
-from harness.training_gate import TrainedGate
+from harness.run.controller import ResumeRefused
+from harness.run.crash_hook import ENV_VAR
+from harness.run.gate import TrainedGate
+from harness.run.runner import RunResult
+from harness.settings.run_settings import RunSettings
+from harness.storage.run_files import event_log_path
+from harness.storage.store import read_committed
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import ReefService, free_port, running_reef
 from tests.rehearsal_support import (

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.run_settings import RunSettings, RunSettingsError
+from harness.settings.run_settings import RunSettings, RunSettingsError
 from tests.reef_fixtures import free_port, running_reef
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,4 +1,5 @@
-"""The guidance-key forwarder (`python -m harness.guidance_proxy`) as a real process in front of
+"""The guidance-key forwarder (`python -m harness.adapters.guidance_proxy`) as a real process in
+front of
 the scripted OpenAI server: requests pass through unchanged with the key added from the
 environment, streamed answers stay streamed, and it refuses to start without a key."""
 
@@ -31,7 +32,7 @@ def forwarded() -> Iterator[tuple[OpenAIFixture, str]]:
             [
                 sys.executable,
                 "-m",
-                "harness.guidance_proxy",
+                "harness.adapters.guidance_proxy",
                 "--upstream",
                 upstream.base_url,
                 "--port",
@@ -89,7 +90,13 @@ def test_streamed_answers_stay_streamed(forwarded: tuple[OpenAIFixture, str]) ->
 def test_without_a_key_it_refuses_to_start() -> None:
     env = {k: v for k, v in os.environ.items() if k != "GUIDANCE_TTT_GUIDANCE_API_KEY"}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.guidance_proxy", "--upstream", "http://127.0.0.1:1"],
+        [
+            sys.executable,
+            "-m",
+            "harness.adapters.guidance_proxy",
+            "--upstream",
+            "http://127.0.0.1:1",
+        ],
         cwd=REPO,
         env=env,
         capture_output=True,

@@ -28,10 +28,10 @@ from harbor.trial.trial import Trial
 from judge_fakes import LocalJudge
 
 from harness import HarborAgent
-from harness.frontiercs_client import FrontierCSScorer
-from harness.harbor_agent import AGENT_NAME, AgentOptions
-from harness.run_settings import RunSettings
-from harness.store import read_committed
+from harness.adapters.judge.frontiercs import FrontierCSScorer
+from harness.run.harbor_agent import AGENT_NAME, AgentOptions
+from harness.settings.run_settings import RunSettings
+from harness.storage.store import read_committed
 from run import RESUME_HINT, run_episode
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import ReefService, running_reef

@@ -27,8 +27,8 @@ from judge_fakes import (
     failed_run_case,
 )
 
+from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.contract import load_task
-from harness.frontiercs_client import FrontierCSScorer
 from harness.scorer import JudgeUnavailableError
 from judges.polyomino import checker
 

@@ -15,13 +15,13 @@ import pytest
 from archive_builders import make_entry, make_seed
 
 from harness.library import Archive
-from harness.library_json import (
+from harness.state import GUIDANCE_FORMAT_ERROR, ArchiveConfig, RecordError
+from harness.storage.library_json import (
     from_library_dict,
     library_json_bytes,
     read_library_json,
     write_library_json,
 )
-from harness.state import GUIDANCE_FORMAT_ERROR, ArchiveConfig, RecordError
 
 FIXTURE = Path(__file__).parent / "fixtures" / "reference_library.json"
 

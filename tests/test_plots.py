@@ -13,8 +13,10 @@ from statistics import fmean
 
 import pytest
 
-from harness import cli, plot_series, plots, results
-from harness.cost import load_prices
+from harness import results
+from harness.cli import entry as cli
+from harness.cli import plot_series, plots
+from harness.observe.cost import load_prices
 from tests.state_fixture import FixtureRun, build_state_dir
 
 REPO = Path(__file__).resolve().parents[1]

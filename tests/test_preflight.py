@@ -26,18 +26,18 @@ import pytest
 from judge_fakes import closed_port_url
 from rich.console import Console
 
-from harness.backends import backend_from_name
-from harness.preflight import build_parser, resolve_defaults, run_preflight
-from harness.preflight_machine import (
+from harness.adapters.executor.backends import backend_from_name
+from harness.preflight.doctor import build_parser, resolve_defaults, run_preflight
+from harness.preflight.machine import (
     check_disk,
     check_git_lfs,
     check_gpus,
     check_model,
     check_python,
 )
-from harness.preflight_report import CheckResult, PreflightReport
-from harness.preflight_services import check_executor, check_judge
-from harness.preflight_task import seed_program, seed_scorer
+from harness.preflight.report import CheckResult, PreflightReport
+from harness.preflight.services import check_executor, check_judge
+from harness.preflight.task import seed_program, seed_scorer
 from tests.reef_fixtures import free_port
 from tests.task_builders import write_task
 
@@ -222,7 +222,7 @@ def test_command_prints_table_and_exits_1_naming_missing_gpus(
     command = [
         sys.executable,
         "-m",
-        "harness.preflight",
+        "harness.preflight.doctor",
         f"--state-dir={task_dir.parent / 'state'}",
         f"--model-dir={model_dir}",
         f"--judge-url={judge.url}",
@@ -248,7 +248,7 @@ def test_command_prints_table_and_exits_1_naming_missing_gpus(
 @pytest.mark.slow
 def test_command_rejects_an_unknown_reasoning_effort():
     done = subprocess.run(
-        [sys.executable, "-m", "harness.preflight", "--reasoning-effort=extreme"],
+        [sys.executable, "-m", "harness.preflight.doctor", "--reasoning-effort=extreme"],
         capture_output=True,
         text=True,
         timeout=60,
@@ -586,7 +586,16 @@ def test_doctor_takes_its_defaults_from_serve_yaml_and_the_installed_task_from_a
     dead = f"http://127.0.0.1:{free_port()}"
     env = {**os.environ, "FRONTIERCS_JUDGE_URL": dead, "GUIDANCE_TTT_EXECUTOR_URL": dead + "/v1"}
     done = subprocess.run(
-        [sys.executable, "-m", "harness.cli", "doctor", "--min-free-gb", "0", "--min-gpus", "64"],
+        [
+            sys.executable,
+            "-m",
+            "harness.cli.entry",
+            "doctor",
+            "--min-free-gb",
+            "0",
+            "--min-gpus",
+            "64",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -634,7 +643,7 @@ def test_a_check_that_crashes_is_a_missing_row_and_the_others_still_run(
     def broken_disk_check(state_dir: Path, min_free_gb: float) -> CheckResult:
         raise RuntimeError(f"statvfs of {state_dir} exploded")
 
-    monkeypatch.setattr("harness.preflight.check_disk", broken_disk_check)
+    monkeypatch.setattr("harness.preflight.doctor.check_disk", broken_disk_check)
     report = run_preflight(
         state_dir=tmp_path,
         model_dir=tmp_path,

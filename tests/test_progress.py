@@ -11,9 +11,9 @@ import threading
 import pytest
 from rich.console import Console
 
-from harness.cost import CostEstimate, Price, PriceTable, StepUsage, Usage
-from harness.events import EventLog, Fanout, read_events
-from harness.progress import ProgressDisplay, format_duration, summary_line
+from harness.observe.cost import CostEstimate, Price, PriceTable, StepUsage, Usage
+from harness.observe.events import EventLog, Fanout, read_events
+from harness.observe.progress import ProgressDisplay, format_duration, summary_line
 
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

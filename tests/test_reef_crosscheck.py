@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from archive_builders import make_seed
 
+from harness.adapters.reef.channel import StoredReport
 from harness.library import Archive
-from harness.reef_channel import StoredReport
-from harness.reef_crosscheck import JOURNAL_LOST, ReefDisagrees, cross_check
-from harness.rollout import report_body
+from harness.run.crosscheck import JOURNAL_LOST, ReefDisagrees, cross_check
+from harness.run.rollout import report_body
 from harness.state import INVALID, VALID, ArchiveConfig, LibraryEntry
 
 G, R = 1, 2

@@ -19,13 +19,13 @@ import pytest
 import yaml
 from judge_fakes import LocalJudge
 
-from harness.library_json import library_json_bytes, read_library_json
-from harness.run_controller import ResumeRefused
-from harness.run_files import COMMITTED_LIBRARY
-from harness.run_services import executor_backend
-from harness.run_settings import RunSettings
-from harness.runner import RunResult, run_steps
-from harness.store import read_committed
+from harness.run.controller import ResumeRefused
+from harness.run.runner import RunResult, run_steps
+from harness.run.services import executor_backend
+from harness.settings.run_settings import RunSettings
+from harness.storage.library_json import library_json_bytes, read_library_json
+from harness.storage.run_files import COMMITTED_LIBRARY
+from harness.storage.store import read_committed
 from tests.openai_fixture import OpenAIFixture
 from tests.reef_fixtures import running_reef
 from tests.rehearsal_support import (

@@ -18,7 +18,7 @@ from judge_fakes import LocalJudge
 
 from harness import results
 from harness.contract import load_contract
-from harness.run_files import load_seed
+from harness.storage.run_files import load_seed
 from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply
 from tests.reef_fixtures import running_reef
 from tests.rehearsal_support import (

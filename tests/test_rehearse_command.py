@@ -20,7 +20,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 def cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", *args],
+        [sys.executable, "-m", "harness.cli.entry", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -113,7 +113,7 @@ def test_the_machine_path_pattern_tells_real_paths_from_placeholders(line, machi
         ".pytest_cache/v/cache/nodeids",
         ".ruff_cache/0.1/x",
         ".hypothesis/examples/x",
-        "build/lib/harness/cli.py",
+        "build/lib/harness/cli/entry.py",
         "dist/guidance_ttt-0.1.0-py3-none-any.whl",
         "guidance_ttt.egg-info/PKG-INFO",
     ],

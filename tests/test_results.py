@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from harness import cli, results
+from harness import results
+from harness.cli import entry as cli
 from tests.state_fixture import FixtureRun, build_state_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -173,7 +174,7 @@ def test_library_file_hash_is_checked_against_the_record(exported, tmp_path):
     run, out = exported
     view = results.load_run(run.state_dir)
     library = tmp_path / "committed-library.json"
-    from harness.library_json import write_library_json
+    from harness.storage.library_json import write_library_json
 
     write_library_json(view.archive, library)
     assert check(str(out), "--library", str(library)).returncode == 0

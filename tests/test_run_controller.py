@@ -19,17 +19,17 @@ from typing import Any
 import pytest
 from bridge_fake import BridgeFaults, FakeTrainingBridge, StatusServer, status_page
 
-from harness.atomic import atomic_write_json
-from harness.events import EventSink
-from harness.qualification import QualificationError
-from harness.reef_status import ReefStatusClient
-from harness.resume_state import RunIdentity, StepOutcome
-from harness.run_controller import (
+from harness.adapters.reef.status import ReefStatusClient
+from harness.observe.events import EventSink
+from harness.run.controller import (
     CHECKPOINT_MARKER,
     ControllerSettings,
     RunController,
     TrainingTimeoutError,
 )
+from harness.run.qualification import QualificationError
+from harness.storage.atomic import atomic_write_json
+from harness.storage.resume_state import RunIdentity, StepOutcome
 
 G, R = 2, 4
 SCENARIO = "guidance-ttt-polyomino-packing"
@@ -50,7 +50,7 @@ BACKEND = {"name": "local", "model": "openai/gpt-oss-120b", "api_key_env": None}
 MIXED = ((0.0, 0.7, 0.7, 0.2), (0.4, 0.4, 0.4, 0.9))
 CONSTANT = ((0.0, 0.0, 0.0, 0.0), (0.3, 0.3, 0.3, 0.3))
 ONE_CONSTANT = ((0.0, 0.7, 0.7, 0.2), (0.5, 0.5, 0.5, 0.5))
-LOG = "harness.training_gate"
+LOG = "harness.run.gate"
 
 
 def outcome(step: int, rewards: Any = MIXED) -> StepOutcome:

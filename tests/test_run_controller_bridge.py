@@ -19,11 +19,11 @@ import yaml
 from bridge_fake import FakeTrainingBridge, StatusServer, status_page
 from test_run_controller import BACKEND, IDENTITY, MIXED, SCENARIO, outcome
 
-from harness.atomic import atomic_write_json
-from harness.reef_status import ReefStatusClient, ReefStatusUnavailable, read_step_status
-from harness.resume_state import RunIdentity
-from harness.run_controller import ControllerSettings, RunController
-from harness.training_bridge import BridgeAddress, RayTrainingBridge
+from harness.adapters.reef.status import ReefStatusClient, ReefStatusUnavailable, read_step_status
+from harness.adapters.reef.training_bridge import BridgeAddress, RayTrainingBridge
+from harness.run.controller import ControllerSettings, RunController
+from harness.storage.atomic import atomic_write_json
+from harness.storage.resume_state import RunIdentity
 
 REEF_BLOCK = {
     "model_path": "/models/Qwen3-8B",
@@ -129,7 +129,8 @@ def test_missing_ray_names_the_package_and_the_install_command(
 
 def test_importing_the_controller_does_not_import_ray() -> None:
     code = (
-        "import sys, harness.run_controller, harness.training_bridge; print('ray' in sys.modules)"
+        "import sys, harness.run.controller, harness.adapters.reef.training_bridge;"
+        " print('ray' in sys.modules)"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60
@@ -243,7 +244,7 @@ def test_status_of_an_unknown_scenario_reports_nothing() -> None:
 
 
 def test_settings_and_identity_come_from_serve_yaml(tmp_path: Path) -> None:
-    run_settings = pytest.importorskip("harness.run_settings")
+    run_settings = pytest.importorskip("harness.settings.run_settings")
     run = run_settings.RunSettings.load(base_dir=tmp_path, environ={})
     settings = ControllerSettings.for_run(run, poll_interval_s=1.0)
     assert settings.steps == run.steps and settings.scenario == run.scenario

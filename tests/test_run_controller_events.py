@@ -16,9 +16,9 @@ from bridge_fake import BridgeFaults, status_page
 from rich.console import Console
 from test_run_controller import LOG, MIXED, SCENARIO, Rig, outcome, rig
 
-from harness.events import EventLog, read_events
-from harness.progress import ProgressDisplay
-from harness.run_controller import TrainingTimeoutError
+from harness.observe.events import EventLog, read_events
+from harness.observe.progress import ProgressDisplay
+from harness.run.controller import TrainingTimeoutError
 
 __all__ = ["rig"]  # the fixture, from test_run_controller.py
 

@@ -19,15 +19,15 @@ import pytest
 from bridge_fake import FakeTrainingBridge
 from test_run_controller import IDENTITY, LOG, MIXED, SCENARIO, TOKEN, Rig, outcome, rig
 
-from harness.atomic import atomic_write_json
-from harness.resume_state import ResumeStateError, RunIdentity
-from harness.run_controller import (
+from harness.run.controller import (
     CHECKPOINT_MARKER,
     ControllerSettings,
     ResumeRefused,
     RunController,
 )
-from harness.training_gate import FrozenGate
+from harness.run.gate import FrozenGate
+from harness.storage.atomic import atomic_write_json
+from harness.storage.resume_state import ResumeStateError, RunIdentity
 
 __all__ = ["rig"]  # the fixture, shared with test_run_controller.py
 
@@ -303,10 +303,10 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from bridge_fake import FakeTrainingBridge
-from harness.atomic import atomic_write_json
-from harness.reef_status import ReefStatusClient
-from harness.resume_state import RunIdentity, StepOutcome
-from harness.run_controller import ControllerSettings, RunController
+from harness.storage.atomic import atomic_write_json
+from harness.adapters.reef.status import ReefStatusClient
+from harness.storage.resume_state import RunIdentity, StepOutcome
+from harness.run.controller import ControllerSettings, RunController
 
 state = Path({state!r})
 archive = state / "guidance-run" / "committed-library.json"

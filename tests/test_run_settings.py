@@ -10,8 +10,13 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.resume_state import RunIdentity
-from harness.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError, ServeDocument
+from harness.settings.run_settings import (
+    DEFAULT_SERVE_YAML,
+    RunSettings,
+    RunSettingsError,
+    ServeDocument,
+)
+from harness.storage.resume_state import RunIdentity
 
 SERVE = yaml.safe_load(DEFAULT_SERVE_YAML.read_text())
 

@@ -26,7 +26,7 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalJudge]:
 
 def score(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "harness.cli", "score", *args],
+        [sys.executable, "-m", "harness.cli.entry", "score", *args],
         cwd=REPO,
         capture_output=True,
         text=True,

@@ -29,8 +29,8 @@ from judge_fakes import (
     failed_run_case,
 )
 
-from harness.frontiercs_client import FrontierCSScorer, JudgeSettings
-from harness.judge_verdict import load_case_check
+from harness.adapters.judge.frontiercs import FrontierCSScorer, JudgeSettings
+from harness.adapters.judge.verdict import load_case_check
 from harness.scorer import JudgeUnavailableError
 from harness.search import rollout_entry
 from harness.state import ArchiveConfig

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from judge_fakes import checker_case, failed_run_case
 
-from harness.judge_verdict import SCORE_CHECK_PATH, load_case_check
+from harness.adapters.judge.verdict import SCORE_CHECK_PATH, load_case_check
 
 CHECK = load_case_check(
     Path(__file__).resolve().parents[1] / "harbor/polyomino_packing" / SCORE_CHECK_PATH

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge
 
-from harness.frontiercs_client import FrontierCSScorer
+from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.scorer import JudgeUnavailableError
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"

@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge, public_problems
 
+from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.contract import load_contract
-from harness.frontiercs_client import FrontierCSScorer
-from harness.run_files import load_seed
 from harness.state import LibraryEntry, LibraryNode
+from harness.storage.run_files import load_seed
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 #: The reference run's seed score on the 70 public cases (its published trajectory starts here).

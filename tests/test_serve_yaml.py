@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from harness.run_settings import RunSettings, RunSettingsError
+from harness.settings.run_settings import RunSettings, RunSettingsError
 
 pytestmark = pytest.mark.slow
 

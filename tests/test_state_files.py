@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import state_files
-from harness.events import EventLog, read_events
-from harness.state_files import StateFileError, complete_lines, iter_lines, read_json_object
+from harness.observe.events import EventLog, read_events
+from harness.storage import state_files
+from harness.storage.state_files import StateFileError, complete_lines, iter_lines, read_json_object
 
 
 def test_streamed_lines_equal_a_plain_split_across_chunk_boundaries(tmp_path: Path) -> None:

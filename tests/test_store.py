@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from archive_builders import make_seed
 
-from harness import atomic
 from harness.library import Archive, ArchiveConfigMismatch
-from harness.library_json import library_json_bytes, read_library_json
 from harness.state import GUIDANCE_FORMAT_ERROR, VALID, ArchiveConfig, LibraryEntry
-from harness.store import (
+from harness.storage import atomic
+from harness.storage.library_json import library_json_bytes, read_library_json
+from harness.storage.store import (
     HEAD,
     ArchiveStore,
     StoreError,
@@ -151,7 +151,7 @@ def test_crash_after_sealing_a_step_but_before_the_head_keeps_the_previous_commi
         def crash(*_args, **_kwargs):
             raise OSError("simulated crash before the head is replaced")
 
-        monkeypatch.setattr("harness.store.atomic_write_bytes", crash)
+        monkeypatch.setattr("harness.storage.store.atomic_write_bytes", crash)
         with pytest.raises(OSError, match="simulated crash"):
             store.commit_step(archive, 1)
         monkeypatch.undo()

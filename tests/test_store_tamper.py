@@ -15,7 +15,7 @@ from archive_builders import make_seed
 
 from harness.library import Archive
 from harness.state import VALID, ArchiveConfig, LibraryEntry
-from harness.store import (
+from harness.storage.store import (
     BASE_SEGMENT,
     HEAD,
     ArchiveStore,

@@ -8,9 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run_files import load_seed
-from harness.state import INVALID, VALID, VerificationResult
-from harness.suites import (
+from harness.adapters.judge.suites import (
     PUBLIC,
     SuiteMismatch,
     align_seed,
@@ -19,6 +17,8 @@ from harness.suites import (
     seed_suite,
     suite_name,
 )
+from harness.state import INVALID, VALID, VerificationResult
+from harness.storage.run_files import load_seed
 
 TASK = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 

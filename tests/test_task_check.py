@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness import task_files
+from harness.cli import task as task_files
 from judges.process import JudgeProcess
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 
+from harness.adapters.judge.frontiercs import FrontierCSScorer
+from harness.adapters.judge.verdict import Scoring, judge_verdict
 from harness.contract import ContractError, TaskContract, load_contract
-from harness.frontiercs_client import FrontierCSScorer
-from harness.judge_verdict import Scoring, judge_verdict
 from harness.state import ArchiveConfig
 
 REPO = Path(__file__).resolve().parents[1]

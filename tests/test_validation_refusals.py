@@ -24,10 +24,10 @@ from typing import Any
 import pytest
 import yaml
 
-from harness.backends import backend_from_name
+from harness.adapters.executor.backends import backend_from_name
 from harness.contract import SOLUTION_LANGUAGES, ContractError, load_task
-from harness.preflight import run_preflight
-from harness.preflight_task import seed_scorer
+from harness.preflight.doctor import run_preflight
+from harness.preflight.task import seed_scorer
 from tests.judge_fakes import LocalJudge, closed_port_url
 from tests.task_builders import GOOD_CONTRACT, GOOD_TASK_TOML, write_task
 

@@ -20,8 +20,8 @@ from typing import Any
 from reef.core.config import interpolate_config
 from reef.train.slime_backend.launch import SlimeDeployment
 
-from harness.serve_document import expand_defaults
-from harness.serve_settings import TrainingConfig, grid_layout_errors, section_errors
+from harness.settings.document import expand_defaults
+from harness.settings.serve import TrainingConfig, grid_layout_errors, section_errors
 from harness.validation import join
 
 

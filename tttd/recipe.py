@@ -25,8 +25,8 @@ from reef.recipe.errors import RecipeConfigError
 from reef.train.algos import StepScheduling
 from reef.train.pipeline import PipelineSpec
 
-from harness.serve_document import expand_defaults
-from harness.serve_settings import (
+from harness.settings.document import expand_defaults
+from harness.settings.serve import (
     InferenceSection,
     RecipeConfig,
     ReefSection,
@@ -41,7 +41,7 @@ from tttd.report import grid_report_type
 from tttd.samples import RolloutSamples
 
 #: Where Reef's flat ``reef`` settings come from in ``serve.yaml``: each public section, its
-#: model in ``harness.serve_settings``, and the flat keys Reef keeps it under.
+#: model in ``harness.settings.serve``, and the flat keys Reef keeps it under.
 GRID_KEYS = ("groups_per_step", "rollouts_per_group")
 SERVE_SECTIONS = (
     (
@@ -135,7 +135,7 @@ class TTTDRecipe(StepGrid, WeightTrainingRecipe):
 def settings_errors(config: Mapping[str, Any]) -> list[str]:
     """What is wrong with Reef's flat ``reef`` settings for a tttd run (empty when nothing is).
 
-    Each section is validated with its model from ``harness.serve_settings``; the batch layout is
+    Each section is validated with its model from ``harness.settings.serve``; the batch layout is
     compared with the grid only once the grid itself is valid.
     """
     errors: list[str] = []
@@ -162,7 +162,7 @@ class TTTDReportsRecipe(StepGrid, Recipe):
 
     ``guidance-ttt`` holds a frozen-guidance run's settings (``serve-frozen.yaml``); Reef keeps
     them with the recipe's settings and only the harness reads them
-    (``harness/frozen_settings.py``)."""
+    (``harness/settings/frozen.py``)."""
 
     name: str = "tttd-reports"
     guidance_ttt: dict[str, Any] = config_field(  # noqa: RUF009 (a dataclass field, as above)
@@ -202,7 +202,7 @@ def frozen_run_errors(section: Mapping[str, Any] | None) -> list[str]:
     or when there is no such section: a record-only service without a harness run)."""
     if not section:
         return []
-    from harness.frozen_settings import FrozenRun  # the harness's model, loaded only when used
+    from harness.settings.frozen import FrozenRun  # the harness's model, loaded only when used
 
     settings = expand_defaults(dict(section), os.environ)
     return section_errors(FrozenRun, settings, "recipe.config.guidance-ttt")

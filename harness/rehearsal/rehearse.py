@@ -26,10 +26,10 @@ from pathlib import Path
 import yaml
 from rich.console import Console
 
-from harness.backends import backend_from_name
+from harness.adapters.executor.backends import backend_from_name
 from harness.contract import load_contract
-from harness.events import EventLog, Fanout
-from harness.progress import ProgressDisplay
+from harness.observe.events import EventLog, Fanout
+from harness.observe.progress import ProgressDisplay
 from harness.rehearsal.judge_process import LocalJudge
 from harness.rehearsal.openai_server import OpenAIFixture
 from harness.rehearsal.reef_process import free_port, running_reef
@@ -41,10 +41,10 @@ from harness.rehearsal.stand_ins import (
     executor_reply,
     task_dir,
 )
-from harness.run_files import event_log_path
-from harness.run_services import production_services
-from harness.run_settings import FROZEN_SECTION, RunSettings
-from harness.runner import RunResult, run_steps
+from harness.run.runner import RunResult, run_steps
+from harness.run.services import production_services
+from harness.settings.run_settings import FROZEN_SECTION, RunSettings
+from harness.storage.run_files import event_log_path
 
 REPO = Path(__file__).resolve().parents[2]
 FROZEN_TEMPLATE = REPO / "serve-frozen.yaml"

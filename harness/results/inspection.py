@@ -121,7 +121,8 @@ def run_mode(view: RunView) -> str:
 
 
 def run_suite(view: RunView) -> str | None:
-    """The suite the run's scores were measured on (`harness.suites`): the seed entry's label,
+    """The suite the run's scores were measured on (`harness.adapters.judge.suites`): the seed
+    entry's label,
     else the last `run_started` event's; None when the run did not record it."""
     value = seed_entry(view.archive).metadata.get("suite")
     if isinstance(value, str) and value:

@@ -19,9 +19,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import atomic_write_bytes
-from harness.cost import CostEstimate, PriceTable, StepUsage, Usage, total_usage, usage_by_step
-from harness.library_json import library_json_bytes
+from harness.observe.cost import (
+    CostEstimate,
+    PriceTable,
+    StepUsage,
+    Usage,
+    total_usage,
+    usage_by_step,
+)
 from harness.results.inspection import run_mode, run_suite, selected_case
 from harness.results.run_view import RunView
 from harness.results.score_trajectory import (
@@ -32,9 +37,11 @@ from harness.results.score_trajectory import (
     trajectory,
     trajectory_csv,
 )
-from harness.resume_state import RESUME_STATE
 from harness.state import GUIDANCE_FORMAT_ERROR
-from harness.state_files import exists, read_bytes, read_json_object
+from harness.storage.atomic import atomic_write_bytes
+from harness.storage.library_json import library_json_bytes
+from harness.storage.resume_state import RESUME_STATE
+from harness.storage.state_files import exists, read_bytes, read_json_object
 
 SCHEMA_VERSION = 1
 #: The model name `models` gives when the state directory does not record it yet.

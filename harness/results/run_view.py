@@ -13,14 +13,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.events import read_events
 from harness.library import Archive
-from harness.library_json import read_library_json
-from harness.resume_state import RESUME_STATE, ResumeState
-from harness.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, EVENTS_FILE, RUN_DIR
+from harness.observe.events import read_events
 from harness.state import LibraryEntry
-from harness.state_files import exists
-from harness.store import HEAD, missing_slots, read_committed, read_in_flight
+from harness.storage.library_json import read_library_json
+from harness.storage.resume_state import RESUME_STATE, ResumeState
+from harness.storage.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, EVENTS_FILE, RUN_DIR
+from harness.storage.state_files import exists
+from harness.storage.store import HEAD, missing_slots, read_committed, read_in_flight
 
 #: Where the run keeps its archive store, relative to the state directory.
 STORE_CANDIDATES = (ARCHIVE_DIR,)

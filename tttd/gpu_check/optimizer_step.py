@@ -203,9 +203,9 @@ def check_optimizer_step(
 
 def _gate_row(prefix: str, serve_yaml: Path, metrics: dict[str, Any]) -> CheckResult:
     """The qualification gate itself reads the step's metrics."""
-    from harness.qualification import QualificationError, qualify_step
-    from harness.resume_state import RunIdentity, StepOutcome
-    from harness.run_settings import RunSettings
+    from harness.run.qualification import QualificationError, qualify_step
+    from harness.settings.run_settings import RunSettings
+    from harness.storage.resume_state import RunIdentity, StepOutcome
 
     settings = RunSettings.load(serve_yaml, environ={}, base_dir=serve_yaml.parent)
     outcome = StepOutcome(

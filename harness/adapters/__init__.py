@@ -1,0 +1,6 @@
+"""Adapters to the outside services, one family each: the executor LLM (`executor`), the judge
+(`judge`),
+Reef (`reef`), and the frozen-mode guidance proxy. Each takes explicit parameters (never
+`serve.yaml`); the
+families import the core and their own family only.
+"""

@@ -1,0 +1,1 @@
+"""The executor LLM: backend catalogue (`backends`) and the OpenAI-compatible client (`client`)."""

@@ -1,0 +1,207 @@
+"""The executor backend catalogue (docs/design.md §4): what an executor service is, how to call it.
+
+An `ExecutionBackend` is a frozen description of one frozen executor service: it names the
+environment variable that holds the API key, never the key itself, so `safe_dict()` can be written
+into entries, resume state and logs. `backend_from_name` builds the two built-in backends with a
+run's deployment settings, and `build_request_body` turns chat messages into the JSON body a
+backend is sent. The HTTP client that sends it is
+`harness.adapters.executor.client.ExecutionClient`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields, replace
+from types import MappingProxyType
+from typing import Any
+
+GPT_OSS_EFFORTS = ("low", "medium", "high")
+_RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "max_tokens"})
+_SECRET_LIKE_KEYS = frozenset({"api_key", "authorization", "headers", "extra_headers"})
+
+
+def _freeze(value: Any) -> Any:
+    """A read-only deep copy of JSON-like data: mappings become proxies, lists become tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({str(k): _freeze(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(_freeze(v) for v in value)
+    return value
+
+
+def _thaw(value: Any) -> Any:
+    """The plain JSON-serialisable form of data frozen by `_freeze`."""
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, tuple):
+        return [_thaw(v) for v in value]
+    return value
+
+
+@dataclass(frozen=True)
+class ExecutionBackend:
+    """One executor service. It holds the *name* of the key's environment variable
+    (`api_key_env`, None when the service needs no key) and never a secret, so `safe_dict()` is
+    safe to persist anywhere. `request_options` are merged into every request body."""
+
+    name: str
+    model: str
+    base_url: str
+    api_key_env: str | None
+    temperature: float
+    max_tokens: int | None = None
+    timeout_s: float = 1200.0
+    concurrency: int = 8
+    max_retries: int = 0
+    retry_backoff_s: float = 2.0
+    request_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+    def __post_init__(self) -> None:
+        if not self.name or not self.model:
+            raise ValueError(f"executor backend needs a name and a model, got {self!r}")
+        if not self.base_url.startswith(("http://", "https://")):
+            raise ValueError(
+                f"executor {self.name}: base_url {self.base_url!r} must start with http(s)://"
+            )
+        if self.api_key_env is not None and not self.api_key_env.isidentifier():
+            raise ValueError(
+                f"executor {self.name}: api_key_env {self.api_key_env!r} must be the *name* "
+                "of an environment variable, not a key"
+            )
+        if not (math.isfinite(self.temperature) and self.temperature >= 0):
+            raise ValueError(f"executor {self.name}: temperature {self.temperature!r} invalid")
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise ValueError(f"executor {self.name}: max_tokens {self.max_tokens!r} must be ≥ 1")
+        if not self.timeout_s > 0:
+            raise ValueError(f"executor {self.name}: timeout_s {self.timeout_s!r} must be > 0")
+        if self.concurrency < 1:
+            raise ValueError(f"executor {self.name}: concurrency {self.concurrency!r} must be ≥ 1")
+        if self.max_retries < 0 or not self.retry_backoff_s >= 0:
+            raise ValueError(
+                f"executor {self.name}: max_retries {self.max_retries!r} and retry_backoff_s "
+                f"{self.retry_backoff_s!r} must be ≥ 0"
+            )
+        bad = sorted(set(self.request_options) & (_RESERVED_BODY_KEYS | _SECRET_LIKE_KEYS))
+        if bad:
+            raise ValueError(
+                f"executor {self.name}: request_options may not set {bad}; model, messages, "
+                "temperature and max_tokens are fields, and keys come from api_key_env"
+            )
+        json.dumps(_thaw(self.request_options))  # must be JSON: it goes into every body
+        object.__setattr__(self, "request_options", _freeze(self.request_options))
+
+    def safe_dict(self) -> dict[str, Any]:
+        """The only persisted form: every field as plain JSON data. It contains the key's
+        environment variable name, never its value."""
+        return {f.name: _thaw(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_safe_dict(cls, data: Mapping[str, Any]) -> ExecutionBackend:
+        """Rebuild a backend from `safe_dict()` output (e.g. a resume state). Unknown or missing
+        keys are an error naming them."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - names)
+        if unknown:
+            raise ValueError(f"unknown executor backend keys {unknown}; expected {sorted(names)}")
+        try:
+            return cls(**dict(data))
+        except TypeError as exc:
+            raise ValueError(f"incomplete executor backend {dict(data)!r}: {exc}") from None
+
+
+def _gpt_oss_120b(reasoning_effort: str) -> ExecutionBackend:
+    if reasoning_effort not in GPT_OSS_EFFORTS:
+        raise ValueError(
+            f"unknown reasoning effort {reasoning_effort!r} for gpt_oss_120b; "
+            f"choose one of {list(GPT_OSS_EFFORTS)}"
+        )
+    return ExecutionBackend(
+        name="gpt_oss_120b",
+        model="openai/gpt-oss-120b",
+        base_url="http://127.0.0.1:8000/v1",
+        api_key_env=None,
+        temperature=0.0,
+        concurrency=8,
+        max_retries=0,
+        request_options={"reasoning_effort": reasoning_effort},
+    )
+
+
+def _openrouter_glm_5_2(reasoning_effort: str) -> ExecutionBackend:
+    if reasoning_effort != "high":
+        raise ValueError(
+            f"openrouter_glm_5_2 always reasons at effort 'high', got {reasoning_effort!r}; "
+            "reasoning effort is a gpt_oss_120b setting"
+        )
+    return ExecutionBackend(
+        name="openrouter_glm_5_2",
+        model="z-ai/glm-5.2",
+        base_url="https://openrouter.ai/api/v1",
+        api_key_env="OPENROUTER_API_KEY",
+        temperature=1.0,
+        concurrency=8,
+        max_retries=6,
+        request_options={"reasoning": {"effort": "high", "exclude": False}},
+    )
+
+
+BUILTIN_BACKENDS: Mapping[str, Callable[[str], ExecutionBackend]] = MappingProxyType(
+    {"gpt_oss_120b": _gpt_oss_120b, "openrouter_glm_5_2": _openrouter_glm_5_2}
+)
+
+
+def backend_from_name(
+    name: str,
+    *,
+    reasoning_effort: str | None = None,
+    base_url: str | None = None,
+    concurrency: int | None = None,
+    max_tokens: int | None = None,
+    timeout_s: float | None = None,
+    api_key_env: str | None = None,
+) -> ExecutionBackend:
+    """Build a built-in backend by name, with the deployment settings a run may change.
+    `reasoning_effort` (default "high") selects GPT-OSS's effort; GLM-5.2 accepts only "high".
+    The OpenRouter key always comes from OPENROUTER_API_KEY; `api_key_env` is for a local
+    server started with a key. Unknown names or efforts raise ValueError naming the choices."""
+    make = BUILTIN_BACKENDS.get(name)
+    if make is None:
+        raise ValueError(
+            f"unknown executor backend {name!r}; choose one of {list(BUILTIN_BACKENDS)}"
+        )
+    backend = make(reasoning_effort or "high")
+    if api_key_env is not None and backend.api_key_env == "OPENROUTER_API_KEY":
+        raise ValueError(f"{name} reads its key from OPENROUTER_API_KEY only, not {api_key_env!r}")
+    overrides = {
+        "base_url": base_url.rstrip("/") if base_url else None,
+        "concurrency": concurrency,
+        "max_tokens": max_tokens,
+        "timeout_s": timeout_s,
+        "api_key_env": api_key_env,
+    }
+    return replace(backend, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def build_request_body(
+    backend: ExecutionBackend, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None
+) -> dict[str, Any]:
+    """The JSON body of one chat completion: model, messages, temperature, `max_tokens` only when
+    set, then the backend's request options. Messages must be {role, content} string pairs."""
+    for i, message in enumerate(messages):
+        if set(message) != {"role", "content"} or not all(
+            isinstance(v, str) for v in message.values()
+        ):
+            raise ValueError(f"message {i} must be {{role: str, content: str}}, got {message!r}")
+    if not messages:
+        raise ValueError("an executor call needs at least one message")
+    body: dict[str, Any] = {
+        "model": backend.model,
+        "messages": [dict(m) for m in messages],
+        "temperature": backend.temperature,
+    }
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    body.update(_thaw(backend.request_options))
+    return body

@@ -1,0 +1,311 @@
+"""The OpenAI-compatible client that calls an executor backend (docs/design.md §4).
+
+`ExecutionClient` turns one chat request to an `ExecutionBackend`
+(`harness.adapters.executor.backends`) into one
+`ExecutionResult`, retrying only faults that are worth retrying and bounding concurrent calls.
+A failed call raises an `ExecutionError` subclass; no message it produces contains the API key.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from harness.adapters.executor.backends import ExecutionBackend, build_request_body
+
+__all__ = [
+    "ERROR_BODY_LIMIT",
+    "RETRYABLE_STATUSES",
+    "ExecutionClient",
+    "ExecutionError",
+    "ExecutionHTTPError",
+    "ExecutionResponseError",
+    "ExecutionResult",
+    "ExecutionTransportError",
+    "MissingAPIKeyError",
+    "parse_completion",
+]
+
+log = logging.getLogger(__name__)
+
+#: HTTP statuses that mean "try again later"; every other status fails at once, except a 200
+#: that carries an error object or a non-JSON body, which is transient too (docs/executors.md).
+RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: How much of an error body an exception carries.
+ERROR_BODY_LIMIT = 500
+
+
+# --------------------------------------------------------------------------- requests and answers
+
+
+class ExecutionError(RuntimeError):
+    """Base of every executor failure; the rollout loop records `"<Type>: <message>"`."""
+
+
+class MissingAPIKeyError(ExecutionError):
+    """The backend needs a key and its environment variable is unset or empty."""
+
+
+class ExecutionHTTPError(ExecutionError):
+    """The service answered with a non-success status (after retries, when it was retryable)."""
+
+    def __init__(self, message: str, *, status: int, body: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
+
+
+class ExecutionTransportError(ExecutionError):
+    """The request never got an HTTP answer (connection refused, reset, timeout)."""
+
+
+class ExecutionResponseError(ExecutionError):
+    """The service answered 200 with something that is not a usable completion."""
+
+
+@dataclass(frozen=True)
+class ExecutionResult:
+    """One completion. `reasoning` is "" when the service returned none; `attempts` counts HTTP
+    attempts; `elapsed_s` runs from the first attempt to the answer, retries included."""
+
+    text: str
+    reasoning: str
+    finish_reason: str | None
+    usage: dict[str, Any] | None
+    attempts: int
+    elapsed_s: float
+
+    def response_metadata(self) -> dict[str, Any]:
+        """What the entry keeps as `execution_response_metadata` (docs/design.md §6)."""
+        return {
+            "finish_reason": self.finish_reason,
+            "attempts": self.attempts,
+            "elapsed_s": self.elapsed_s,
+        }
+
+
+def _first_choice(payload: Any) -> Mapping[str, Any]:
+    choices = payload.get("choices") if isinstance(payload, Mapping) else None
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        raise ExecutionResponseError(f"response has no choices: {str(payload)[:ERROR_BODY_LIMIT]}")
+    return choices[0]
+
+
+def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any] | None]:
+    """Read (text, reasoning, finish_reason, usage) from a chat completion body. Text is
+    `message.content`, else `choice.text`, and must be non-empty; reasoning is the first non-empty
+    of `message.reasoning_content` and `message.reasoning`."""
+    choice = _first_choice(payload)
+    message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
+    text = message.get("content") or choice.get("text")
+    if not isinstance(text, str) or not text:
+        raise ExecutionResponseError(
+            f"executor returned empty content (finish_reason={choice.get('finish_reason')!r})"
+        )
+    reasoning = next(
+        (
+            value
+            for value in (message.get("reasoning_content"), message.get("reasoning"))
+            if isinstance(value, str) and value
+        ),
+        "",
+    )
+    finish_reason = choice.get("finish_reason")
+    usage = payload.get("usage")
+    return (
+        text,
+        reasoning,
+        finish_reason if isinstance(finish_reason, str) else None,
+        dict(usage) if isinstance(usage, Mapping) else None,
+    )
+
+
+def _retry_after_s(response: httpx.Response) -> float | None:
+    """A numeric `Retry-After` in seconds; an HTTP-date or garbage falls back to backoff."""
+    raw = response.headers.get("retry-after")
+    try:
+        seconds = float(raw) if raw is not None else math.nan
+    except ValueError:
+        return None
+    return seconds if math.isfinite(seconds) and seconds >= 0 else None
+
+
+def _success_payload(response: httpx.Response) -> tuple[Any, str | None]:
+    """The JSON body of a 2xx answer, and what makes it a transient failure (None when it is an
+    answer): a body that is not JSON, or a JSON object carrying an `"error"` object."""
+    try:
+        payload = response.json()
+    except ValueError:
+        return None, "a non-JSON body"
+    if isinstance(payload, Mapping) and isinstance(payload.get("error"), Mapping):
+        return payload, "an error object in the body"
+    return payload, None
+
+
+# ---------------------------------------------------------------------------------------- client
+
+_SEMAPHORES: dict[ExecutionBackend, threading.BoundedSemaphore] = {}
+_SEMAPHORES_LOCK = threading.Lock()
+
+
+def _backend_slots(backend: ExecutionBackend) -> threading.BoundedSemaphore:
+    """The one semaphore shared by every client of an equal backend in this process."""
+    with _SEMAPHORES_LOCK:
+        return _SEMAPHORES.setdefault(backend, threading.BoundedSemaphore(backend.concurrency))
+
+
+def _redact(text: str, secret: str | None) -> str:
+    """Text from the wire with the key removed: a service may echo request headers back."""
+    return text.replace(secret, "[redacted]") if secret else text
+
+
+class ExecutionClient:
+    """Calls one backend's `/chat/completions`; safe to share between the threads of the rollout
+    pool. At most `backend.concurrency` calls are in flight per backend (a semaphore held for the
+    whole call, retry waits included, so a throttled service sees back-pressure). The API key is
+    read from the environment at each call and kept out of every message this client produces."""
+
+    def __init__(
+        self, backend: ExecutionBackend, *, sleep: Callable[[float], None] = time.sleep
+    ) -> None:
+        self.backend = backend
+        self._sleep = sleep
+        self._slots = _backend_slots(backend)
+        self._http = httpx.Client(
+            timeout=backend.timeout_s,
+            limits=httpx.Limits(
+                max_connections=backend.concurrency,
+                max_keepalive_connections=backend.concurrency,
+            ),
+        )
+
+    def __repr__(self) -> str:
+        return f"ExecutionClient(backend={self.backend.name!r}, base_url={self.backend.base_url!r})"
+
+    def __enter__(self) -> ExecutionClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the connection pool."""
+        self._http.close()
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None = None
+    ) -> ExecutionResult:
+        """One chat completion with the backend's retry policy. `max_tokens` overrides the
+        backend's limit for this call. Raises an `ExecutionError` subclass on a missing key, an
+        HTTP failure, a transport failure after retries, or an unusable (e.g. empty) answer."""
+        limit = max_tokens if max_tokens is not None else self.backend.max_tokens
+        body = build_request_body(self.backend, messages, max_tokens=limit)
+        key = self._api_key()
+        with self._slots:
+            started = time.monotonic()
+            payload, attempts = self._send(body, key, self.backend.max_retries)
+            elapsed = time.monotonic() - started
+        try:
+            text, reasoning, finish_reason, usage = parse_completion(payload)
+        except ExecutionResponseError as exc:
+            raise ExecutionResponseError(
+                f"executor {self.backend.name}: {_redact(str(exc), key)}"
+            ) from None
+        log.debug(
+            "executor %s answered: %d chars, finish_reason=%s, attempts=%d, %.2fs",
+            self.backend.name,
+            len(text),
+            finish_reason,
+            attempts,
+            elapsed,
+        )
+        return ExecutionResult(text, reasoning, finish_reason, usage, attempts, elapsed)
+
+    def probe(self) -> str:
+        """A one-token request without retries, to show the service answers (used by the
+        preflight). Any 2xx completion with a choice counts, even with empty content; returns a
+        short description, raises an `ExecutionError` otherwise."""
+        body = build_request_body(
+            self.backend, [{"role": "user", "content": "Reply with OK."}], max_tokens=1
+        )
+        key = self._api_key()
+        with self._slots:
+            payload, _ = self._send(body, key, max_retries=0)
+        try:
+            choice = _first_choice(payload)
+        except ExecutionResponseError as exc:
+            raise ExecutionResponseError(_redact(str(exc), key)) from None
+        return f"{self.backend.model} answered (finish_reason={choice.get('finish_reason')!r})"
+
+    def _api_key(self) -> str | None:
+        env = self.backend.api_key_env
+        if env is None:
+            return None
+        key = os.environ.get(env, "").strip()
+        if not key:
+            raise MissingAPIKeyError(
+                f"executor {self.backend.name} needs an API key: set the environment variable {env}"
+            )
+        return key
+
+    def _send(self, body: dict[str, Any], key: str | None, max_retries: int) -> tuple[Any, int]:
+        """POST until a 2xx answer, a non-retryable status, or retries run out; returns the
+        parsed JSON body and the number of attempts."""
+        name = self.backend.name
+        url = f"{self.backend.base_url}/chat/completions"
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        attempt = 0
+        while True:
+            attempt += 1
+            wait = self.backend.retry_backoff_s * 2 ** (attempt - 1)
+            try:
+                response = self._http.post(url, json=body, headers=headers)
+            except httpx.TransportError as exc:
+                failure: ExecutionError = ExecutionTransportError(
+                    f"executor {name}: {type(exc).__name__} calling {url} "
+                    f"(attempt {attempt}): {_redact(str(exc), key)}"
+                )
+            else:
+                text = _redact(response.text[:ERROR_BODY_LIMIT], key)
+                payload, problem = _success_payload(response)
+                if response.is_success and problem is None:
+                    return payload, attempt
+                if response.is_success:
+                    # OpenRouter answers 200 with an error object, or with a body that is not
+                    # JSON, when an upstream provider fails: transient, as the reference treats
+                    # them (retried while retries remain; the local backend has none).
+                    failure = ExecutionResponseError(
+                        f"executor {name}: HTTP {response.status_code} with {problem} "
+                        f"(attempt {attempt}): {text}"
+                    )
+                else:
+                    failure = ExecutionHTTPError(
+                        f"executor {name} returned HTTP {response.status_code} "
+                        f"(attempt {attempt}): {text}",
+                        status=response.status_code,
+                        body=text,
+                    )
+                    if response.status_code not in RETRYABLE_STATUSES:
+                        raise failure
+                    retry_after = _retry_after_s(response)
+                    if retry_after is not None:
+                        wait = min(retry_after, self.backend.timeout_s)
+            if attempt > max_retries:
+                raise failure
+            log.warning(
+                "executor %s: attempt %d of %d failed (%s); retrying in %.2fs",
+                name,
+                attempt,
+                max_retries + 1,
+                failure,
+                wait,
+            )
+            self._sleep(wait)

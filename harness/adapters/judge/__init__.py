@@ -1,0 +1,2 @@
+"""The judge: the FrontierCS HTTP client (`frontiercs`), verdict hardening (`verdict`), judge
+suites."""

@@ -1,0 +1,2 @@
+"""Reef: the guidance channel and receipts (`channel`), the status page (`status`), the training
+bridge."""

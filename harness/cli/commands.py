@@ -1,0 +1,212 @@
+"""What each read-only and rehearsal `guidance-ttt` subcommand does, once its flags are parsed.
+
+`COMMANDS` maps a subcommand name to its handler; a handler takes the parsed flags and a rich
+`Console`, prints its result and returns the exit status. Handlers raise `results.RunNotFound`,
+`ValueError`, `OSError` or `RuntimeError` for a bad argument or a directory that holds no run;
+`harness.cli.entry.main` turns those into one line on stderr and exit status 2. The service URLs,
+token and prices come from the flags, then the environment, then serve.yaml, then the defaults
+named here. `doctor`, `judge` and `task` are dispatched by `harness.cli.entry` to their own modules.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from rich.console import Console
+
+from harness import results
+from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL
+from harness.cli import plot_series, plots
+from harness.cli.views import Services, render_inspect, render_status, status_report
+from harness.observe.cost import ReefRecordUsage, Usage, load_prices
+from harness.settings.run_settings import RunSettings, RunSettingsError
+
+DEFAULT_REEF_URL = "http://127.0.0.1:8900"
+
+
+# --- reading the flags ---------------------------------------------------------------------------
+
+
+def _services(args: argparse.Namespace) -> Services:
+    settings = None
+    config = Path(args.config) if args.config else None
+    try:
+        settings = RunSettings.load(config) if config else RunSettings.load()
+    except (RunSettingsError, OSError):
+        settings = None
+    env_judge = os.environ.get("FRONTIERCS_JUDGE_URL")
+    flag = vars(args).get
+    return Services(
+        reef_url=flag("reef_url") or (settings.reef_url if settings else DEFAULT_REEF_URL),
+        judge_url=flag("judge_url")
+        or env_judge
+        or (settings.judge_url if settings else DEFAULT_JUDGE_URL),
+        token=settings.reef_token if settings else os.environ.get("REEF_TOKEN", "reef-local"),
+        scenario=flag("scenario") or (settings.scenario if settings else None),
+        config=settings.config_path if settings else None,
+    )
+
+
+def _guidance_usage(view: results.RunView, services: Services, enabled: bool) -> dict[str, Usage]:
+    """Guidance usage from Reef's records, for entries whose metadata lacks it (opt-in)."""
+    if not enabled or not services.scenario:
+        return {}
+    receipts = [
+        str(e.metadata.get("agent_record_id"))
+        for e in [*view.archive.entries.values(), *(x for _, _, x in view.in_flight)]
+        if e.timestep >= 1 and "guidance_response_usage" not in e.metadata
+    ]
+    with ReefRecordUsage(services.reef_url, services.scenario, token=services.token) as reader:
+        return reader.fetch(receipts)
+
+
+def _csv_direction(source: Path, task: str, rows: list[results.TrajectoryRow]) -> str:
+    """A trajectory.csv's score direction: from the `runs.json` beside it, else from the rows
+    (a best that went down is a lower-is-better score)."""
+    runs_json = source.with_name("runs.json")
+    if runs_json.is_file():
+        for run in results.read_runs_json(runs_json):
+            if run.get("task") == task and run.get("search", {}).get("score_direction"):
+                return str(run["search"]["score_direction"])
+    return "min" if rows and rows[-1].cumulative_best < rows[0].cumulative_best else "max"
+
+
+def _plot_series(args: argparse.Namespace) -> tuple[plot_series.Series, str]:
+    """The plot's series from a state directory or a trajectory.csv, and the reference task
+    name to compare with (the run's task id)."""
+    source = Path(args.source)
+    if source.is_file():
+        rows = results.read_trajectory_csv(source)
+        tasks = sorted({r.task for r in rows})
+        task = args.task or (tasks[0] if len(tasks) == 1 else None)
+        if task is None:
+            raise ValueError(f"{source} holds tasks {tasks}; choose one with --task")
+        chosen = [r for r in rows if r.task == task]
+        if not chosen:
+            raise ValueError(f"{source} has no rows for task {task!r} (tasks: {tasks})")
+        return plot_series.from_trajectory(chosen, _csv_direction(source, task, chosen)), task
+    view = results.load_run(source)
+    problem = results.seed_entry(view.archive).problem_id
+    services = _services(args)
+    prices = load_prices(args.pricing, serve_yaml=services.config)
+    return plot_series.from_run(view, args.task or problem, prices), problem
+
+
+# --- commands ------------------------------------------------------------------------------------
+
+
+def _cmd_status(args: argparse.Namespace, console: Console) -> int:
+    view = results.load_run(args.state_dir)
+    services = _services(args)
+    guidance = _guidance_usage(view, services, args.reef_records)
+    report = status_report(
+        view,
+        services,
+        load_prices(args.pricing, serve_yaml=services.config),
+        timeout_s=args.timeout,
+        guidance=guidance,
+    )
+    if args.json:
+        console.print_json(json.dumps(report))
+    else:
+        render_status(report, console)
+    return 0
+
+
+def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
+    view = results.load_run(args.state_dir)
+    render_inspect(view, console, args.top, args.cases)
+    return 0
+
+
+def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
+    series, problem = _plot_series(args)
+    reference = None
+    if args.reference:
+        plot_series.check_comparable(series)
+        reference = plot_series.reference_run(args.reference_dir, args.reference_task or problem)
+    out = Path(args.output or f"{series.task}-trajectory.png")
+    data = plots.plot(series, out, args.title, reference)
+    best = f"{data.best_so_far[-1]:.4f}" if data.best_so_far else f"{data.seed:.4f} (the seed)"
+    console.print(
+        f"wrote {data.scores_png} and {data.health_png}: {series.task}, "
+        f"{len(data.steps)} steps, best {best}",
+        soft_wrap=True,
+    )
+    return 0
+
+
+def _cmd_export(args: argparse.Namespace, console: Console) -> int:
+    view = results.load_run(args.state_dir)
+    services = _services(args)
+    task = args.task or results.seed_entry(view.archive).problem_id
+    record = results.run_record(
+        view,
+        task,
+        prices=load_prices(args.pricing, serve_yaml=services.config),
+        gpu=args.gpu,
+        run_name=args.run_name,
+        guidance=_guidance_usage(view, services, args.reef_records),
+    )
+    rows = results.trajectory(view.archive, task, view.committed_step)
+    results.write_records(Path(args.out), record, rows)
+    search = record["search"]
+    console.print(
+        f"wrote {Path(args.out) / 'runs.json'} and {Path(args.out) / 'trajectory.csv'}: {task}, "
+        f"{search['updates']} steps, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
+        f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid",
+        soft_wrap=True,
+    )
+    return 0
+
+
+def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
+    from harness.rehearsal.rehearse import RehearsalOptions, next_commands, rehearse
+    from harness.run.controller import ResumeRefused
+
+    options = RehearsalOptions(
+        steps=args.steps,
+        groups=args.groups,
+        rollouts=args.rollouts,
+        cases=args.cases,
+        judge_seed=args.judge_seed,
+    )
+    try:
+        result = rehearse(args.state_dir, options, console)
+    except ResumeRefused as exc:
+        if "already finished" not in str(exc):
+            raise
+        console.print(
+            f"{args.state_dir} holds a finished rehearsal ({exc}); pass a larger --steps to "
+            "continue it, or name a new directory"
+        )
+        return 2
+    best = result.best.verifier_raw_score if result.best else None
+    console.print(
+        f"rehearsal done: steps {result.start_step}..{result.next_step - 1} committed, best "
+        f"{'--' if best is None else f'{best:.4f}'} (frozen guidance, scripted stand-in models)"
+    )
+    console.print("look at it:")
+    for command in next_commands(args.state_dir):
+        console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
+    return 0
+
+
+def _cmd_score(args: argparse.Namespace, console: Console) -> int:
+    from harness.cli import score as score_command
+
+    return score_command.run(args, console)
+
+
+COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+    "score": _cmd_score,
+    "rehearse": _cmd_rehearse,
+    "status": _cmd_status,
+    "inspect": _cmd_inspect,
+    "plot": _cmd_plot,
+    "export": _cmd_export,
+}

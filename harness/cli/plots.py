@@ -1,0 +1,328 @@
+"""The two figures `guidance-ttt plot` draws from the series of `harness.cli.plot_series`.
+
+Figure 1 (scores), x-axis `step` (0-based, as `status`, `inspect` and the progress display
+count steps): every rollout of a step as a point (valid ones at their score, invalid ones, which
+have no score, as crosses along the bottom edge), the step's mean and best valid score, the
+run's best so far, the seed's score as a labelled line drawn above the grid, and optionally the
+reference run's published best-so-far line (`results/reference/trajectory.csv`).
+
+Figure 2 (health), same x-axis: the fraction of valid rollouts and of malformed guidance
+(`guidance_format_error`) per step, and the tokens per step (executor and guidance, stacked)
+with the cost per step on a second axis when every model is priced.
+
+A `trajectory.csv` holds only the best so far and the valid counts, so a plot made from one
+draws those series only. `plot` returns what it drew, read back from the figure's artists (its
+points, lines, axis and legend labels), so tests check what is on the figure, not what was
+meant to be. Matplotlib (the `plot` extra) is imported only when drawing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import fmean
+from typing import Any
+
+from harness.cli.plot_series import Reference, Series
+
+X_LABEL = "step"
+#: Where invalid rollouts are drawn, as a fraction of the score axis's height.
+INVALID_ROW = 0.03
+MISSING_EXTRA = "needs matplotlib, from the `plot` extra: pip install -e '.[plot]'"
+
+
+@dataclass(frozen=True)
+class PlotData:
+    """What the two figures show, read back from their artists."""
+
+    scores_png: Path
+    health_png: Path
+    steps: list[int]  # x of the best-so-far line
+    best_so_far: list[float]
+    seed: float
+    valid_points: list[tuple[int, float]]  # (step, score) of every valid rollout drawn
+    invalid_points: list[int]  # the step of every invalid rollout drawn
+    step_mean: list[tuple[int, float]]
+    step_best: list[tuple[int, float]]
+    reference: list[tuple[int, float]] | None
+    valid_fraction: list[tuple[int, float]]
+    format_error_fraction: list[tuple[int, float]] | None
+    tokens: list[tuple[int, float]] | None  # executor + guidance, per step
+    cost: list[tuple[int, float]] | None
+    labels: dict[str, Any] = field(default_factory=dict)  # axes and legend texts per figure
+
+
+def _pyplot() -> Any:
+    try:
+        import matplotlib
+    except ImportError as exc:
+        raise RuntimeError(MISSING_EXTRA) from exc
+    matplotlib.use("Agg")
+    from matplotlib import pyplot
+
+    return pyplot
+
+
+def _spread(step: int, n: int) -> list[float]:
+    """x positions of `n` points of one step, spread over ±0.25 so they do not hide each other."""
+    if n <= 1:
+        return [float(step)] * n
+    return [step - 0.25 + 0.5 * i / (n - 1) for i in range(n)]
+
+
+def _pairs(line: Any) -> list[tuple[int, float]]:
+    return [
+        (round(float(x)), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)
+    ]
+
+
+def _labels(figure: Any) -> list[dict[str, Any]]:
+    out = []
+    for axes in figure.axes:
+        legend = axes.get_legend()
+        out.append(
+            {
+                "title": axes.get_title(),
+                "x": axes.get_xlabel(),
+                "y": axes.get_ylabel(),
+                "legend": [t.get_text() for t in legend.get_texts()] if legend else [],
+            }
+        )
+    return out
+
+
+def plot(
+    series: Series,
+    path: Path,
+    title: str | None = None,
+    reference: Reference | None = None,
+) -> PlotData:
+    """Draw the scores figure at `path` and the health figure next to it (`<stem>-health.png`);
+    return what they show. `title` (default: the task) heads both figures, each with what it
+    shows after a colon."""
+    plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    health_path = path.with_name(f"{path.stem}-health{path.suffix or '.png'}")
+    steps = series.steps
+    better = "higher" if series.direction == "max" else "lower"
+    pick = max if series.direction == "max" else min
+    rollouts = any(st.scores is not None for st in steps)
+    base = title or series.task
+    title = f"{base}: " + ("every rollout's score per step" if rollouts else "best so far per step")
+
+    figure, ax = plt.subplots(figsize=(9, 5.5))
+    try:
+        ax.grid(alpha=0.3, zorder=0)
+        ax.set_axisbelow(True)
+        valid_xy = [
+            (x, s)
+            for st in steps
+            for x, s in zip(_spread(st.step, len(st.scores or ())), st.scores or (), strict=True)
+        ]
+        valid_art = invalid_art = mean_line = best_line = ref_line = None
+        if valid_xy:
+            valid_art = ax.scatter(
+                *zip(*valid_xy, strict=True),
+                s=14,
+                alpha=0.55,
+                color="tab:blue",
+                label="valid rollout",
+            )
+        invalid_x = [x for st in steps for x in _spread(st.step, st.invalid or 0)]
+        if invalid_x:
+            invalid_art = ax.scatter(
+                invalid_x,
+                [INVALID_ROW] * len(invalid_x),
+                transform=ax.get_xaxis_transform(),
+                marker="x",
+                s=18,
+                color="tab:red",
+                clip_on=False,
+                label="invalid rollout (no score, drawn at the bottom)",
+            )
+        scored = [st for st in steps if st.scores]
+        if scored:
+            (mean_line,) = ax.plot(
+                [st.step for st in scored],
+                [fmean(st.scores or ()) for st in scored],
+                color="tab:orange",
+                marker="_",
+                markersize=14,
+                linewidth=1,
+                label="step mean (valid)",
+            )
+            (best_line,) = ax.plot(
+                [st.step for st in scored],
+                [pick(st.scores or ()) for st in scored],
+                color="tab:purple",
+                marker="^" if series.direction == "max" else "v",
+                linestyle=":",
+                linewidth=1,
+                label=f"step {'max' if series.direction == 'max' else 'min'} (the step's best)",
+            )
+        (run_line,) = ax.plot(
+            [st.step for st in steps],
+            [st.best_so_far for st in steps],
+            drawstyle="steps-post",
+            color="tab:green",
+            linewidth=2.2,
+            marker="o",
+            markersize=3,
+            label="best so far",
+            zorder=4,
+        )
+        seed_line = ax.axhline(
+            series.seed,
+            color="black",
+            linestyle="--",
+            linewidth=1.4,
+            zorder=3,
+            label=f"seed {series.seed:.4f}",
+        )
+        if reference is not None:
+            (ref_line,) = ax.plot(
+                reference.steps,
+                reference.best_so_far,
+                drawstyle="steps-post",
+                color="gray",
+                linewidth=1.6,
+                linestyle="-.",
+                label=reference.label,
+                zorder=3,
+            )
+        ax.set_xlabel(X_LABEL)
+        ax.set_ylabel(f"score ({better} is better)")
+        ax.set_title(title + (f"\n{series.note}" if series.note else ""), fontsize=11)
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+        ax.legend(loc="best", fontsize=8)
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+        drawn = {
+            "steps": [round(float(x)) for x in run_line.get_xdata()],
+            "best": [float(y) for y in run_line.get_ydata()],
+            "seed": float(seed_line.get_ydata()[0]),
+            "valid": [(round(float(x)), float(y)) for x, y in valid_art.get_offsets()]
+            if valid_art is not None
+            else [],
+            "invalid": [round(float(x)) for x, _ in invalid_art.get_offsets()]
+            if invalid_art is not None
+            else [],
+            "mean": _pairs(mean_line) if mean_line is not None else [],
+            "step_best": _pairs(best_line) if best_line is not None else [],
+            "reference": _pairs(ref_line) if ref_line is not None else None,
+        }
+        scores_labels = {
+            **_labels(figure)[0],
+            "y_limits": [float(y) for y in ax.get_ylim()],
+            "seed_above_grid": ax.get_axisbelow() is True and seed_line.get_zorder() > 1,
+        }
+    finally:
+        plt.close(figure)
+    health, health_labels = _health(plt, series, health_path, base)
+    return PlotData(
+        path,
+        health_path,
+        drawn["steps"],
+        drawn["best"],
+        drawn["seed"],
+        drawn["valid"],
+        drawn["invalid"],
+        drawn["mean"],
+        drawn["step_best"],
+        drawn["reference"],
+        health["valid"],
+        health["format"],
+        health["tokens"],
+        health["cost"],
+        {"scores": scores_labels, "health": health_labels},
+    )
+
+
+def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str, Any], Any]:
+    """The valid and guidance-format-error fractions and the tokens/cost per step."""
+    from matplotlib.ticker import MaxNLocator
+
+    steps = [st for st in series.steps if st.sampled]
+    with_tokens = [st for st in steps if st.executor_tokens is not None]
+    rows = 2 if with_tokens else 1
+    figure, axes = plt.subplots(rows, 1, figsize=(9, 3 + 2.5 * rows), sharex=True, squeeze=False)
+    try:
+        top = axes[0][0]
+        top.grid(alpha=0.3)
+        top.set_axisbelow(True)
+        (valid_line,) = top.plot(
+            [st.step for st in steps],
+            [(st.valid or 0) / st.sampled for st in steps],
+            marker="o",
+            color="tab:green",
+            label="valid fraction",
+        )
+        format_line = None
+        if any(st.format_errors is not None for st in steps):
+            (format_line,) = top.plot(
+                [st.step for st in steps],
+                [(st.format_errors or 0) / st.sampled for st in steps],
+                marker="s",
+                color="tab:red",
+                label="guidance format error fraction",
+            )
+        top.set_ylim(-0.02, 1.05)
+        top.set_ylabel("fraction of rollouts")
+        top.set_title(
+            (
+                f"{title}: valid rollouts, malformed guidance, tokens per step"
+                if with_tokens
+                else f"{title}: valid rollouts per step (a trajectory.csv has no more)"
+            )
+            + (f"\n{series.note}" if series.note else ""),
+            fontsize=11,
+        )
+        top.legend(loc="best", fontsize=8)
+        tokens = cost = None
+        if with_tokens:
+            bottom = axes[1][0]
+            bottom.grid(alpha=0.3)
+            bottom.set_axisbelow(True)
+            xs = [st.step for st in with_tokens]
+            executor = [(st.executor_tokens or 0) / 1e3 for st in with_tokens]
+            guidance = [(st.guidance_tokens or 0) / 1e3 for st in with_tokens]
+            bottom.bar(xs, executor, color="tab:blue", label="executor tokens (k)")
+            bottom.bar(xs, guidance, bottom=executor, color="tab:cyan", label="guidance tokens (k)")
+            tokens = [(x, e + g) for x, e, g in zip(xs, executor, guidance, strict=True)]
+            bottom.set_ylabel("tokens per step (thousands)")
+            bottom.set_ylim(0, max(t for _, t in tokens) * 1.4 or 1.0)  # room for the legend
+            handles, names = bottom.get_legend_handles_labels()
+            priced = [st for st in with_tokens if st.cost_usd is not None]
+            if priced and len(priced) == len(with_tokens):
+                twin = bottom.twinx()
+                (cost_line,) = twin.plot(
+                    [st.step for st in priced],
+                    [st.cost_usd for st in priced],
+                    color="black",
+                    marker="d",
+                    label="cost (USD)",
+                )
+                twin.set_ylabel("cost per step (USD)")
+                cost = _pairs(cost_line)
+                extra, more = twin.get_legend_handles_labels()
+                handles, names = handles + extra, names + more
+            else:
+                missing = ", ".join(series.unpriced) or "prices not given"
+                names = [*names, f"cost unknown ({missing})"]
+                handles = [*handles, plt.Line2D([], [], color="none")]
+            bottom.legend(handles, names, loc="best", fontsize=8)
+        axes[-1][0].set_xlabel(X_LABEL)
+        axes[-1][0].xaxis.set_major_locator(MaxNLocator(integer=True))
+        figure.tight_layout()
+        figure.savefig(path, dpi=120)
+        drawn = {
+            "valid": _pairs(valid_line),
+            "format": _pairs(format_line) if format_line is not None else None,
+            "tokens": tokens,
+            "cost": cost,
+        }
+        return drawn, _labels(figure)
+    finally:
+        plt.close(figure)

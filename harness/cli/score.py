@@ -1,0 +1,131 @@
+"""`guidance-ttt score FILE [--task DIR]`: score one program through the configured judge.
+
+The judge is the run's (`--judge-url`, else `$FRONTIERCS_JUDGE_URL`, else serve.yaml's
+`judge_url`); the problem is the task's `judge_problem_id` (contract.json) unless
+`--problem-id` says otherwise; the task's case check and the judge client's score hardening
+apply exactly as in a run. Prints one row per case (ratio and whether it scored), the score,
+the verdict and the suite the score was measured on.
+
+Exit status: 0 the program was judged valid; 1 judged, but not valid (compile error, no case
+scored, an inconsistent result: the verdict says which); 3 the judge could not be reached or
+failed as infrastructure (no verdict: nothing was scored); 2 a bad argument.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from rich import box
+from rich.console import Console
+from rich.table import Table
+
+from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL, FrontierCSScorer
+from harness.adapters.judge.suites import suite_name
+from harness.contract import load_contract
+from harness.scorer import JudgeUnavailableError
+from harness.settings.run_settings import RunSettings, RunSettingsError
+from harness.settings.task_dirs import bundled_task_dir
+from harness.state import VerificationResult
+
+EXIT_INVALID, EXIT_JUDGE_DOWN = 1, 3
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The `score` subcommand's flags."""
+    parser.add_argument("file", type=Path, help="the program to score (e.g. a solution.cpp)")
+    parser.add_argument(
+        "--task",
+        type=Path,
+        help="the Harbor task directory: its problem id and case check (default: the task "
+        "serve.yaml selects, harbor/<training.config.task>)",
+    )
+    parser.add_argument(
+        "--judge-url",
+        help="default: $FRONTIERCS_JUDGE_URL, else serve.yaml's judge_url, else "
+        f"{DEFAULT_JUDGE_URL}",
+    )
+    parser.add_argument(
+        "--problem-id", help="the judge's problem id (default: the task's contract.json)"
+    )
+    parser.add_argument(
+        "--attempts",
+        type=int,
+        default=2,
+        help="tries when the judge fails as infrastructure (default: %(default)s)",
+    )
+
+
+def judge_url(flag: str | None) -> str:
+    """The judge to use: the flag, the environment, serve.yaml, the local default."""
+    if flag:
+        return flag
+    if os.environ.get("FRONTIERCS_JUDGE_URL"):
+        return os.environ["FRONTIERCS_JUDGE_URL"]
+    try:
+        return RunSettings.load().judge_url
+    except (RunSettingsError, OSError):
+        return DEFAULT_JUDGE_URL
+
+
+def selected_task() -> Path:
+    """The task directory serve.yaml selects (`training.config.task`); ValueError naming
+    `--task` when serve.yaml cannot say."""
+    try:
+        return bundled_task_dir(RunSettings.load().task)
+    except (RunSettingsError, OSError) as exc:
+        raise ValueError(f"serve.yaml cannot name the task ({exc}); pass --task DIR") from None
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    """Score `args.file` and print the report; returns the exit status."""
+    code = Path(args.file).read_text(encoding="utf-8", errors="replace")
+    args.task = args.task or selected_task()
+    contract = load_contract(args.task)
+    url = judge_url(args.judge_url)
+    problem = args.problem_id or contract.judge_problem_id
+    with FrontierCSScorer.for_task(
+        args.task, url, problem, attempts=max(1, args.attempts), retry_backoff_s=1.0
+    ) as scorer:
+        try:
+            verdict = scorer(code)
+            suite = _suite(verdict, scorer)
+        except JudgeUnavailableError as exc:
+            console.print(
+                f"guidance-ttt score: the judge at {url} is unavailable, nothing was scored: {exc}",
+                markup=False,
+                soft_wrap=True,
+            )
+            return EXIT_JUDGE_DOWN
+    render(verdict, suite, args.file, url, problem, contract.raw_score_label, console)
+    return 0 if verdict.valid else EXIT_INVALID
+
+
+def _suite(verdict: VerificationResult, scorer: FrontierCSScorer) -> str:
+    label = verdict.artifacts.get("judge_suite")
+    return suite_name(label) if label is not None else scorer.suite()
+
+
+def render(
+    verdict: VerificationResult,
+    suite: str,
+    file: Path,
+    url: str,
+    problem: str,
+    label: str,
+    console: Console,
+) -> None:
+    """The per-case table, then score, verdict and suite."""
+    ratios = verdict.artifacts.get("case_ratios") or []
+    if ratios:
+        table = Table(box=box.SIMPLE_HEAD)
+        for column in ("case", "ratio", "scored"):
+            table.add_column(column, justify="right" if column != "scored" else "left")
+        for index, ratio in enumerate(ratios, start=1):
+            table.add_row(str(index), f"{ratio:.6f}", "yes" if ratio > 0 else "no (0)")
+        console.print(table)
+    score = "--" if verdict.raw_score is None else f"{verdict.raw_score:.4f}"
+    console.print(f"{file}: {label} {score} ({verdict.status})", markup=False, soft_wrap=True)
+    console.print(f"verdict: {verdict.message}", markup=False, soft_wrap=True)
+    console.print(f"suite: {suite} (judge {url}, problem {problem})", markup=False, soft_wrap=True)

@@ -1,0 +1,128 @@
+"""Run events: one small vocabulary shared by the rollout loop, the run controller, the event
+log (`events.jsonl`) and the live progress display.
+
+Producers call `sink.emit(kind, **fields)`; fields are plain JSON values. Sinks must be
+thread-safe (rollouts finish on worker threads) and must never raise into the run: an
+observer failing cannot be allowed to lose a rollout.
+
+Kinds and their fields (every event also gets `ts`, seconds since the epoch):
+- `run_started`: state_dir, start_step, steps, groups, rollouts, best_raw_score (the
+  archive's best when the run starts), guidance_model, executor_model
+- `step_started`: step, groups, rollouts, parents (list of node ids), resumed_slots
+- `rollout_stage`: step, group, rollout, stage (`guidance`, `executor`, `judge`, `reported`,
+  `failed`)
+- `rollout_finished`: step, group, rollout, status, reward, raw_score, guidance_ok,
+  timings {guidance_s, executor_s, judge_s, total_s}, usage {prompt_tokens, completion_tokens}
+- `step_summary`: the step summary of the run controller (docs/design.md §7) plus usage and cost
+- `training_wait`: step, phase, elapsed_s, missing_slots
+- `step_committed`: step, next_step
+- `slots_rebuilt_from_reef`: step, slots ([group, rollout] pairs), reports (Reef record ids):
+  on resume, reported slots whose journal line was lost, rebuilt from Reef's stored reports
+- `committed_library_rebuilt`: path, step, reason (on resume, the file was missing or differed
+  from the hash its commit recorded, and was rebuilt from the store)
+- `run_finished`: next_step, best_raw_score
+- `error`: message, where
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness.storage.state_files import StateFileError, decode_object, exists, iter_lines
+
+log = logging.getLogger(__name__)
+
+#: No event comes near this; a longer line means the file is damaged (or not an event log).
+MAX_EVENT_LINE_BYTES = 1 << 20
+
+
+class EventSink(Protocol):
+    def emit(self, kind: str, **fields: Any) -> None: ...
+
+
+class NullSink:
+    """Drops every event (the default when nobody is watching)."""
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        return None
+
+
+class Fanout:
+    """Sends each event to several sinks; a failing sink is logged and skipped."""
+
+    def __init__(self, *sinks: EventSink) -> None:
+        self.sinks = sinks
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        for sink in self.sinks:
+            try:
+                sink.emit(kind, **fields)
+            except Exception:
+                log.exception("event sink %r failed on %s", sink, kind)
+
+
+class EventLog:
+    """Appends events to `events.jsonl`, one JSON object per line, flushed per event.
+
+    The log is for people and tools watching a run, not for recovery (the rollout journal is
+    that), so lines are flushed but not fsynced. Opening refuses anything but a regular file
+    (a FIFO would block) and cuts a torn last line left by a crash, so the next event never
+    merges with it into a line no reader accepts.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        try:
+            fd = os.open(self.path, flags, 0o644)
+        except OSError as exc:
+            raise StateFileError(f"{self.path} cannot be opened for appending: {exc}") from exc
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            os.close(fd)
+            raise StateFileError(f"{self.path} is not a regular file; move it away")
+        _cut_torn_tail(fd)
+        self._file = os.fdopen(fd, "a", encoding="utf-8")
+
+    def emit(self, kind: str, **fields: Any) -> None:
+        line = json.dumps({"ts": time.time(), "event": kind, **fields}, default=str)
+        with self._lock:
+            self._file.write(line + "\n")
+            self._file.flush()
+
+    def close(self) -> None:
+        with self._lock:
+            self._file.close()
+
+
+def _cut_torn_tail(fd: int) -> None:
+    size = os.fstat(fd).st_size
+    if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+        return
+    start = max(0, size - MAX_EVENT_LINE_BYTES - 1)
+    tail = os.pread(fd, size - start, start)
+    cut = tail.rfind(b"\n")
+    os.ftruncate(fd, start + cut + 1 if cut >= 0 else start)
+
+
+def read_events(path: Path) -> list[dict[str, Any]]:
+    """All complete events of an `events.jsonl`, streamed (a torn last line is ignored; an
+    absent file has none). Anything else that is not one JSON object per line — bad UTF-8, bad
+    JSON, another JSON value, a line over `MAX_EVENT_LINE_BYTES`, a FIFO or directory in the
+    file's place — raises `StateFileError` naming file and line."""
+    path = Path(path)
+    if not exists(path):
+        return []
+    return [
+        decode_object(line, f"{path}:{number}")
+        for number, line in iter_lines(path, max_line=MAX_EVENT_LINE_BYTES)
+    ]

@@ -1,0 +1,7 @@
+"""`python -m harness.preflight`: the preflight (`guidance-ttt doctor`)."""
+
+import sys
+
+from harness.preflight.doctor import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""Preflight checks of the services a run talks to: the judge, the executor and, in
+frozen-guidance mode, the guidance endpoint.
+
+Each check makes one bounded request (a health probe, the seed judged once, a 1-token chat
+request), returns a `CheckResult` and never raises: a failing or unreachable service is a
+missing row whose fix names the environment variable or command that points the run at it. An
+API key is sent where needed but only ever reported by its variable's name.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import replace
+
+import httpx
+
+from harness.adapters.executor.backends import ExecutionBackend
+from harness.adapters.executor.client import ExecutionClient, ExecutionError, MissingAPIKeyError
+from harness.adapters.judge.suites import suite_name
+from harness.preflight.report import CheckResult, missing_check, ready_check
+from harness.state import VerificationResult
+
+HEALTH_TIMEOUT_S = 5.0
+EXECUTOR_PROBE_TIMEOUT_S = 60.0
+
+
+def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | None) -> CheckResult:
+    """The judge answers `GET /health` with `{"ok": true}` and, unless `score_seed` is None, judges
+    the seed candidate as valid with a non-zero score. `score_seed` is the caller's scorer bound
+    to the seed program (e.g. `FrontierCSScorer`), so the check exercises the same client the run
+    uses."""
+    url = judge_url.rstrip("/")
+    fix = (
+        f"start the judge at {url} (guidance-ttt judge, or the FrontierCS compose stack), or "
+        "point FRONTIERCS_JUDGE_URL at a running one"
+    )
+    try:
+        response = httpx.get(f"{url}/health", timeout=HEALTH_TIMEOUT_S)
+        healthy = response.status_code == 200 and response.json().get("ok") is True
+        answer = f"{response.status_code} {response.text[:120]!r}"
+    except (httpx.HTTPError, ValueError, AttributeError) as exc:
+        healthy, answer = False, f"{type(exc).__name__}: {exc}"
+    if not healthy:
+        return missing_check("judge", f"GET {url}/health failed: {answer}", fix)
+    if score_seed is None:
+        return ready_check("judge", f"{url} healthy (seed scoring skipped)")
+    try:
+        verdict = score_seed()
+    except Exception as exc:  # JudgeUnavailableError, unreadable seed, ...: all are "not ready"
+        return missing_check("judge", f"{url} healthy but scoring the seed failed: {exc}", fix)
+    if not verdict.valid or not verdict.raw_score:
+        # A seed on which every case scored 0 is a valid candidate to the run, but as a
+        # preflight answer it says the judge's problem package does not fit the task.
+        return missing_check(
+            "judge",
+            f"{url} judged the seed {verdict.status} with score {verdict.raw_score}: "
+            f"{verdict.message}",
+            "check the judge's problem package and the problem id (FRONTIERCS_PROBLEM_ID, "
+            "else judge_problem_id in the task's contract.json)",
+        )
+    return ready_check("judge", f"{url} healthy; " + seed_on_suite(verdict))
+
+
+def seed_on_suite(verdict: VerificationResult) -> str:
+    """The judge row's seed line. Scores of two suites are never put side by side: when the
+    seed file measured the seed on another suite than the judge's, the line says so and that
+    the run re-scores the seed on the judge's suite at start."""
+    suite = suite_name(verdict.artifacts.get("judge_suite"))
+    text = f"seed scored {verdict.raw_score:.4f} on suite {suite}"
+    recorded = verdict.artifacts.get("seed_file")
+    if not isinstance(recorded, dict):
+        return text
+    if recorded.get("suite") is None:
+        return text + " (the seed record names no suite for its score: not compared)"
+    if recorded.get("suite") == suite:
+        return text + f" (seed.json: {recorded.get('score', 0.0):.4f} on {suite})"
+    return (
+        text + f"; seed.json measured it on {recorded.get('suite')}, not compared: the run "
+        f"re-scores the seed on {suite} at start and records it"
+    )
+
+
+def check_guidance(url: str) -> CheckResult:
+    """Frozen-guidance mode: the OpenAI-compatible endpoint answers `GET <url>/v1/models`."""
+    target = url.rstrip("/") + "/v1/models"
+    fix = (
+        "start the guidance server, or set GUIDANCE_TTT_GUIDANCE_URL (without /v1) and "
+        "GUIDANCE_TTT_GUIDANCE_MODEL for serve-frozen.yaml"
+    )
+    key = os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY")
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = httpx.get(target, headers=headers, timeout=HEALTH_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return missing_check("guidance", f"GET {target} failed: {type(exc).__name__}: {exc}", fix)
+    if response.status_code != 200:
+        return missing_check("guidance", f"GET {target} answered {response.status_code}", fix)
+    return ready_check("guidance", f"{url} answers (frozen guidance: no GPUs or weights needed)")
+
+
+def check_executor(
+    backend: ExecutionBackend, *, timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S
+) -> CheckResult:
+    """The executor answers a 1-token chat request (no retries, bounded by `timeout_s`). A missing
+    API key is reported by the name of its environment variable, never its value."""
+    probe_backend = replace(backend, timeout_s=min(backend.timeout_s, timeout_s), max_retries=0)
+    label = f"{backend.name} at {backend.base_url}"
+    try:
+        with ExecutionClient(probe_backend) as client:
+            detail = client.probe()
+    except ExecutionError as exc:
+        if isinstance(exc, MissingAPIKeyError):
+            fix = f"export {backend.api_key_env}=<your key>"
+        else:
+            fix = (
+                f"start the executor at {backend.base_url}, or set GUIDANCE_TTT_EXECUTOR_URL "
+                "to where it runs (GUIDANCE_TTT_EXECUTOR picks another backend)"
+            )
+        return missing_check("executor", f"{label}: {exc}", fix)
+    return ready_check("executor", f"{label}: {detail}")

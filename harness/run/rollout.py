@@ -1,0 +1,274 @@
+"""One rollout, from the selected parent to the archive entry and its report (docs/design.md §6).
+
+    guidance call (through Reef, one sample, receipt) -> strict parse
+      malformed: guidance_format_error, reward 0, executor skipped
+      else: executor -> <solution> extraction -> judge
+    -> LibraryEntry with the full audit metadata -> report body
+
+`run_rollout` does the network work through three small interfaces (`GuidanceSource`, `Executor`,
+`Scorer`) and returns a `FinishedRollout`; journaling and reporting are the caller's job, in
+that order. Executor exceptions become `execution_error`; a judge infrastructure fault
+(`JudgeUnavailableError`) propagates, because that slot must not be journaled or reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness.adapters.executor.backends import ExecutionBackend
+from harness.adapters.executor.client import ExecutionResult
+from harness.contract import TaskContract
+from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
+from harness.scorer import Scorer
+from harness.search import GuidanceFormatError, extract_solution, extract_summary, parse_guidance
+from harness.search import rollout_entry as build_entry
+from harness.state import (
+    EXECUTION_ERROR,
+    GUIDANCE_FORMAT_ERROR,
+    PARSE_ERROR,
+    LibraryEntry,
+    LibraryNode,
+    VerificationResult,
+    group_uid,
+)
+
+PROMPT_MODE = "summary_only"
+SUMMARY_SEMANTICS = "canonical_full_candidate"
+ALGORITHM = "ttt-discover"
+NO_SOLUTION_MESSAGE = "the executor answer has no <solution> code block in the task's language"
+
+
+class NonFiniteRewardError(RuntimeError):
+    """A rollout produced a non-finite reward: a bug, so the run stops before reporting it."""
+
+
+class GuidanceSource(Protocol):
+    """The guidance model behind Reef: one completion and its receipt per call."""
+
+    def guide(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], str]: ...
+
+
+class Executor(Protocol):
+    """The frozen executor (`harness.adapters.executor.client.ExecutionClient`)."""
+
+    backend: ExecutionBackend
+
+    def complete(
+        self, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None = None
+    ) -> ExecutionResult: ...
+
+
+@dataclass(frozen=True)
+class Slot:
+    """A rollout's coordinates in the step grid."""
+
+    step: int
+    group: int
+    rollout: int
+
+    def __str__(self) -> str:
+        return f"step {self.step} g{self.group}r{self.rollout}"
+
+
+@dataclass(frozen=True)
+class RolloutSettings:
+    """What every rollout of a run shares: the task, the guidance model's request settings and
+    the grid (for the report)."""
+
+    contract: TaskContract
+    problem: str
+    model: str
+    guidance_max_tokens: int
+    groups_per_step: int
+    rollouts_per_group: int
+
+
+@dataclass(frozen=True)
+class RolloutTask:
+    """One slot to run and the parent its group expands."""
+
+    slot: Slot
+    parent: LibraryNode
+    parent_entry: LibraryEntry
+
+
+@dataclass(frozen=True)
+class FinishedRollout:
+    """A rollout ready to be journaled and reported: its entry (metadata carries the receipt
+    and both models' token usage) and its stage timings in seconds."""
+
+    slot: Slot
+    entry: LibraryEntry
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    """What the executor and judge made of a well-formed guidance (or why there is nothing)."""
+
+    verification: VerificationResult
+    result: ExecutionResult | None = None
+    solution: str | None = None
+    raw_summary: str | None = None
+
+
+def run_rollout(
+    task: RolloutTask,
+    settings: RolloutSettings,
+    guidance: GuidanceSource,
+    executor: Executor,
+    scorer: Scorer,
+    on_stage: Callable[[str], None] = lambda stage: None,
+) -> FinishedRollout:
+    """Run one rollout of `task.slot`: exactly one guidance sample, then (if well formed) one
+    executor call and one judge call. Returns the finished rollout; raises only for faults that
+    must stop the run (Reef errors, `JudgeUnavailableError`, a non-finite reward)."""
+    started = time.monotonic()
+    timings: dict[str, float] = {}
+    prompt = guidance_prompt(settings.contract, settings.problem, task.parent_entry)
+    body = guidance_request_body(
+        prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
+    )
+    on_stage("guidance")
+    response, receipt = guidance.guide(body)
+    timings["guidance_s"] = time.monotonic() - started
+    text = _content(response)
+    try:
+        guidance_text: str | None = parse_guidance(text)
+    except GuidanceFormatError as error:  # no repair, no retry: reward 0, executor skipped
+        guidance_text = None
+        candidate = _Candidate(VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(error)))
+    else:
+        candidate = _execute(guidance_text, task, settings, executor, scorer, on_stage, timings)
+    if not math.isfinite(candidate.verification.reward):
+        raise NonFiniteRewardError(f"{task.slot}: reward {candidate.verification.reward!r}")
+
+    metadata = _audit_metadata(task, prompt.to_dict(), text, candidate)
+    metadata.update(
+        agent_record_id=receipt,
+        guidance_response_usage=response.get("usage"),
+        guidance_format_ok=guidance_text is not None,
+        execution_backend=executor.backend.safe_dict(),
+    )
+    entry = build_entry(
+        parent=task.parent,
+        step=task.slot.step,
+        guidance=guidance_text,
+        execution_thinking=candidate.result.reasoning if candidate.result else "",
+        solution=candidate.solution,
+        verification=candidate.verification,
+        raw_summary=candidate.raw_summary,
+        metadata=metadata,
+    )
+    timings["total_s"] = time.monotonic() - started
+    return FinishedRollout(task.slot, entry, timings)
+
+
+def _execute(
+    guidance_text: str,
+    task: RolloutTask,
+    settings: RolloutSettings,
+    executor: Executor,
+    scorer: Scorer,
+    on_stage: Callable[[str], None],
+    timings: dict[str, float],
+) -> _Candidate:
+    """Executor call, solution extraction, judge. Executor exceptions are `execution_error`, a
+    missing program is `parse_error`; the scorer's infrastructure error propagates."""
+    contract = settings.contract
+    prompt = executor_prompt(contract, settings.problem, task.parent_entry, guidance_text)
+    on_stage("executor")
+    mark = time.monotonic()
+    try:
+        result = executor.complete(prompt.messages())
+    except Exception as exc:  # any executor failure is this rollout's execution_error
+        failure = VerificationResult.failure(EXECUTION_ERROR, f"{type(exc).__name__}: {exc}")
+        return _Candidate(failure)
+    finally:
+        timings["executor_s"] = time.monotonic() - mark
+    solution = extract_solution(result.text, contract.solution_language)
+    raw_summary = extract_summary(result.text)
+    if solution is None:
+        failure = VerificationResult.failure(PARSE_ERROR, NO_SOLUTION_MESSAGE)
+        return _Candidate(failure, result, None, raw_summary)
+    on_stage("judge")
+    mark = time.monotonic()
+    verification = scorer(solution)
+    timings["judge_s"] = time.monotonic() - mark
+    return _Candidate(verification, result, solution, raw_summary)
+
+
+def _audit_metadata(
+    task: RolloutTask, prompt: dict[str, str], guidance_text: str, candidate: _Candidate
+) -> dict[str, Any]:
+    """The entry metadata of the rollout record (docs/running.md), plus the slot, so a report can
+    be rebuilt from the entry alone on resume."""
+    slot, result = task.slot, candidate.result
+    return {
+        "group_uid": group_uid(slot.step + 1, slot.group),
+        "selected_node_id": task.parent.id,
+        "selected_parent_entry_id": task.parent_entry.id,
+        "selected_parent_solution_sha256": hashlib.sha256(
+            task.parent_entry.solution.strip().encode("utf-8")
+        ).hexdigest(),
+        "step": slot.step,
+        "group": slot.group,
+        "rollout": slot.rollout,
+        "guidance_generation_attempts": 1,
+        "raw_guidance_text": guidance_text,
+        "guidance_prompt": prompt,
+        "execution_text": result.text if result else "",
+        "prompt_mode": PROMPT_MODE,
+        "summary_semantics": SUMMARY_SEMANTICS,
+        "execution_response_metadata": result.response_metadata() if result else None,
+        "execution_response_usage": result.usage if result else None,
+        "verification_artifacts": dict(candidate.verification.artifacts),
+    }
+
+
+def report_body(entry: LibraryEntry, groups_per_step: int, rollouts_per_group: int) -> dict:
+    """The `/reef/report` body of a journaled rollout (the receipt goes in `references`): score =
+    reward (0 for every failure kind), feedback `"<status>: <message>"`, the grid metadata and
+    `search_value`, the child's raw verifier score.
+    Built from the entry alone, so a resumed run posts exactly what the crashed one would have."""
+    meta = entry.metadata
+    step, group = int(meta["step"]), int(meta["group"])
+    if not math.isfinite(entry.verifier_reward):
+        raise NonFiniteRewardError(f"entry {entry.id}: reward {entry.verifier_reward!r}")
+    return {
+        "score": float(entry.verifier_reward),
+        "feedback": f"{entry.verifier_status}: {entry.verifier_message}",
+        "metadata": {
+            "step": step,
+            "group": group,
+            "rollout": int(meta["rollout"]),
+            "groups_per_step": groups_per_step,
+            "rollouts_per_group": rollouts_per_group,
+            "algorithm": ALGORITHM,
+            "comparison_set": f"tttd-step-{step}-group-{group}",
+            "parent_id": entry.parent_id,
+            # The reference's search value: the raw verifier score of the candidate this rollout
+            # produced (null when it produced none), not the parent's value.
+            "search_value": entry.verifier_raw_score,
+            "guidance_ttt": True,
+            "prompt_mode": PROMPT_MODE,
+            "archive_timestep": entry.timestep,
+            "library_entry_id": entry.id,
+        },
+    }
+
+
+def _content(response: Mapping[str, Any]) -> str:
+    """The guidance answer text (`choices[0].message.content`); "" when absent, which the
+    strict parser then refuses like any other malformed answer."""
+    choices = response.get("choices")
+    if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
+        return ""
+    message = choices[0].get("message")
+    content = message.get("content") if isinstance(message, Mapping) else None
+    return content if isinstance(content, str) else ""

@@ -1,0 +1,262 @@
+"""Wiring of one run: settings → store → archive → harness → controller, with resume.
+
+`run_steps` is what both the Harbor agent and the tests call. It opens (or creates from the task's
+seed) the archive store under `<state>/guidance-run/archive/`, replays the in-flight step's
+journal, lets the run controller decide where to start (identity, finished run, Reef's checkpoint,
+archive pairing), then runs each step and hands it to the controller, which waits for Reef's
+training, qualifies it and commits in this order: the archive store, then
+`guidance-run/committed-library.json` (the committed archive in the Discover `library.json`
+layout, atomically), then `resume-state.json`, which records the library file's SHA-256. On
+resume that file is checked against the hash; a missing or different file is rebuilt from the
+store (the durable source of truth) with a warning and a `committed_library_rebuilt` event.
+
+The adapters (Reef, executor, judge, training bridge, status page) come in as `RunServices`;
+`harness.run.services.production_services` builds the real ones from `RunSettings`. Where the
+run's files live is `harness.storage.run_files`; the repairs a resume makes before its first step
+(lost journal slots, a stale committed library) are `harness.run.recovery`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
+from harness.adapters.reef.channel import ReefChannel
+from harness.contract import load_task
+from harness.library import Archive
+from harness.observe.cost import usage_by_step
+from harness.observe.events import EventSink
+from harness.run.agent import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
+from harness.run.controller import ControllerSettings, RunController
+from harness.run.crash_hook import crash_point
+from harness.run.recovery import check_committed_library, rebuild_lost_slots
+from harness.run.rollout import RolloutSettings
+from harness.run.services import RunServices
+from harness.scorer import JudgeUnavailableError
+from harness.settings.run_settings import RunSettings
+from harness.state import ArchiveConfig, LibraryEntry
+from harness.storage.atomic import remove_stale_temps
+from harness.storage.library_json import write_library_json
+from harness.storage.resume_state import RunIdentity
+from harness.storage.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, RUN_DIR, load_seed
+from harness.storage.store import HEAD, ArchiveStore
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """What a run leaves for its caller (and for Harbor's `context.metadata["reef"]`)."""
+
+    start_step: int
+    next_step: int
+    step_summaries: tuple[Mapping[str, Any], ...]
+    agent_record_ids: tuple[str, ...]
+    runtime_load_id: str | None
+    best: LibraryEntry | None
+
+    def reef_metadata(self) -> dict[str, Any]:
+        """The documented `context.metadata["reef"]` block (JSON values only)."""
+        return {
+            "agent_record_ids": list(self.agent_record_ids),
+            "start_step": self.start_step,
+            "next_step": self.next_step,
+            "runtime_load_id": self.runtime_load_id,
+            "step_summaries": [dict(s) for s in self.step_summaries],
+        }
+
+
+def run_steps(
+    settings: RunSettings,
+    task_dir: Path,
+    problem: str,
+    services: RunServices,
+    *,
+    workers: int | None = None,
+    controller_overrides: Mapping[str, Any] | None = None,
+) -> RunResult:
+    """Run (or resume) the run described by `settings` up to STEPS and return its result.
+
+    At most `settings.max_rollout_workers` rollouts run at once (`workers` overrides it, for
+    tests that want one rollout at a time). Raises what stops the run: `ResumeRefused` and
+    friends from the controller, `StepInterrupted` (judge down; re-run to resume), Reef or
+    journal errors. Nothing is lost by any of them: finished rollouts are journaled, committed
+    steps are committed.
+    """
+    contract, _ = load_task(task_dir)  # the whole task directory is checked before anything runs
+    run_dir = settings.state_dir / RUN_DIR
+    run_dir.mkdir(parents=True, exist_ok=True)
+    remove_stale_temps(run_dir)  # a resume-state write cut short leaves only its temp file
+    config = ArchiveConfig(
+        rollout_n=settings.rollouts_per_group,
+        groups_per_batch=settings.groups_per_step,
+        score_direction=contract.score_direction,
+    )
+    seed_record = task_dir / settings.seed_file
+    new_run = not os.path.lexists(settings.state_dir / ARCHIVE_DIR / HEAD)
+    try:
+        on_suite = seed_on_judge_suite(
+            services.scorer,
+            seed_record,
+            load_seed(task_dir, settings.seed_file) if new_run else None,
+        )
+    except JudgeUnavailableError as exc:
+        raise StepInterrupted(
+            f"the judge is unavailable before the run starts: {exc}; {RESUME_HINT}"
+        ) from exc
+    suite = on_suite.suite
+    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, on_suite)
+    try:
+        restored = store.load()
+        check_archive_suite(restored.archive, seed_record, suite, settings.judge_url)
+        if on_suite.record is not None:
+            services.events.emit("seed_rescored", **on_suite.record)
+        archive = restored.archive
+        committed = [restored.committed_step]
+
+        def commit_archive(step: int) -> str:
+            if step > committed[0]:  # else committed before a crash: the commit is idempotent
+                crash_point("before_archive_commit")
+                store.commit_step(archive, step)
+                committed[0] = step
+                crash_point("after_archive_commit")
+            return write_library_json(archive, settings.state_dir / COMMITTED_LIBRARY)
+
+        controller = RunController(
+            ControllerSettings.for_run(settings, **dict(controller_overrides or {})),
+            RunIdentity.from_dict(settings.identity()),
+            services.executor.backend.safe_dict(),
+            services.bridge,
+            services.status,
+            commit_archive,
+            lambda: committed[0] if committed[0] >= 0 else None,
+            events=services.events,
+            gate=services.gate,
+        )
+        start = controller.begin()
+        events = services.events
+        if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
+            check_committed_library(settings.state_dir, store.root, events)
+        in_flight = restored.in_flight + rebuild_lost_slots(
+            store, archive, restored.next_step, services.reef, events
+        )
+        events.emit(
+            "run_started",
+            mode=controller.gate.mode,
+            suite=suite,
+            state_dir=str(settings.state_dir),
+            start_step=start.start_step,
+            steps=start.steps,
+            groups=settings.groups_per_step,
+            rollouts=settings.rollouts_per_group,
+            best_raw_score=_best_score(archive),
+            guidance_model=settings.model,
+            executor_model=services.executor.backend.model,
+        )
+        harness = GuidanceHarness(
+            archive=archive,
+            store=store,
+            settings=RolloutSettings(
+                contract=contract,
+                problem=problem,
+                model=settings.model,
+                guidance_max_tokens=settings.guidance_max_tokens,
+                groups_per_step=settings.groups_per_step,
+                rollouts_per_group=settings.rollouts_per_group,
+            ),
+            reef=services.reef,
+            executor=services.executor,
+            scorer=services.scorer,
+            workers=workers or settings.max_rollout_workers,
+            events=events,
+        )
+        summaries = list(start.step_summaries)
+        for step in range(start.start_step, start.steps):
+            if step == start.recovered_step:
+                step_run = harness.rebuild_step(step)
+            else:
+                journaled = in_flight if step == restored.next_step else ()
+                step_run = harness.run_step(step, journaled)
+            summary = controller.complete_step(step_run.outcome)
+            summaries.append(summary)
+            _emit_step_end(events, archive, step, summary, step_run, controller.gate.mode)
+        result = RunResult(
+            start_step=start.start_step,
+            next_step=controller.next_step,
+            step_summaries=tuple(summaries),
+            agent_record_ids=well_formed_receipts(archive),
+            runtime_load_id=_runtime_load_id(services.reef),
+            best=archive.best_entry(),
+        )
+        events.emit(
+            "run_finished",
+            next_step=result.next_step,
+            best_raw_score=result.best.verifier_raw_score if result.best else None,
+        )
+        return result
+    except BaseException as exc:
+        services.events.emit("error", message=f"{type(exc).__name__}: {exc}", where="run")
+        raise
+    finally:
+        store.close()
+
+
+def _best_score(archive: Archive) -> float | None:
+    """The archive's best raw score (the seed's before the first step), for the progress line."""
+    best = archive.best_entry()
+    return None if best is None else best.verifier_raw_score
+
+
+def _open_store(
+    root: Path, config: ArchiveConfig, task_dir: Path, seed: SeedOnSuite
+) -> ArchiveStore:
+    if os.path.lexists(root / HEAD):  # a broken head is refused by open(), never replaced
+        return ArchiveStore.open(root, config)
+    log.info("new archive in %s from the seed of %s (%s)", root, task_dir, seed.suite)
+    assert seed.entry is not None  # a new run's seed is aligned with the judge's suite first
+    return ArchiveStore.create(root, Archive.from_seed(config, seed.entry))
+
+
+def _emit_step_end(
+    events: EventSink,
+    archive: Archive,
+    step: int,
+    summary: Mapping[str, Any],
+    run: StepRun,
+    mode: str,
+) -> None:
+    usage = usage_by_step(step_entries(archive, step)).get(step)
+    events.emit(
+        "step_summary",
+        **dict(summary),
+        mode=mode,
+        executor_failures=run.executor_failures,
+        usage=usage.to_dict() if usage else None,
+    )
+    events.emit("step_committed", step=step, next_step=step + 1)
+
+
+def well_formed_receipts(archive: Archive) -> tuple[str, ...]:
+    """The receipts of every rollout with well-formed guidance, in step, group, rollout order."""
+    rollouts = [
+        e
+        for e in archive.entries.values()
+        if e.timestep >= 1 and e.metadata.get("guidance_format_ok")
+    ]
+    rollouts.sort(
+        key=lambda e: (e.timestep, e.metadata.get("group", 0), e.metadata.get("rollout", 0))
+    )
+    return tuple(str(e.metadata["agent_record_id"]) for e in rollouts)
+
+
+def _runtime_load_id(reef: ReefChannel) -> str | None:
+    try:
+        return reef.runtime_load_id()
+    except Exception as exc:  # informative only: never fail a finished run over it
+        log.warning("could not read Reef's runtime load id: %s", exc)
+        return None

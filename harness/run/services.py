@@ -1,0 +1,112 @@
+"""The adapters of a run, and how the real ones are built from the run's settings.
+
+`RunServices` is what `harness.run.runner.run_steps` runs against: Reef's channel, the executor, the
+judge's scorer, and the step gate's adapters (Reef's training bridge and status page for a
+trained run, `FrozenGate` for a frozen-guidance run), plus the run's event sink. Tests build it
+from honest fakes; `production_services` builds the real ones, and `close` releases what it
+opened.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness.adapters.executor.backends import ExecutionBackend, backend_from_name
+from harness.adapters.executor.client import ExecutionClient
+from harness.adapters.judge.frontiercs import FrontierCSScorer
+from harness.adapters.reef.channel import ReefChannel
+from harness.adapters.reef.status import ReefStatusClient, StatusSource
+from harness.adapters.reef.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
+from harness.observe.events import EventSink, NullSink
+from harness.run.gate import FrozenGate, StepGate
+from harness.run.rollout import Executor
+from harness.scorer import Scorer
+from harness.settings.run_settings import RunSettings
+
+
+@dataclass
+class RunServices:
+    """The adapters of a run. `close` releases what `production_services` opened.
+
+    A trained run has Reef's training `bridge` and `status` page (the controller builds its
+    training barrier on them); a frozen-guidance run has `gate=FrozenGate()` and neither."""
+
+    reef: ReefChannel
+    executor: Executor
+    scorer: Scorer
+    bridge: TrainingBridge | None
+    status: StatusSource | None
+    events: EventSink = field(default_factory=NullSink)
+    closers: list[Callable[[], None]] = field(default_factory=list)
+    gate: StepGate | None = None
+
+    def close(self) -> None:
+        for close in self.closers:
+            close()
+
+
+def production_services(
+    settings: RunSettings,
+    task_dir: Path,
+    *,
+    executor_url: str | None = None,
+    bridge: TrainingBridge | None = None,
+    events: EventSink | None = None,
+    backend: ExecutionBackend | None = None,
+) -> RunServices:
+    """The real adapters: Reef at `settings.reef_url`, the configured executor backend (at
+    `executor_url` when given), the FrontierCS judge at `settings.judge_url` with the task's case
+    check, and the step gate of the run's mode: trained, Reef's Ray training bridge (address from
+    `<run-dir>/slime-driver/runtime.yaml`) unless `bridge` is given, and Reef's status page;
+    frozen, `FrozenGate` (no bridge: nothing is trained, no step waits). `backend` replaces the
+    configured executor backend (the rehearsal's labelled stand-in)."""
+    executor = ExecutionClient(backend or executor_backend(settings, executor_url))
+    reef = ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
+    scorer = FrontierCSScorer.for_task(
+        task_dir, settings.judge_url, settings.judge_problem_id or None
+    )
+    if settings.frozen:
+        if bridge is not None:
+            raise ValueError(
+                f"{settings.config_path} describes a frozen-guidance run, which trains nothing "
+                "and takes no training bridge; use serve.yaml for a trained run"
+            )
+        return RunServices(
+            reef=reef,
+            executor=executor,
+            scorer=scorer,
+            bridge=None,
+            status=None,
+            events=events or NullSink(),
+            closers=[executor.close],
+            gate=FrozenGate(),
+        )
+    status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
+    if bridge is None:
+        address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
+        bridge = RayTrainingBridge(address)
+    return RunServices(
+        reef=reef,
+        executor=executor,
+        scorer=scorer,
+        bridge=bridge,
+        status=status,
+        events=events or NullSink(),
+        closers=[executor.close, status.close],
+    )
+
+
+def executor_backend(settings: RunSettings, executor_url: str | None = None) -> ExecutionBackend:
+    """The run's executor backend: the configured one (at `executor_url` when given), with at
+    most `executor_max_in_flight` requests in flight."""
+    effort = (
+        settings.gpt_oss_reasoning_effort if settings.executor_backend == "gpt_oss_120b" else None
+    )
+    return backend_from_name(
+        settings.executor_backend,
+        reasoning_effort=effort,
+        base_url=executor_url,
+        concurrency=settings.executor_max_in_flight,
+    )

@@ -1,0 +1,285 @@
+"""Run settings: ``serve.yaml`` read once into the frozen ``RunSettings`` record.
+
+``serve.yaml`` is the single source of truth for the grid (G, R), STEPS, the token limits, the
+LoRA rank, the TP sizes, where Reef listens and where state lives. Reef reads the file with
+``reef serve -c serve.yaml``; the harness reads the same file (``harness.settings.document``: the
+same
+interpolation as Reef 0.1.3) and validates it with the section models of
+``harness.settings.serve`` (the same models the tttd recipe package applies under ``reef serve``),
+then keeps what the run needs here, checked once and passed down.
+
+To add a setting: declare it on its section model in ``harness.settings.serve``, add the field
+to ``RunSettings`` and set it in ``_record``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from harness.settings.document import (
+    FROZEN_SECTION,
+    HARNESS_SECTION,
+    RunSettingsError,
+    ServeDocument,
+)
+from harness.settings.frozen import FrozenServeSettings
+from harness.settings.serve import (
+    DEFAULT_RAY_ACTOR_NAME,
+    DEFAULT_RAY_NAMESPACE,
+    DEFAULT_SEED_FILE,
+    EXECUTOR_BACKENDS,
+    GRID_OPTIONS,
+    HarnessConfig,
+    InferenceSection,
+    RecipeConfig,
+    ReefSection,
+    ServeSettings,
+    TrainingConfig,
+    TrainingOptions,
+    grid_layout_errors,
+    section_errors,
+    validate_document,
+)
+from harness.validation import MISSING
+
+__all__ = [
+    "DEFAULT_RAY_ACTOR_NAME",
+    "DEFAULT_RAY_NAMESPACE",
+    "DEFAULT_SEED_FILE",
+    "DEFAULT_SERVE_YAML",
+    "EXECUTOR_BACKENDS",
+    "GRID_OPTIONS",
+    "HARNESS_SECTION",
+    "MISSING",
+    "HarnessConfig",
+    "InferenceSection",
+    "RecipeConfig",
+    "ReefSection",
+    "RunSettings",
+    "RunSettingsError",
+    "ServeDocument",
+    "ServeSettings",
+    "TrainingConfig",
+    "TrainingOptions",
+    "grid_layout_errors",
+    "section_errors",
+]
+
+#: ``serve.yaml`` at the repository root.
+DEFAULT_SERVE_YAML = Path(__file__).resolve().parents[2] / "serve.yaml"
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Every run setting the harness needs, read from ``serve.yaml`` and checked once.
+
+    Paths are absolute (relative ones in the file are taken from the directory ``reef serve``
+    runs in, as Reef does). ``reef_token`` is a credential: it is left out of ``repr`` and of
+    :meth:`safe_dict`.
+    """
+
+    config_path: Path
+    task: str
+    model: str
+    model_path: Path | None  # None in frozen mode (no local weights)
+    groups_per_step: int
+    rollouts_per_group: int
+    steps: int
+    checkpoint_every_n_versions: int
+    guidance_max_tokens: int
+    sequence_length: int
+    lora_rank: int
+    inference_tensor_parallel_size: int
+    megatron_tensor_parallel_size: int
+    reef_host: str
+    reef_port: int
+    run_dir: Path
+    state_dir: Path
+    checkpoint_dir: Path | None  # the checkpoint and Ray settings are None in frozen mode
+    megatron_checkpoint_dir: Path | None
+    hf_checkpoint_template: str | None
+    ray_actor_name: str | None
+    ray_namespace: str | None
+    executor_backend: str
+    gpt_oss_reasoning_effort: str
+    judge_url: str
+    judge_problem_id: str
+    max_rollout_workers: int
+    executor_max_in_flight: int
+    startup_deadline_s: int
+    seed_file: str = DEFAULT_SEED_FILE
+    reef_token: str | None = field(default=None, repr=False)
+    #: `trained` (serve.yaml: Reef trains the guidance LoRA) or `frozen` (serve-frozen.yaml:
+    #: any OpenAI-compatible endpoint behind Reef's record-only service; harness.settings.frozen).
+    mode: str = "trained"
+    #: Frozen mode: the endpoint Reef proxies guidance calls to (without ``/v1``).
+    guidance_upstream_url: str | None = None
+
+    @property
+    def frozen(self) -> bool:
+        """True for a frozen-guidance run: nothing is trained, no training barrier."""
+        return self.mode == "frozen"
+
+    @property
+    def scenario(self) -> str:
+        """The Reef scenario of this task: ``guidance-ttt-<task-with-dashes>``."""
+        return "guidance-ttt-" + self.task.replace("_", "-")
+
+    @property
+    def reef_url(self) -> str:
+        """Where the harness reaches Reef: ``http://host:port``, loopback for a wildcard bind."""
+        host = "127.0.0.1" if self.reef_host in ("", "0.0.0.0") else self.reef_host
+        return f"http://{host}:{self.reef_port}"
+
+    @property
+    def rollouts_per_step(self) -> int:
+        """G·R: the reports of one step, and the optimizer step's batch size."""
+        return self.groups_per_step * self.rollouts_per_group
+
+    def identity(self) -> dict[str, Any]:
+        """The run-identity fields a resume must match (docs/run-controller.md), without the
+        executor record."""
+        return {
+            "mode": self.mode,
+            "model": self.model,
+            "executor": self.executor_backend,
+            "gpt_oss_reasoning_effort": self.gpt_oss_reasoning_effort,
+            "groups_per_step": self.groups_per_step,
+            "rollouts_per_group": self.rollouts_per_group,
+            "guidance_max_tokens": self.guidance_max_tokens,
+            "sequence_length": self.sequence_length,
+            "lora_rank": self.lora_rank,
+            "inference_tensor_parallel_size": self.inference_tensor_parallel_size,
+            "megatron_tensor_parallel_size": self.megatron_tensor_parallel_size,
+        }
+
+    def safe_dict(self) -> dict[str, Any]:
+        """Every setting except the token, JSON-ready (paths as strings): safe to log or persist."""
+        values: dict[str, Any] = {}
+        for item in fields(self):
+            if item.name == "reef_token":
+                continue
+            value = getattr(self, item.name)
+            values[item.name] = str(value) if isinstance(value, Path) else value
+        values["scenario"] = self.scenario
+        values["reef_url"] = self.reef_url
+        return values
+
+    @classmethod
+    def load(
+        cls,
+        path: str | Path = DEFAULT_SERVE_YAML,
+        *,
+        environ: Mapping[str, str] | None = None,
+        base_dir: str | Path | None = None,
+    ) -> RunSettings:
+        """Read, interpolate and validate ``serve.yaml``; raise ``RunSettingsError`` naming every
+        wrong key and its value.
+
+        ``environ`` defaults to ``os.environ`` and ``base_dir`` (for relative paths) to the
+        current directory, which is where ``reef serve`` resolves them too.
+        """
+        config_path = Path(path).expanduser().resolve()
+        document = ServeDocument.read(config_path, os.environ if environ is None else environ)
+        base = Path.cwd() if base_dir is None else Path(base_dir)
+        if document.raw(*FROZEN_SECTION) is not None:
+            frozen = validate_document(document, config_path, FrozenServeSettings)
+            return _frozen_record(frozen, config_path, base)
+        return _record(validate_document(document, config_path, ServeSettings), config_path, base)
+
+
+def _absolute(value: str, base: Path) -> Path:
+    """A path setting made absolute: ``~`` expanded, a relative one taken from ``base``."""
+    path = Path(os.path.expanduser(value))
+    return path if path.is_absolute() else (base / path).resolve()
+
+
+def _token(value: object) -> str | None:
+    """The Reef token, stripped; None when unset or blank."""
+    return (str(value).strip() or None) if value is not None else None
+
+
+def _harness_fields(harness: HarnessConfig) -> dict[str, Any]:
+    """The ``harness`` section's settings, the same in both modes."""
+    return {
+        "executor_backend": harness.executor_backend,
+        "gpt_oss_reasoning_effort": harness.gpt_oss_reasoning_effort,
+        "judge_url": harness.judge_url,
+        "judge_problem_id": harness.judge_problem_id,
+        "seed_file": harness.seed,
+        "max_rollout_workers": harness.max_rollout_workers,
+        "executor_max_in_flight": harness.executor_max_in_flight,
+        "startup_deadline_s": harness.startup_deadline_s,
+    }
+
+
+def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
+    """The ``RunSettings`` of a trained run's ``serve.yaml``."""
+    config = serve.training.config
+    hf_template = serve.training.options.save_hf
+    if not Path(hf_template).is_absolute():
+        hf_template = str(base / hf_template)
+    return RunSettings(
+        config_path=config_path,
+        task=config.task,
+        model=config.model,
+        model_path=_absolute(serve.inference.model_path, base),
+        groups_per_step=serve.recipe.config.groups_per_step,
+        rollouts_per_group=serve.recipe.config.rollouts_per_group,
+        steps=config.steps,
+        checkpoint_every_n_versions=serve.recipe.config.checkpoint_every_n_versions,
+        guidance_max_tokens=config.max_response_len,
+        sequence_length=config.context_length,
+        lora_rank=config.lora_rank,
+        inference_tensor_parallel_size=serve.inference.tensor_parallel_size,
+        megatron_tensor_parallel_size=serve.training.options.tensor_model_parallel_size,
+        reef_host=serve.reef.host,
+        reef_port=serve.reef.port,
+        reef_token=_token(serve.reef.token),
+        run_dir=_absolute(serve.reef.run_dir, base),
+        state_dir=_absolute(config.state_dir, base),
+        checkpoint_dir=_absolute(config.checkpoint_dir, base),
+        megatron_checkpoint_dir=_absolute(serve.training.options.save, base),
+        hf_checkpoint_template=hf_template,
+        ray_actor_name=serve.training.ray_actor_name,
+        ray_namespace=serve.training.ray_namespace,
+        **_harness_fields(config.harness),
+    )
+
+
+def _frozen_record(serve: FrozenServeSettings, config_path: Path, base: Path) -> RunSettings:
+    """The ``RunSettings`` of a frozen run's settings file: the training-only settings (LoRA
+    rank, TP sizes, checkpoints, Ray) are None or 0, since a frozen run trains nothing."""
+    grid, run = serve.recipe.config, serve.recipe.config.guidance_ttt
+    return RunSettings(
+        config_path=config_path,
+        task=run.task,
+        model=run.model,
+        model_path=None,
+        groups_per_step=grid.groups_per_step,
+        rollouts_per_group=grid.rollouts_per_group,
+        steps=run.steps,
+        checkpoint_every_n_versions=0,
+        guidance_max_tokens=run.max_response_len,
+        sequence_length=run.context_length,
+        lora_rank=0,
+        inference_tensor_parallel_size=0,
+        megatron_tensor_parallel_size=0,
+        reef_host=serve.reef.host,
+        reef_port=serve.reef.port,
+        reef_token=_token(serve.reef.token),
+        run_dir=_absolute(serve.reef.run_dir, base),
+        state_dir=_absolute(run.state_dir, base),
+        checkpoint_dir=None,
+        megatron_checkpoint_dir=None,
+        hf_checkpoint_template=None,
+        ray_actor_name=None,
+        ray_namespace=None,
+        mode="frozen",
+        guidance_upstream_url=serve.inference.upstream_url,
+        **_harness_fields(run.harness),
+    )

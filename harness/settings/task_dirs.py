@@ -1,0 +1,28 @@
+"""Where a Harbor task directory is, found from the installed package, not the current directory.
+
+An installed wheel carries the task directories as package data, `harness/harbor_tasks/<task>`
+(pyproject.toml's `force-include`); an editable install or a checkout has them at
+`<checkout>/harbor/<task>`. `bundled_task_dir` looks in both, so commands such as
+`guidance-ttt doctor` work from any directory.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PACKAGE_DIR = Path(__file__).resolve().parents[1]  # harness/
+TASK_ROOTS = (PACKAGE_DIR / "harbor_tasks", PACKAGE_DIR.parent / "harbor")
+
+
+def bundled_task_dir(task: str) -> Path:
+    """The directory of the task named `task` (a directory name under `harbor/`). Raises
+    `FileNotFoundError` naming the places looked in."""
+    for root in TASK_ROOTS:
+        candidate = root / task
+        if (candidate / "task.toml").is_file() or (candidate / "contract.json").is_file():
+            return candidate
+    looked = ", ".join(str(root / task) for root in TASK_ROOTS)
+    raise FileNotFoundError(
+        f"no task directory {task!r} in the installed package (looked in {looked}); "
+        "pass --task-dir, or set training.config.task in serve.yaml to an installed task"
+    )
