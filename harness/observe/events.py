@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.storage.atomic import SymlinkRefusedError, open_nofollow
 from harness.storage.state_files import StateFileError, decode_object, exists, iter_lines
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,11 @@ class EventLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
         try:
-            fd = os.open(self.path, flags, 0o644)
+            fd = open_nofollow(self.path, flags)
+        except SymlinkRefusedError:
+            raise
         except OSError as exc:
             raise StateFileError(f"{self.path} cannot be opened for appending: {exc}") from exc
         mode = os.fstat(fd).st_mode

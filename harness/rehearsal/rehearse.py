@@ -44,6 +44,7 @@ from harness.rehearsal.stand_ins import (
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import production_services
 from harness.settings.run_settings import FROZEN_SECTION, RunSettings
+from harness.storage.atomic import atomic_write_bytes
 from harness.storage.run_files import event_log_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -98,7 +99,7 @@ def write_settings(
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
         "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"
     )
-    path.write_text(header + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    atomic_write_bytes(path, (header + yaml.safe_dump(document, sort_keys=False)).encode("utf-8"))
     return RunSettings.load(path, environ={}, base_dir=path.parent)
 
 

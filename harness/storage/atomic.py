@@ -6,11 +6,17 @@ sees either the old file or the new one, never a mix. `append_durable_line` appe
 newline-terminated record and fsyncs it before returning (`harness.storage.state_files` reads such a
 file back safely and ignores a torn final line). Every write is counted in `METER` so benchmarks can
 report the bytes that actually reached the file system.
+
+Nothing here writes through a symbolic link: a file opened for appending, truncating or locking
+is opened with `O_NOFOLLOW`, an atomic replace refuses a link in the target's place, and a
+linked parent directory is refused too (`SymlinkRefusedError`, naming the path). A state
+directory is the run's own; a link inside it would send the run's writes somewhere else.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import os
 import time
@@ -20,6 +26,40 @@ from pathlib import Path
 from typing import Any
 
 TEMP_SUFFIX = ".tmp"
+
+
+class SymlinkRefusedError(OSError):
+    """A state file, or the directory holding it, is a symbolic link: nothing is written."""
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(
+            errno.ELOOP,
+            f"{path} is a symbolic link; refusing to write through it (remove the link: a state "
+            "directory holds only the run's own files)",
+        )
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+def refuse_linked_parent(path: Path) -> None:
+    """Raise `SymlinkRefusedError` when the directory holding `path` is a symbolic link."""
+    parent = Path(path).parent
+    if parent.is_symlink():
+        raise SymlinkRefusedError(parent)
+
+
+def open_nofollow(path: Path, flags: int, mode: int = 0o644) -> int:
+    """`os.open` that never follows a symbolic link at `path` (dangling or not) or in place of
+    its directory; such a link raises `SymlinkRefusedError` naming it."""
+    refuse_linked_parent(path)
+    try:
+        return os.open(path, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP and os.path.islink(path):
+            raise SymlinkRefusedError(Path(path)) from exc
+        raise
 
 
 @dataclass
@@ -77,8 +117,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     rename, fsync the directory). On any error the target is untouched and the temp file removed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
+    if path.is_symlink():
+        raise SymlinkRefusedError(path)
     temp = temp_path_for(path)
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = open_nofollow(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL)
     try:
         try:
             _write_all(fd, data)
@@ -107,8 +149,8 @@ def append_durable_line(path: Path, line: bytes) -> int:
     if b"\n" in line:
         raise ValueError("a journal line must not contain a newline")
     path = Path(path)
-    created = not path.exists()
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    created = not os.path.lexists(path)
+    fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
         _write_all(fd, line + b"\n")
         _fsync(fd)
@@ -122,7 +164,7 @@ def append_durable_line(path: Path, line: bytes) -> int:
 
 def truncate_durable(path: Path, size: int) -> None:
     """Cut `path` to `size` bytes and fsync it (drops a torn or uncommitted tail)."""
-    fd = os.open(path, os.O_WRONLY)
+    fd = open_nofollow(path, os.O_WRONLY)
     try:
         os.ftruncate(fd, size)
         _fsync(fd)

@@ -31,8 +31,10 @@ from pathlib import Path
 from harness.library import Archive, ArchiveError, require_same_config
 from harness.state import ArchiveConfig, LibraryEntry, LibraryNode
 from harness.storage.atomic import (
+    SymlinkRefusedError,
     append_durable_line,
     atomic_write_bytes,
+    open_nofollow,
     remove_stale_temps,
     truncate_durable,
 )
@@ -136,8 +138,11 @@ class ArchiveStore:
 
     @staticmethod
     def _lock(root: Path) -> int:
+        for directory in (root.parent, root):  # guidance-run/ and guidance-run/archive/
+            if directory.is_symlink():
+                raise SymlinkRefusedError(directory)
         root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(root / LOCK, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
