@@ -36,6 +36,7 @@ from harness.run.rollout import (
 )
 from harness.scorer import JudgeUnavailableError, Scorer
 from harness.state import EXECUTION_ERROR, LibraryEntry
+from harness.storage.atomic import DiskFullError
 from harness.storage.resume_state import StepOutcome
 from harness.storage.store import ArchiveStore, JournalRecord
 
@@ -196,6 +197,12 @@ class GuidanceHarness:
                     f"not score were neither journaled nor reported — start the judge, then "
                     f"{RESUME_HINT}"
                 ) from first
+            full = next((f for f in fault if isinstance(f, DiskFullError)), None)
+            if full is not None:
+                raise StepInterrupted(
+                    f"step {step} stopped: {full}; rollouts that did not fit were neither "
+                    f"journaled nor reported — {RESUME_HINT}"
+                ) from full
             raise first
 
     def _journal_and_report(self, finished: FinishedRollout) -> None:

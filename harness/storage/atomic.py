@@ -19,6 +19,7 @@ import contextlib
 import errno
 import json
 import os
+import shutil
 import time
 import uuid
 from dataclasses import dataclass
@@ -41,6 +42,27 @@ class SymlinkRefusedError(OSError):
 
     def __str__(self) -> str:
         return self.strerror or ""
+
+
+class DiskFullError(OSError):
+    """A state file could not be written for lack of space (or quota); nothing partial is left."""
+
+    def __init__(self, path: Path, cause: OSError) -> None:
+        try:
+            free = shutil.disk_usage(Path(path).parent).free
+            room = f"{free / 2**20:.1f} MiB free there"
+        except OSError:
+            room = "free space unknown"
+        super().__init__(
+            cause.errno, f"no space left writing {path} ({room}): free some space, then resume"
+        )
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return self.strerror or ""
+
+
+_NO_SPACE = frozenset({errno.ENOSPC, errno.EDQUOT})
 
 
 def refuse_linked_parent(path: Path) -> None:
@@ -128,9 +150,11 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         finally:
             os.close(fd)
         os.replace(temp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             temp.unlink()
+        if isinstance(exc, OSError) and exc.errno in _NO_SPACE:
+            raise DiskFullError(path, exc) from exc
         raise
     fsync_dir(path.parent)
 
@@ -145,15 +169,25 @@ def atomic_write_json(path: Path, value: Any) -> None:
 def append_durable_line(path: Path, line: bytes) -> int:
     """Append one record (`line` must not contain a newline; one is added) with a single write,
     fsync it, and return the file size after the append. A newly created file's directory entry
-    is fsynced too, so the record survives a crash once this returns."""
+    is fsynced too, so the record survives a crash once this returns. A write that fails (a full
+    disk: `DiskFullError`) leaves the file as it was."""
     if b"\n" in line:
         raise ValueError("a journal line must not contain a newline")
     path = Path(path)
     created = not os.path.lexists(path)
     fd = open_nofollow(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT)
     try:
-        _write_all(fd, line + b"\n")
-        _fsync(fd)
+        before = os.fstat(fd).st_size
+        try:
+            _write_all(fd, line + b"\n")
+            _fsync(fd)
+        except OSError as exc:
+            # Cut what part of the line got in, so the next append does not merge with it.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, before)
+            if exc.errno in _NO_SPACE:
+                raise DiskFullError(path, exc) from exc
+            raise
         size = os.fstat(fd).st_size
     finally:
         os.close(fd)
