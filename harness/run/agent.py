@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from harness.adapters.executor.client import ExecutorAccessError
 from harness.adapters.reef.channel import ReefChannel
 from harness.library import Archive
 from harness.observe.events import EventSink, NullSink
@@ -197,6 +198,13 @@ class GuidanceHarness:
                     f"not score were neither journaled nor reported — start the judge, then "
                     f"{RESUME_HINT}"
                 ) from first
+            refused = next((f for f in fault if isinstance(f, ExecutorAccessError)), None)
+            if refused is not None:
+                raise StepInterrupted(
+                    f"step {step} stopped: the executor refused the request with HTTP "
+                    f"{refused.status} (a wrong or revoked key, or no credit left): {refused.body}"
+                    f" — fix the key or the account, then {RESUME_HINT}"
+                ) from refused
             full = next((f for f in fault if isinstance(f, DiskFullError)), None)
             if full is not None:
                 raise StepInterrupted(

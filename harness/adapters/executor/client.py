@@ -22,6 +22,7 @@ import httpx
 from harness.adapters.executor.backends import ExecutionBackend, build_request_body
 
 __all__ = [
+    "ACCESS_STATUSES",
     "ERROR_BODY_LIMIT",
     "RETRYABLE_STATUSES",
     "ExecutionClient",
@@ -30,6 +31,7 @@ __all__ = [
     "ExecutionResponseError",
     "ExecutionResult",
     "ExecutionTransportError",
+    "ExecutorAccessError",
     "MissingAPIKeyError",
     "parse_completion",
 ]
@@ -61,6 +63,15 @@ class ExecutionHTTPError(ExecutionError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+class ExecutorAccessError(ExecutionHTTPError):
+    """401, 402 or 403: the key is wrong or revoked, or the account is out of credit. Every
+    later call would fail the same way, so the run stops instead of scoring reward 0."""
+
+
+#: Statuses that mean the executor refuses this key or account (`ExecutorAccessError`).
+ACCESS_STATUSES = frozenset({401, 402, 403})
 
 
 class ExecutionTransportError(ExecutionError):
@@ -287,7 +298,12 @@ class ExecutionClient:
                         f"(attempt {attempt}): {text}"
                     )
                 else:
-                    failure = ExecutionHTTPError(
+                    kind = (
+                        ExecutorAccessError
+                        if response.status_code in ACCESS_STATUSES
+                        else ExecutionHTTPError
+                    )
+                    failure = kind(
                         f"executor {name} returned HTTP {response.status_code} "
                         f"(attempt {attempt}): {text}",
                         status=response.status_code,
