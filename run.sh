@@ -99,16 +99,9 @@ mkdir -p "$STATE_DIR"
 reef_log="$STATE_DIR/reef.log"
 # shellcheck source=scripts/reef-stack.sh
 source scripts/reef-stack.sh
-proxy_pid=""
-stop_all() {
-    stop_reef
-    if [ -n "$proxy_pid" ] && kill -0 "$proxy_pid" 2>/dev/null; then
-        kill -TERM "$proxy_pid" 2>/dev/null || true
-        wait "$proxy_pid" 2>/dev/null || true
-    fi
-}
-trap stop_all EXIT
-trap 'exit 130' INT TERM
+# Everything started from here on is stopped on exit, and on INT, TERM or HUP (a closed
+# terminal): the episode, the Reef stack and the key forwarder (scripts/reef-stack.sh).
+trap_signals
 
 # Frozen mode with a key: Reef would copy an upstream key into its runtime.yaml, so Reef's
 # upstream is a loopback forwarder that adds the key from the environment (docs/frozen.md).
@@ -131,4 +124,4 @@ if ! wait_for_reef "$REEF_URL" "$STARTUP_DEADLINE_S" "$reef_log"; then
 fi
 
 echo "run.sh: Reef is up; running the episode (STEPS=$STEPS, state in $STATE_DIR)"
-"$python" run.py --serve-yaml "$serve_yaml"
+run_episode "$python" run.py --serve-yaml "$serve_yaml"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -165,6 +166,7 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
+    from harness.cli.termination import Terminated, stopping_on_signals
     from harness.rehearsal.rehearse import RehearsalOptions, next_commands, rehearse
     from harness.run.controller import ResumeRefused
 
@@ -176,7 +178,11 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
         judge_seed=args.judge_seed,
     )
     try:
-        result = rehearse(args.state_dir, options, console)
+        with stopping_on_signals():
+            result = rehearse(args.state_dir, options, console)
+    except Terminated as exc:
+        print(f"guidance-ttt rehearse: {exc}; every process it started is stopped", file=sys.stderr)
+        return int(exc.code)
     except ResumeRefused as exc:
         if "already finished" not in str(exc):
             raise

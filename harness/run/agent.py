@@ -189,7 +189,11 @@ class GuidanceHarness:
                 )
 
         with ThreadPoolExecutor(self.workers, thread_name_prefix=f"rollout-s{step}") as pool:
-            list(pool.map(work, tasks))
+            try:
+                list(pool.map(work, tasks))
+            except BaseException:
+                stop.set()  # interrupted (a signal): rollouts not yet started do not start
+                raise
         if fault:
             first = next((f for f in fault if isinstance(f, JudgeUnavailableError)), fault[0])
             if isinstance(first, JudgeUnavailableError):
