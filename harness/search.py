@@ -26,6 +26,11 @@ GUIDANCE_EMPTY = "the <guidance> block is empty"
 
 NO_CANONICAL_SUMMARY = "The execution model emitted no usable canonical summary for this candidate."
 
+#: A summary quoting this many of the program's lines (each at least `QUOTED_LINE_CHARS`
+#: characters once whitespace is collapsed) carries code, and is not shown to the guidance model.
+QUOTED_LINES_LIMIT = 3
+QUOTED_LINE_CHARS = 16
+
 _FENCE = re.compile(r"```[ \t]*([^\s`]*)[^\n]*\n(.*?)```", re.DOTALL)
 
 
@@ -87,6 +92,34 @@ def extract_solution(text: str, solution_language: str) -> str | None:
     return code.strip("\n").rstrip() or None
 
 
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def summary_code_problem(raw_summary: str | None, solution: str | None) -> str | None:
+    """Why a summary may not reach the guidance model, or None when it may (docs/design.md §1).
+
+    The guidance model reads a parent's summary and score, never its code. A summary carries
+    code when it holds a code fence (```), a `<solution>` tag, or at least `QUOTED_LINES_LIMIT`
+    of the candidate's own lines of `QUOTED_LINE_CHARS`+ characters verbatim (whitespace
+    collapsed on both sides, so re-indenting does not hide a quote)."""
+    if not raw_summary:
+        return None
+    if "```" in raw_summary or SOLUTION_OPEN in raw_summary or SOLUTION_CLOSE in raw_summary:
+        return "it holds a code fence or a <solution> tag"
+    if not solution:
+        return None
+    body = _collapsed(raw_summary)
+    quoted = {
+        line
+        for line in (_collapsed(raw) for raw in solution.splitlines())
+        if len(line) >= QUOTED_LINE_CHARS and line in body
+    }
+    if len(quoted) >= QUOTED_LINES_LIMIT:
+        return f"it quotes {len(quoted)} lines of the candidate's program verbatim"
+    return None
+
+
 def canonical_summary(raw_summary: str | None) -> str:
     """The stored `summary` of a candidate: the extracted summary, or a fixed sentence saying
     that no usable canonical summary was emitted."""
@@ -112,7 +145,16 @@ def rollout_entry(
     `guidance` is None for malformed guidance (stored as ""); the canonical summary rule fills
     `summary` and `reusable_idea`, and the raw extraction is kept as
     `metadata.raw_model_summary`; `failure_mode` is the status unless the candidate is valid.
+    A summary that carries code (`summary_code_problem`) is withheld: the entry keeps the fixed
+    no-summary sentence, `metadata.raw_model_summary` is None, and the withheld text and the
+    reason are recorded as `metadata.withheld_model_summary` and `metadata.summary_withheld`.
+    The score and reward are untouched.
     """
+    withheld = summary_code_problem(raw_summary, solution)
+    extra: dict[str, Any] = {}
+    if withheld is not None:
+        extra = {"withheld_model_summary": raw_summary, "summary_withheld": withheld}
+        raw_summary = None
     summary = canonical_summary(raw_summary)
     return LibraryEntry(
         id=entry_id or str(uuid.uuid4()),
@@ -129,5 +171,5 @@ def rollout_entry(
         summary=summary,
         reusable_idea=summary,
         failure_mode=None if verification.valid else verification.status,
-        metadata={**metadata, "raw_model_summary": raw_summary},
+        metadata={**metadata, **extra, "raw_model_summary": raw_summary},
     )
