@@ -17,9 +17,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from harness.adapters.executor.client import ExecutorAccessError
 from harness.adapters.reef.channel import ReefChannel
@@ -195,27 +196,7 @@ class GuidanceHarness:
                 stop.set()  # interrupted (a signal): rollouts not yet started do not start
                 raise
         if fault:
-            first = next((f for f in fault if isinstance(f, JudgeUnavailableError)), fault[0])
-            if isinstance(first, JudgeUnavailableError):
-                raise StepInterrupted(
-                    f"step {step} stopped: the judge is unavailable ({first}); the slots it could "
-                    f"not score were neither journaled nor reported — start the judge, then "
-                    f"{RESUME_HINT}"
-                ) from first
-            refused = next((f for f in fault if isinstance(f, ExecutorAccessError)), None)
-            if refused is not None:
-                raise StepInterrupted(
-                    f"step {step} stopped: the executor refused the request with HTTP "
-                    f"{refused.status} (a wrong or revoked key, or no credit left): {refused.body}"
-                    f" — fix the key or the account, then {RESUME_HINT}"
-                ) from refused
-            full = next((f for f in fault if isinstance(f, DiskFullError)), None)
-            if full is not None:
-                raise StepInterrupted(
-                    f"step {step} stopped: {full}; rollouts that did not fit were neither "
-                    f"journaled nor reported — {RESUME_HINT}"
-                ) from full
-            raise first
+            raise _step_stop(step, fault)
 
     def _journal_and_report(self, finished: FinishedRollout) -> None:
         slot, entry = finished.slot, finished.entry
@@ -268,6 +249,44 @@ class GuidanceHarness:
 
 
 # --- outcome of a step (pure) ----------------------------------------------------------------
+
+
+def _judge_down(exc: JudgeUnavailableError) -> str:
+    return (
+        f"the judge is unavailable ({exc}); the slots it could not score were neither journaled "
+        "nor reported — start the judge, then "
+    )
+
+
+def _executor_refused(exc: ExecutorAccessError) -> str:
+    return (
+        f"the executor refused the request with HTTP {exc.status} (a wrong or revoked key, or no "
+        f"credit left): {exc.body} — fix the key or the account, then "
+    )
+
+
+def _disk_full(exc: DiskFullError) -> str:
+    return f"{exc}; rollouts that did not fit were neither journaled nor reported — "
+
+
+#: Faults that stop a step with a one-line reason and leave it to resume, first match wins.
+_STOPPING_FAULTS: tuple[tuple[type[BaseException], Callable[[Any], str]], ...] = (
+    (JudgeUnavailableError, _judge_down),
+    (ExecutorAccessError, _executor_refused),
+    (DiskFullError, _disk_full),
+)
+
+
+def _step_stop(step: int, fault: Sequence[BaseException]) -> BaseException:
+    """What a step's pool raises for its faults: `StepInterrupted` with the reason for a fault
+    the same command recovers from once it is fixed, else the first fault itself."""
+    for kind, reason in _STOPPING_FAULTS:
+        match = next((f for f in fault if isinstance(f, kind)), None)
+        if match is not None:
+            stopped = StepInterrupted(f"step {step} stopped: {reason(match)}{RESUME_HINT}")
+            stopped.__cause__ = match
+            return stopped
+    return fault[0]
 
 
 def step_entries(archive: Archive, step: int) -> list[LibraryEntry]:
