@@ -7,7 +7,8 @@ one ``torch.distributed`` process group over ``tcp://127.0.0.1:<free port>`` —
 ``function(rank, world_size, device, **keywords)`` and writes what it returns (JSON) to a file
 the parent reads back. The whole launch is bounded: past ``timeout_s`` every rank still running
 is stopped and ``RankFailure`` names the ones that had not finished; a rank that raises stops
-the others and ``RankFailure`` carries its rank and the last lines of its traceback.
+the others and ``RankFailure`` names every rank that raised and its error, the first one
+first (the others usually fail because their peer left the group).
 
 The environment the ranks start with keeps NVLink multicast off (``MULTICAST_OFF``): NCCL's
 NVLS, torch's symmetric-memory multicast and NVSHMEM's NVLS.
@@ -87,11 +88,11 @@ def run_ranks(
             context = mp.start_processes(
                 _rank_entry, args=arguments, nprocs=world_size, join=False, start_method="spawn"
             )
-        _join(context, timeout_s)
+        _join(context, timeout_s, Path(scratch))
         return [_read_result(Path(scratch), rank) for rank in range(world_size)]
 
 
-def _join(context: Any, timeout_s: float) -> None:
+def _join(context: Any, timeout_s: float, scratch: Path) -> None:
     from torch.multiprocessing import ProcessExitedException, ProcessRaisedException
 
     deadline = time.monotonic() + timeout_s
@@ -99,22 +100,31 @@ def _join(context: Any, timeout_s: float) -> None:
         while not context.join(timeout=max(0.1, min(5.0, deadline - time.monotonic()))):
             if time.monotonic() >= deadline:
                 running = [rank for rank, p in enumerate(context.processes) if p.is_alive()]
-                _stop(context)
+                _stop(context, grace_s=0.0)
                 raise RankFailure(
                     f"ranks {running} still running after {timeout_s:.0f} s: stopped them "
                     "(a collective waiting on a rank that never joined, or too small a timeout)"
                 )
-    except ProcessRaisedException as error:
-        _stop(context)
-        lines = [line for line in str(error).strip().splitlines() if line.strip()]
-        raise RankFailure(f"rank {error.error_index} raised: {' | '.join(lines[-2:])}") from None
-    except ProcessExitedException as error:
-        _stop(context)
-        raise RankFailure(f"rank {error.error_index} exited with code {error.exit_code}") from None
+    except (ProcessRaisedException, ProcessExitedException) as error:
+        # The other ranks usually fail next (their peer left the group): let them say so.
+        _stop(context, grace_s=10.0)
+        raise RankFailure(_failures(scratch) or f"rank {error.error_index}: {error}") from None
 
 
-def _stop(context: Any) -> None:
-    """Stop the ranks this launch started that are still running."""
+def _failures(scratch: Path) -> str:
+    """Every rank's recorded error, the first written first (most likely the cause)."""
+    errors = sorted(scratch.glob("rank-*.error"), key=lambda path: path.stat().st_mtime_ns)
+    return "; ".join(
+        f"{path.name.removesuffix('.error').replace('-', ' ')} raised {path.read_text()}"
+        for path in errors
+    )
+
+
+def _stop(context: Any, grace_s: float) -> None:
+    """Stop the ranks this launch started that are still running (after ``grace_s``)."""
+    deadline = time.monotonic() + grace_s
+    for process in context.processes:
+        process.join(timeout=max(0.0, deadline - time.monotonic()))
     for process in context.processes:
         if process.is_alive():
             process.terminate()
@@ -166,6 +176,10 @@ def _rank_entry(
     try:
         result = function(rank, world_size, device, **keywords)
         dist.barrier()
+    except BaseException as error:
+        text = " ".join(f"{type(error).__name__}: {error}".split())
+        (Path(scratch) / f"rank-{rank}.error").write_text(text[:400])
+        raise
     finally:
         dist.destroy_process_group()
     temporary = Path(scratch) / f"rank-{rank}.json.part"
