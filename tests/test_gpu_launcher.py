@@ -57,6 +57,11 @@ def test_a_launch_past_its_deadline_is_stopped_and_the_waiting_rank_named():
         run_ranks(_wait_for_a_message_never_sent, 2, "cpu", timeout_s=10)
 
 
-def test_an_unknown_device_is_refused_before_anything_starts():
+def test_an_unknown_device_or_too_few_gpus_are_refused_before_anything_starts():
+    import torch
+
     with pytest.raises(ValueError, match="device must be 'cpu' or 'cuda', got 'tpu'"):
         run_ranks(probe, 2, "tpu")
+    too_many = torch.cuda.device_count() + 1
+    with pytest.raises(ValueError, match=f"{too_many} ranks need {too_many} GPUs"):
+        run_ranks(probe, too_many, "cuda")

@@ -76,10 +76,16 @@ def run_ranks(
     ``function`` must be importable by name (a module-level function): spawned processes
     import it. Raises ``RankFailure`` when a rank raises, dies or runs past ``timeout_s``.
     """
+    import torch
     import torch.multiprocessing as mp
 
     if device not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'cpu' or 'cuda', got {device!r}")
+    if device == "cuda" and (visible := torch.cuda.device_count()) < world_size:
+        raise ValueError(
+            f"{world_size} ranks need {world_size} GPUs, {visible} visible: use a host with "
+            f"{world_size} GPUs or device 'cpu' (gloo)"
+        )
     init_method = f"tcp://127.0.0.1:{free_port()}"
     with tempfile.TemporaryDirectory(prefix="gpu-check-ranks-") as scratch:
         arguments = (function, world_size, device, init_method, scratch, dict(keywords or {}))

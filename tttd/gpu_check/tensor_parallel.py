@@ -201,10 +201,14 @@ def _versions(device: str) -> dict[str, Any]:
     if device == "cuda":
         versions.update(
             cuda=torch.version.cuda,
-            nccl=".".join(str(part) for part in torch.cuda.nccl.version()),
+            nccl=".".join(str(part) for part in _as_tuple(torch.cuda.nccl.version())),
             devices=[torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count())],
         )
     return versions
+
+
+def _as_tuple(version: Any) -> tuple[Any, ...]:
+    return tuple(version) if isinstance(version, tuple | list) else (version,)
 
 
 def slime_logs_on_the_main_rank_only() -> tuple[bool, str]:
