@@ -240,7 +240,8 @@ def check_tensor_parallel_loss(
             CheckResult(
                 "loss-tp2",
                 True,
-                f"skipped: {visible} GPU visible, TP {TP_SIZE} needs {TP_SIZE} "
+                f"skipped: {visible} GPU{'' if visible == 1 else 's'} visible, TP {TP_SIZE} needs "
+                f"{TP_SIZE} "
                 "(a host of two GPUs, e.g. nvidia-h200-x2)",
                 skipped=True,
             )
