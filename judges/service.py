@@ -45,6 +45,7 @@ from judges.cgroups import MODES, CgroupBound, CgroupUnavailable, detect
 from judges.connections import descriptor_budget, error_middleware, listen
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
 from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
+from judges.outcome import BACKSTOP_FACTOR
 from judges.problems import ProblemError, parse_memory_limit
 from judges.requests import BODY_TIMEOUT_S, MAX_BODY_BYTES, BadRequest, submission_fields
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
@@ -259,7 +260,9 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stop.set)
     problems = await asyncio.to_thread(load_served_problems, args)
     store = SubmissionStore(args.state_dir)
-    bound = await asyncio.to_thread(memory_bound, args.cgroup, args.accept_per_process_limits)
+    bound = await asyncio.to_thread(
+        memory_bound, args.cgroup, args.accept_per_process_limits, args.workers
+    )
     scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
     try:
         sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid, None, bound)
@@ -314,10 +317,12 @@ async def serve(args: argparse.Namespace) -> None:
             bound.close()
 
 
-def memory_bound(mode: str, accept_per_process: bool) -> CgroupBound | None:
-    """The cgroup bound for every sandboxed run, announced on stderr; None (per-process
-    rlimits only) where none can be set up and `accept_per_process` allows it, else
-    SandboxUnavailable naming why each cgroup version failed and the flag that accepts it."""
+def memory_bound(mode: str, accept_per_process: bool, workers: int = 1) -> CgroupBound | None:
+    """The cgroup bound for every sandboxed run (memory, processes and, where the cpu
+    controller allows, one CPU per run with the judge's runs weighing as `workers` groups),
+    announced on stderr; None (per-process rlimits only) where none can be set up and
+    `accept_per_process` allows it, else SandboxUnavailable naming why each cgroup version
+    failed and the flag that accepts it."""
     try:
         bound = detect(mode)
     except CgroupUnavailable as error:
@@ -328,11 +333,24 @@ def memory_bound(mode: str, accept_per_process: bool) -> CgroupBound | None:
             ) from None
         log.warning(
             "sandbox bound: PER-PROCESS RLIMITS ONLY (--accept-per-process-limits): %s; a "
-            "candidate's processes, tmpfs and memfd files together can exceed its memory limit",
+            "candidate's processes, tmpfs and memfd files together can exceed its memory limit, "
+            "and CPU is not bounded",
             error,
         )
         return None
+    try:
+        bound.weigh(workers)
+    except OSError as error:
+        log.warning("cannot weigh the judge's runs as %d groups: %s", workers, error)
     log.info("sandbox bound: %s", bound.describe())
+    if bound.cpu is None:
+        log.warning("CPU is not bounded per run: %s", bound.cpu_missing)
+    log.info(
+        "time limits: a case's CPU time against its limit; its wall-clock limit counts the "
+        "time it ran or was idle, not the time it waited for a CPU, up to a real-time backstop "
+        "of %d times that limit, where a run is an infrastructure fault, never a verdict",
+        BACKSTOP_FACTOR,
+    )
     return bound
 
 
