@@ -63,6 +63,7 @@ CPP_LANGS = frozenset({"cpp", "c++", "cxx", "cpp17", "gnu++17", "g++"})
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
 RESOURCE_RETRIES = 6
 RESOURCE_RETRY_S = 2.0
+ECHO_CHARS = 64  # of an unknown pid or lang, quoted back in a 400
 
 
 class SubmissionRefused(Exception):
@@ -135,14 +136,16 @@ class JudgeEngine:
         """
         if pid not in self.problems:
             known = ", ".join(sorted(self.problems)) or "none"
-            raise SubmissionRefused(400, f"unknown problem id {pid!r}; this judge serves: {known}")
+            raise SubmissionRefused(
+                400, f"unknown problem id {_prefix(pid)}; this judge serves: {known}"
+            )
         language = "cpp" if lang.lower() in CPP_LANGS else None
         language = "python" if lang.lower() in PYTHON_LANGS else language
         if language != self.problems[pid].language:
             accepted = CPP_LANGS if self.problems[pid].language == "cpp" else PYTHON_LANGS
             raise SubmissionRefused(
                 400,
-                f"unsupported lang {lang!r} for problem {pid}: it takes "
+                f"unsupported lang {_prefix(lang)} for problem {pid}: it takes "
                 f"{self.problems[pid].language} (lang one of {', '.join(sorted(accepted))})",
             )
         if len(self._queue) >= self.settings.max_queue:
@@ -303,6 +306,13 @@ class JudgeEngine:
         async with self._slots.hold(slots):
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._threads, function, *args)
+
+
+def _prefix(value: str, keep: int = ECHO_CHARS) -> str:
+    """A client's value as a refusal echoes it: quoted, at most `keep` characters of it."""
+    if len(value) <= keep:
+        return repr(value)
+    return f"{value[:keep]!r}… ({len(value)} characters)"
 
 
 def _encode(record: dict[str, Any]) -> bytes:

@@ -27,7 +27,9 @@
 // is not charged for it either. The program is killed when elapsed - wait - partner's wait
 // reaches WALL_MS (timed_out=1), or, however long it waited, when the real time reaches
 // BACKSTOP_MS (starved=1 if its own time was still under WALL_MS: the host, not the program,
-// kept it from finishing, which the judge treats as an infrastructure fault).
+// kept it from finishing, which the judge treats as an infrastructure fault). The CPU time of
+// the whole tree (/proc/<pid>/stat of each process, its reaped children included) is held to
+// CPU_SOFT seconds the same way, so many processes each under RLIMIT_CPU cannot run on.
 
 #include <algorithm>
 #include <cerrno>
@@ -121,21 +123,47 @@ static long long run_delay(const char* pid, const char* tid) {
     return (long long)waited;
 }
 
-// The time some task of the sandbox (every process but this one, every thread) was ready to
-// run but not running, summed over samples: per sample, the largest growth of a task's delay,
-// at most the time since the previous sample.
+// The CPU time (ns) of one process and of the children it reaped, from /proc/<pid>/stat
+// (utime, stime, cutime, cstime in clock ticks); 0 when it cannot be read.
+static long long process_cpu(const char* pid) {
+    char path[300];
+    snprintf(path, sizeof path, "/proc/%s/stat", pid);
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    char text[1024];
+    ssize_t size = read(fd, text, sizeof text - 1);
+    close(fd);
+    if (size <= 0) return 0;
+    text[size] = '\0';
+    const char* after = strrchr(text, ')');  // the command name may hold spaces and brackets
+    unsigned long long user = 0, system = 0, children_user = 0, children_system = 0;
+    if (after == nullptr ||
+        sscanf(after + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+               &user, &system, &children_user, &children_system) != 4) {
+        return 0;
+    }
+    static const long ticks = sysconf(_SC_CLK_TCK);
+    return (long long)(user + system + children_user + children_system) * (1000000000LL / ticks);
+}
+
+// What the runner samples of the sandbox's tasks (every process but this one, every thread):
+// `wait`, the time some task was ready to run but not running, summed over samples (per
+// sample, the largest growth of a task's delay, at most the time since the previous sample);
+// and `cpu`, the CPU time of the whole process tree at the last sample.
 struct WaitClock {
     std::unordered_map<long, long long> last;  // task id -> its delay at the previous sample
     long long total = 0;
+    long long cpu = 0;
     long long sampled_at = -1;
 
     void sample(long long now) {
         std::unordered_map<long, long long> seen;
-        long long largest = 0;
+        long long largest = 0, tree_cpu = 0;
         DIR* proc = opendir("/proc");
         if (proc == nullptr) return;
         while (struct dirent* process = readdir(proc)) {
             if (!numeric(process->d_name) || strcmp(process->d_name, "1") == 0) continue;
+            tree_cpu += process_cpu(process->d_name);
             char tasks_path[300];
             snprintf(tasks_path, sizeof tasks_path, "/proc/%s/task", process->d_name);
             DIR* tasks = opendir(tasks_path);
@@ -155,6 +183,7 @@ struct WaitClock {
         closedir(proc);
         long long interval = sampled_at < 0 ? largest : now - sampled_at;
         total += std::min(largest, interval);
+        cpu = std::max(cpu, tree_cpu);
         sampled_at = now;
         last.swap(seen);
     }
@@ -255,9 +284,11 @@ int main(int argc, char** argv) {
             break;
         }
         long long own = now - started - waited.total - share.partner();
-        if (!killed && (own >= wall_ns || now - started >= backstop_ns)) {
-            timed_out = own >= wall_ns;
-            starved = !timed_out;
+        // RLIMIT_CPU holds each process; the whole tree is held here, to the same soft limit.
+        bool over_cpu = waited.cpu >= cpu_soft * 1000000000LL;
+        if (!killed && (over_cpu || own >= wall_ns || now - started >= backstop_ns)) {
+            timed_out = !over_cpu && own >= wall_ns;
+            starved = !over_cpu && !timed_out;
             kill(pid, SIGKILL);
             killed = true;
         }
