@@ -105,12 +105,13 @@ def _interactive_case(
 ) -> dict[str, Any]:
     """Candidate and interactor run at once in two sandboxes; each one's stdout is the other's
     stdin. The interactor gets the input and answer files and 4x the candidate's limits. Their
-    runners share a 16-byte file through which each learns how long the other waited for a
-    CPU, so neither is charged wall-clock time for its partner's wait (host load)."""
+    runners share a 32-byte file through which each learns how long the other waited for a
+    CPU and whether it is ready to run, so neither is charged wall-clock time for its
+    partner's wait (host load)."""
     assert program.binary is not None
     share = os.memfd_create("judge-wait-share", os.MFD_CLOEXEC)
     try:
-        os.ftruncate(share, 16)
+        os.ftruncate(share, 32)
         return _run_pair(sandbox, program, case, interactor, workdir, share)
     finally:
         os.close(share)

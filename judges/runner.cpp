@@ -18,18 +18,17 @@
 // non-dumpable so the candidate (same uid) cannot reach the report descriptor through /proc.
 //
 // The wall-clock limit counts the program's own time only: the time it ran or was idle, not the
-// time it waited for a CPU that others (host load) held. Every TICK the runner reads the run
-// queue delay of each task in the sandbox (/proc/<pid>/task/<tid>/schedstat, 2nd field) and adds
-// the largest growth since the last sample to `wait` (the time some task of the run was ready
-// to run but not running: many threads waiting at once count once). With SHARE_FD >= 0 (an
-// interactive case) it publishes `wait` in slot SHARE_SLOT of that 16-byte shared file and reads
-// the partner's from the other slot: a candidate blocked on an interactor that waits for a CPU
-// is not charged for it either. The program is killed when elapsed - wait - partner's wait
-// reaches WALL_MS (timed_out=1), or, however long it waited, when the real time reaches
-// BACKSTOP_MS (starved=1 if its own time was still under WALL_MS: the host, not the program,
-// kept it from finishing, which the judge treats as an infrastructure fault). The CPU time of
-// the whole tree (/proc/<pid>/stat of each process, its reaped children included) is held to
-// CPU_SOFT seconds the same way, so many processes each under RLIMIT_CPU cannot run on.
+// time it waited for a CPU that others (host load) held. About every TICK the runner samples
+// the sandbox's tasks (see WaitClock): `wait`, the time some task waited for a CPU; whether
+// one is ready to run now; the CPU time of the whole tree. With SHARE_FD >= 0 (an interactive
+// case) it publishes the first two in slot SHARE_SLOT of that 32-byte shared file and reads
+// its partner's: a candidate blocked on an interactor that waits for a CPU is not charged for
+// it either. The program is killed (timed_out=1) when elapsed - wait - partner's wait reaches
+// WALL_MS while neither has a task ready to run: the wall-clock limit stops idle programs; a
+// busy one reaches its CPU limit first. The tree's CPU time is held to CPU_SOFT seconds (as
+// RLIMIT_CPU holds each process), so many processes cannot run on. However long it waited,
+// the program is killed when the real time reaches BACKSTOP_MS (starved=1: the host, not the
+// program, kept it from finishing, which the judge treats as an infrastructure fault).
 
 #include <algorithm>
 #include <cerrno>
@@ -107,38 +106,32 @@ static bool numeric(const char* name) {
     return true;
 }
 
-// The run queue delay (ns) of one task, -1 when it cannot be read (gone, or no schedstat).
-static long long run_delay(const char* pid, const char* tid) {
-    char path[600];
-    snprintf(path, sizeof path, "/proc/%s/task/%s/schedstat", pid, tid);
+// The text of a small /proc file into `text` (at most size - 1 bytes); its length, or -1.
+static ssize_t read_small(const char* path, char* text, size_t size) {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0) return -1;
-    char text[128];
-    ssize_t size = read(fd, text, sizeof text - 1);
+    ssize_t length = read(fd, text, size - 1);
     close(fd);
-    if (size <= 0) return -1;
-    text[size] = '\0';
-    unsigned long long on_cpu = 0, waited = 0;
-    if (sscanf(text, "%llu %llu", &on_cpu, &waited) != 2) return -1;
-    return (long long)waited;
+    if (length <= 0) return -1;
+    text[length] = '\0';
+    return length;
+}
+
+// The fields of a /proc stat file after the command name (which may hold spaces and brackets).
+static const char* stat_fields(const char* text) {
+    const char* after = strrchr(text, ')');
+    return after == nullptr ? nullptr : after + 1;
 }
 
 // The CPU time (ns) of one process and of the children it reaped, from /proc/<pid>/stat
 // (utime, stime, cutime, cstime in clock ticks); 0 when it cannot be read.
 static long long process_cpu(const char* pid) {
-    char path[300];
+    char path[300], text[1024];
     snprintf(path, sizeof path, "/proc/%s/stat", pid);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    char text[1024];
-    ssize_t size = read(fd, text, sizeof text - 1);
-    close(fd);
-    if (size <= 0) return 0;
-    text[size] = '\0';
-    const char* after = strrchr(text, ')');  // the command name may hold spaces and brackets
+    const char* fields = read_small(path, text, sizeof text) < 0 ? nullptr : stat_fields(text);
     unsigned long long user = 0, system = 0, children_user = 0, children_system = 0;
-    if (after == nullptr ||
-        sscanf(after + 1, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
+    if (fields == nullptr ||
+        sscanf(fields, " %*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %llu %llu %llu %llu",
                &user, &system, &children_user, &children_system) != 4) {
         return 0;
     }
@@ -146,23 +139,32 @@ static long long process_cpu(const char* pid) {
     return (long long)(user + system + children_user + children_system) * (1000000000LL / ticks);
 }
 
-// What the runner samples of the sandbox's tasks (every process but this one, every thread):
-// `wait`, the time some task was ready to run but not running, summed over samples (per
-// sample, the largest growth of a task's delay, at most the time since the previous sample);
-// and `cpu`, the CPU time of the whole process tree at the last sample.
+// What the runner samples of the sandbox's tasks (every process but itself, every thread):
+//  - `total`: the time the run waited for a CPU: per sample, the largest growth of any task's
+//    run queue delay (/proc/<pid>/task/<tid>/schedstat, 2nd field), so many threads waiting at
+//    once count once. The kernel adds a wait to that field when the task gets its CPU back, so
+//    a growth may cover waits before the previous sample; it is not cut to the interval (the
+//    caller caps the sum at the elapsed time).
+//  - `runnable`: some task is ready to run (state R) now: running, or waiting for a CPU in a
+//    wait the kernel has not added yet.
+//  - `cpu`: the CPU time of the whole process tree (/proc/<pid>/stat, reaped children too).
 struct WaitClock {
     std::unordered_map<long, long long> last;  // task id -> its delay at the previous sample
     long long total = 0;
     long long cpu = 0;
     long long sampled_at = -1;
+    bool runnable = false;
 
     void sample(long long now) {
         std::unordered_map<long, long long> seen;
         long long largest = 0, tree_cpu = 0;
+        bool ready = false;
+        char self[32];
+        snprintf(self, sizeof self, "%d", (int)getpid());  // 1 in the sandbox
         DIR* proc = opendir("/proc");
         if (proc == nullptr) return;
         while (struct dirent* process = readdir(proc)) {
-            if (!numeric(process->d_name) || strcmp(process->d_name, "1") == 0) continue;
+            if (!numeric(process->d_name) || strcmp(process->d_name, self) == 0) continue;
             tree_cpu += process_cpu(process->d_name);
             char tasks_path[300];
             snprintf(tasks_path, sizeof tasks_path, "/proc/%s/task", process->d_name);
@@ -170,41 +172,58 @@ struct WaitClock {
             if (tasks == nullptr) continue;
             while (struct dirent* task = readdir(tasks)) {
                 if (!numeric(task->d_name)) continue;
-                long long delay = run_delay(process->d_name, task->d_name);
-                if (delay < 0) continue;
+                char path[600], text[1024];
+                snprintf(path, sizeof path, "%s/%s/stat", tasks_path, task->d_name);
+                const char* fields =
+                    read_small(path, text, sizeof text) < 0 ? nullptr : stat_fields(text);
+                char state = '?';
+                if (fields != nullptr && sscanf(fields, " %c", &state) == 1 && state == 'R') {
+                    ready = true;
+                }
+                snprintf(path, sizeof path, "%s/%s/schedstat", tasks_path, task->d_name);
+                unsigned long long on_cpu = 0, delay = 0;
+                if (read_small(path, text, sizeof text) < 0 ||
+                    sscanf(text, "%llu %llu", &on_cpu, &delay) != 2) {
+                    continue;
+                }
                 long id = strtol(task->d_name, nullptr, 10);
                 auto before = last.find(id);
-                long long grown = delay - (before == last.end() ? 0 : before->second);
+                long long grown = (long long)delay - (before == last.end() ? 0 : before->second);
                 largest = std::max(largest, grown);
-                seen[id] = delay;
+                seen[id] = (long long)delay;
             }
             closedir(tasks);
         }
         closedir(proc);
-        long long interval = sampled_at < 0 ? largest : now - sampled_at;
-        total += std::min(largest, interval);
+        total += largest;
         cpu = std::max(cpu, tree_cpu);
+        runnable = ready;
         sampled_at = now;
         last.swap(seen);
     }
 };
 
-// The 16-byte file an interactive case's two runners share: slot 0 and 1 hold each one's wait.
+// The 32-byte file an interactive case's two runners share: for slot 0 and 1, each one's wait
+// (bytes 0-15) and whether one of its tasks is ready to run (bytes 16-31).
 struct Share {
     int fd = -1;
     int slot = 0;
 
-    void publish(long long wait) const {
-        if (fd >= 0 && pwrite(fd, &wait, sizeof wait, slot * (off_t)sizeof wait) < 0) {
+    void publish(long long wait, bool runnable) const {
+        long long values[2] = {wait, runnable ? 1 : 0};
+        if (fd < 0) return;
+        if (pwrite(fd, &values[0], 8, slot * 8) < 0 || pwrite(fd, &values[1], 8, 16 + slot * 8) < 0) {
             perror("judge-runner: share");
         }
     }
-    long long partner() const {
-        long long wait = 0;
+    long long partner(int offset) const {
+        long long value = 0;
         if (fd < 0) return 0;
-        if (pread(fd, &wait, sizeof wait, (1 - slot) * (off_t)sizeof wait) != sizeof wait) return 0;
-        return wait > 0 ? wait : 0;
+        if (pread(fd, &value, sizeof value, offset + (1 - slot) * 8) != sizeof value) return 0;
+        return value > 0 ? value : 0;
     }
+    long long partner_wait() const { return partner(0); }
+    bool partner_runnable() const { return partner(16) != 0; }
 };
 
 int main(int argc, char** argv) {
@@ -275,25 +294,29 @@ int main(int argc, char** argv) {
         bool exited = waitid(P_PID, pid, &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
                       info.si_pid == pid;
         long long now = now_ns();
-        if (exited || killed || waited.sampled_at < 0 || now - waited.sampled_at >= TICK_NS / 4) {
+        if (exited || killed || waited.sampled_at < 0 || now - waited.sampled_at >= TICK_NS / 2) {
             waited.sample(now);
-            share.publish(waited.total);
+            share.publish(waited.total, waited.runnable);
         }
         if (exited) {
             ended = now;
             break;
         }
-        long long own = now - started - waited.total - share.partner();
+        long long elapsed = now - started;
+        long long own = elapsed - std::min(elapsed, waited.total + share.partner_wait());
         // RLIMIT_CPU holds each process; the whole tree is held here, to the same soft limit.
         bool over_cpu = waited.cpu >= cpu_soft * 1000000000LL;
-        if (!killed && (over_cpu || own >= wall_ns || now - started >= backstop_ns)) {
-            timed_out = !over_cpu && own >= wall_ns;
+        // The wall-clock limit stops a program that is idle (asleep, blocked); one ready to run
+        // is using its CPU limit or waiting for a CPU, and is not stopped by it.
+        bool idle = !waited.runnable && !share.partner_runnable();
+        if (!killed && (over_cpu || (own >= wall_ns && idle) || elapsed >= backstop_ns)) {
+            timed_out = !over_cpu && own >= wall_ns && idle;
             starved = !over_cpu && !timed_out;
             kill(pid, SIGKILL);
             killed = true;
         }
-        long long pause = killed ? TICK_NS / 4 : std::min(TICK_NS, std::max(wall_ns - own, 1000000LL));
-        pause = std::min(pause, std::max(backstop_ns - (now - started), 1000000LL));
+        long long pause = killed ? TICK_NS / 4 : std::min(TICK_NS, std::max(wall_ns - own, TICK_NS / 2));
+        pause = std::min(pause, std::max(backstop_ns - elapsed, 1000000LL));
         struct timespec timeout = {(time_t)(pause / 1000000000LL), (long)(pause % 1000000000LL)};
         sigtimedwait(&children, nullptr, &timeout);
     }
@@ -326,7 +349,7 @@ int main(int argc, char** argv) {
     dprintf(report,
             "exit=%d signal=%d cpu_ns=%lld wall_ns=%lld maxrss_kb=%lld timed_out=%d wait_ns=%lld "
             "starved=%d\n",
-            exit_code, signal_number, cpu, ended - started, maxrss, timed_out, waited.total,
-            starved);
+            exit_code, signal_number, cpu, ended - started, maxrss, timed_out,
+            std::min(waited.total, ended - started), starved);
     return 0;
 }

@@ -169,8 +169,9 @@ class Sandbox:
         outcome is the group's peak, and reaching the bound is Memory Limit Exceeded.
         stdin and stdout may instead be pipe descriptors (an interactive run): `execute`
         takes ownership and closes them when the run ends; `share` is then (descriptor, slot)
-        of the 16-byte file through which the two runs' runners tell each other how long they
-        waited for a CPU (the caller keeps and closes the descriptor).
+        of the 32-byte file through which the two runs' runners tell each other how long they
+        waited for a CPU and whether they are ready to run (the caller keeps and closes the
+        descriptor).
         Status STARVED means the host kept the run from its CPU until the real-time backstop.
         Status INTERNAL_ERROR means the sandbox itself failed, not the program. When the
         judge itself runs out of descriptors, memory or disk (`is_resource_exhaustion`), the
