@@ -45,7 +45,11 @@ def test_task_toml_is_accepted_by_harbors_own_task_config() -> None:
     assert config.environment.cpus == 1 and config.environment.memory_mb == 4096
     assert config.environment.network_mode is NetworkMode.ALLOWLIST
     assert config.environment.allowed_hosts == ["host.docker.internal"]
-    assert set(config.verifier.env) == {"FRONTIERCS_JUDGE_URL", "FRONTIERCS_PROBLEM_ID"}
+    assert set(config.verifier.env) == {
+        "FRONTIERCS_JUDGE_URL",
+        "FRONTIERCS_PROBLEM_ID",
+        "GUIDANCE_TTT_JUDGE_TOKEN",  # the judge's access token, where it needs one
+    }
     _assert_no_key_ignored(raw, config.model_dump(), "task.toml")
 
 
