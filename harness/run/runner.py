@@ -27,7 +27,7 @@ from typing import Any
 
 from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
 from harness.adapters.reef.channel import ReefChannel
-from harness.contract import load_task
+from harness.contract import DEFAULT_TASK_TEXT, load_task
 from harness.library import Archive
 from harness.observe.cost import usage_by_step
 from harness.observe.events import EventSink
@@ -88,7 +88,12 @@ def run_steps(
     journal errors. Nothing is lost by any of them: finished rollouts are journaled, committed
     steps are committed.
     """
-    contract, _ = load_task(task_dir)  # the whole task directory is checked before anything runs
+    # The whole task directory is checked before anything runs. The default task text is the
+    # task's own instruction.md (what Harbor hands the agent as `problem`); a variant
+    # (`harness.task_text`, docs/differences.md) brings its own problem text.
+    contract, text = load_task(task_dir, settings.task_text)
+    if settings.task_text != DEFAULT_TASK_TEXT:
+        problem = text
     run_dir = settings.state_dir / RUN_DIR
     run_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(run_dir)  # a resume-state write cut short leaves only its temp file
@@ -157,6 +162,7 @@ def run_steps(
             best_raw_score=_best_score(archive),
             guidance_model=settings.model,
             executor_model=services.executor.backend.model,
+            task_text=settings.task_text,
         )
         harness = GuidanceHarness(
             archive=archive,

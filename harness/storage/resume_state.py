@@ -30,6 +30,8 @@ class ResumeStateError(RuntimeError):
 FORMAT_VERSION = 1
 MAX_RESUME_STATE_BYTES = 64 << 20  # summaries of thousands of steps fit many times over
 RUN_MODES = ("trained", "frozen")
+#: The task text of a record written before task texts were recorded: the full statement.
+LEGACY_TASK_TEXT = "full"
 RESUME_STATE = Path("guidance-run") / "resume-state.json"
 STATE_KEYS = frozenset(
     {"format_version", "identity", "executor_backend", "prompt_mode", "next_step", "step_summaries"}
@@ -72,8 +74,13 @@ class RunIdentity:
     #: `trained` or `frozen` (no LoRA: `lora_rank` and both tensor-parallel sizes are 0). A
     #: record written before modes existed has no key and is a trained run.
     mode: str = "trained"
+    #: What both models read (`harness.task_text`): `reference` or a variant of the task. A
+    #: record written before task texts existed has no key; it read the full text (`full`).
+    task_text: str = "reference"
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.task_text, str) and self.task_text):
+            raise ValueError(f"run identity task_text is {self.task_text!r}, which is not valid")
         if self.mode not in RUN_MODES:
             raise ValueError(f"run identity mode is {self.mode!r}; choose one of {RUN_MODES}")
         untrained = (
@@ -83,7 +90,9 @@ class RunIdentity:
         )
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "mode" or (f.name == "gpt_oss_reasoning_effort" and value is None):
+            if f.name in ("mode", "task_text") or (
+                f.name == "gpt_oss_reasoning_effort" and value is None
+            ):
                 continue
             if f.name in untrained:
                 if value != 0:
@@ -96,9 +105,12 @@ class RunIdentity:
     @classmethod
     def from_dict(cls, data: Any, where: str = "run identity") -> RunIdentity:
         """Build from stored JSON; unknown or missing keys are an error naming them (`mode` may
-        be missing: a record from before modes existed is a trained run)."""
+        be missing: a record from before modes existed is a trained run; so may `task_text`: such
+        a run read the full text)."""
         if isinstance(data, Mapping) and "mode" not in data:
             data = {**data, "mode": "trained"}
+        if isinstance(data, Mapping) and "task_text" not in data:
+            data = {**data, "task_text": LEGACY_TASK_TEXT}
         _exact_keys(data, {f.name for f in fields(cls)}, where)
         return cls(**data)
 
