@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.adapters.executor.client import require_api_key
 from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
 from harness.adapters.reef.channel import ReefChannel
 from harness.contract import DEFAULT_TASK_TEXT, load_task
@@ -88,6 +89,7 @@ def run_steps(
     journal errors. Nothing is lost by any of them: finished rollouts are journaled, committed
     steps are committed.
     """
+    require_api_key(services.executor.backend)  # a missing key stops the run before any step
     # The whole task directory is checked before anything runs. The default task text is the
     # task's own instruction.md (what Harbor hands the agent as `problem`); a variant
     # (`harness.task_text`, docs/differences.md) brings its own problem text.

@@ -32,6 +32,7 @@ __all__ = [
     "ExecutionTransportError",
     "MissingAPIKeyError",
     "parse_completion",
+    "require_api_key",
 ]
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,24 @@ def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any]
         finish_reason if isinstance(finish_reason, str) else None,
         dict(usage) if isinstance(usage, Mapping) else None,
     )
+
+
+def require_api_key(
+    backend: ExecutionBackend, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The backend's API key from the environment (None for a keyless backend). A backend that
+    needs a key whose variable is unset or blank raises `MissingAPIKeyError`, one line naming
+    the variable: every entry point calls this before its first step, so a missing key stops
+    the run at start instead of turning every rollout into reward 0. The key is never kept."""
+    env = backend.api_key_env
+    if env is None:
+        return None
+    key = (os.environ if environ is None else environ).get(env, "").strip()
+    if not key:
+        raise MissingAPIKeyError(
+            f"executor {backend.name} needs an API key: set the environment variable {env}"
+        )
+    return key
 
 
 def _retry_after_s(response: httpx.Response) -> float | None:
@@ -246,15 +265,7 @@ class ExecutionClient:
         return f"{self.backend.model} answered (finish_reason={choice.get('finish_reason')!r})"
 
     def _api_key(self) -> str | None:
-        env = self.backend.api_key_env
-        if env is None:
-            return None
-        key = os.environ.get(env, "").strip()
-        if not key:
-            raise MissingAPIKeyError(
-                f"executor {self.backend.name} needs an API key: set the environment variable {env}"
-            )
-        return key
+        return require_api_key(self.backend)
 
     def _send(self, body: dict[str, Any], key: str | None, max_retries: int) -> tuple[Any, int]:
         """POST until a 2xx answer, a non-retryable status, or retries run out; returns the
