@@ -49,10 +49,14 @@ SUMMARY_KEYS = (
     "degenerate_step",
     "retained_trajectories",
     "grad_norm",
-    "best_raw_score",
+    "best_raw_score",  # the archive's best after the step, the seed included (the reference's)
     "train_metrics",
     "recovered_commit",  # ours: trained before this process began, re-committed on resume
+    "step_best_raw_score",  # ours: the best valid candidate of this step alone (None: none)
 )
+#: The keys a summary written before `step_best_raw_score` existed carries; its
+#: `best_raw_score` was the step's own best (`_migrated_summary`).
+LEGACY_SUMMARY_KEYS = frozenset(SUMMARY_KEYS) - {"step_best_raw_score"}
 
 
 @dataclass(frozen=True)
@@ -134,7 +138,10 @@ class StepOutcome:
     group_rewards: Sequence[Sequence[float]]
     valid_rollouts: int
     well_formed_guidance: int
+    #: The best raw score of a valid candidate of this step alone.
     best_raw_score: float | None
+    #: The archive's best raw score after the step, the seed included (None: use this step's).
+    archive_best_raw_score: float | None = None
 
     def __post_init__(self) -> None:
         rewards = tuple(tuple(float(x) for x in group) for group in self.group_rewards)
@@ -169,9 +176,12 @@ class StepOutcome:
                     self.nonconstant_groups == 0,
                     (self.nonconstant_groups or 1) * r,
                     None if grad_norm is None else float(grad_norm),
-                    self.best_raw_score,
+                    self.best_raw_score
+                    if self.archive_best_raw_score is None
+                    else self.archive_best_raw_score,
                     dict(metrics),
                     recovered,
+                    self.best_raw_score,
                 ),
                 strict=True,
             )
@@ -229,6 +239,7 @@ class ResumeState:
         next_step, summaries = data["next_step"], data["step_summaries"]
         if not _pos(next_step, zero=True) or not isinstance(summaries, list):
             raise ResumeStateError(f"{path}: next_step {next_step!r} / step_summaries malformed")
+        summaries = [_migrated_summary(entry) for entry in summaries]
         for index, entry in enumerate(summaries):
             _exact_keys(entry, set(SUMMARY_KEYS), f"{path} step_summaries[{index}]")
             if entry["step"] != index:
@@ -253,6 +264,16 @@ class ResumeState:
             tuple(summaries),
             library_sha,
         )
+
+
+def _migrated_summary(entry: Any) -> Any:
+    """A summary written before `step_best_raw_score` existed, in today's keys: its
+    `best_raw_score` was the step's own best, so that becomes `step_best_raw_score`, and the
+    archive's best after the step, not recorded then, is None. Anything else is left as it is
+    (and refused by the key check if wrong)."""
+    if isinstance(entry, dict) and set(entry) == LEGACY_SUMMARY_KEYS:
+        return {**entry, "step_best_raw_score": entry["best_raw_score"], "best_raw_score": None}
+    return entry
 
 
 def _pos(value: Any, zero: bool = False) -> bool:
