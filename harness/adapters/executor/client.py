@@ -23,6 +23,7 @@ from harness.adapters.executor.backends import ExecutionBackend, build_request_b
 
 __all__ = [
     "ERROR_BODY_LIMIT",
+    "LOCAL_BEARER",
     "RETRYABLE_STATUSES",
     "ExecutionClient",
     "ExecutionError",
@@ -40,6 +41,8 @@ log = logging.getLogger(__name__)
 #: HTTP statuses that mean "try again later"; every other status fails at once, except a 200
 #: that carries an error object or a non-JSON body, which is transient too (docs/executors.md).
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: The bearer value a backend without a key sends (the reference's).
+LOCAL_BEARER = "local-executor"
 #: How much of an error body an exception carries.
 ERROR_BODY_LIMIT = 500
 
@@ -101,20 +104,26 @@ def _first_choice(payload: Any) -> Mapping[str, Any]:
 
 
 def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any] | None]:
-    """Read (text, reasoning, finish_reason, usage) from a chat completion body. Text is
-    `message.content`, else `choice.text`, and must be non-empty; reasoning is the first non-empty
-    of `message.reasoning_content` and `message.reasoning`."""
+    """Read (text, reasoning, finish_reason, usage) from a chat completion body, as the reference
+    does. Text is `message.content`, else `choice.text`, and must hold more than whitespace;
+    reasoning is the first non-empty of `message.reasoning_content`, `message.reasoning`,
+    `choice.reasoning_content` and `choice.reasoning`."""
     choice = _first_choice(payload)
     message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
     text = message.get("content") or choice.get("text")
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text.strip():
         raise ExecutionResponseError(
             f"executor returned empty content (finish_reason={choice.get('finish_reason')!r})"
         )
     reasoning = next(
         (
             value
-            for value in (message.get("reasoning_content"), message.get("reasoning"))
+            for value in (
+                message.get("reasoning_content"),
+                message.get("reasoning"),
+                choice.get("reasoning_content"),
+                choice.get("reasoning"),
+            )
             if isinstance(value, str) and value
         ),
         "",
@@ -159,17 +168,18 @@ def _retry_after_s(response: httpx.Response) -> float | None:
 
 def _success_payload(response: httpx.Response) -> tuple[Any, str | None]:
     """The JSON body of a 2xx answer, and what makes it a transient failure (None when it is an
-    answer): a body that is not JSON, or a JSON object carrying an `"error"` object."""
+    answer), as the reference retries them: a body that is not JSON, JSON that is not an
+    object, or an object whose `"error"` is set (an object or a string)."""
     try:
         payload = response.json()
     except ValueError:
         return None, "a non-JSON body"
-    if isinstance(payload, Mapping) and isinstance(payload.get("error"), Mapping):
-        return payload, "an error object in the body"
+    if not isinstance(payload, Mapping):
+        return payload, "JSON that is not an object"
+    if payload.get("error"):
+        return payload, "an error in the body"
     return payload, None
 
-
-# ---------------------------------------------------------------------------------------- client
 
 _SEMAPHORES: dict[ExecutionBackend, threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
@@ -272,7 +282,9 @@ class ExecutionClient:
         parsed JSON body and the number of attempts."""
         name = self.backend.name
         url = f"{self.backend.base_url}/chat/completions"
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # A keyless (local) server gets the reference's placeholder bearer: OpenAI-compatible
+        # servers commonly want a syntactically present one even with authentication off.
+        headers = {"Authorization": f"Bearer {key or LOCAL_BEARER}"}
         attempt = 0
         while True:
             attempt += 1
