@@ -284,9 +284,7 @@ def task_text_names(task_dir: Path) -> tuple[str, ...]:
     return (DEFAULT_TASK_TEXT, *names)
 
 
-def load_variant(
-    task_dir: Path, contract: TaskContract, name: str
-) -> tuple[TaskContract, str]:
+def load_variant(task_dir: Path, contract: TaskContract, name: str) -> tuple[TaskContract, str]:
     """The contract and problem text of task text `name`: the task's own for `reference`, else
     `variants/<name>/instruction.md` and its `contract.json`'s text keys over the task's."""
     if name == DEFAULT_TASK_TEXT:

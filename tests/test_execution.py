@@ -314,7 +314,7 @@ def test_openrouter_gives_up_on_error_bodies_after_six_retries(server, monkeypat
     backend = fast(backend_from_name("openrouter_glm_5_2", base_url=server.url), retry_backoff_s=0)
     server.script.extend([Reply(body={"error": {"message": "overloaded"}})] * 7)
 
-    with pytest.raises(ExecutionResponseError, match=r"an error in the body.*attempt 7.*overloaded"):
+    with pytest.raises(ExecutionResponseError, match=r"error in the body.*attempt 7.*overloaded"):
         call(backend)
     assert len(server.seen) == 7
 

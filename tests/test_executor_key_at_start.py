@@ -21,7 +21,9 @@ from harness.run.harbor_agent import HarborAgent
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = REPO / "harbor" / "polyomino_packing"
-LINE = "executor openrouter_glm_5_2 needs an API key: set the environment variable OPENROUTER_API_KEY"
+LINE = (
+    "executor openrouter_glm_5_2 needs an API key: set the environment variable OPENROUTER_API_KEY"
+)
 
 
 def keyless_env(**extra: str) -> dict[str, str]:
@@ -89,9 +91,7 @@ def test_harbor_agent_refuses_before_any_step(tmp_path: Path, monkeypatch) -> No
         executor_backend="openrouter_glm_5_2",
     )
     monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
-    agent = HarborAgent(
-        logs_dir=tmp_path / "logs", serve_yaml=str(serve_yaml), task_dir=str(TASK)
-    )
+    agent = HarborAgent(logs_dir=tmp_path / "logs", serve_yaml=str(serve_yaml), task_dir=str(TASK))
     context = SimpleNamespace(metadata=None)
     with pytest.raises(MissingAPIKeyError, match="OPENROUTER_API_KEY"):
         asyncio.run(agent.run("problem", environment=None, context=context))  # type: ignore[arg-type]

@@ -41,10 +41,7 @@ def parent(**changes) -> LibraryEntry:
 
 def test_score_block_has_four_lines_in_order():
     assert score_block(parent(), "Packing score") == (
-        "Verifier status: valid\n"
-        "Packing score: 61.5\n"
-        "Reward: 0.615\n"
-        "Verifier message: accepted"
+        "Verifier status: valid\nPacking score: 61.5\nReward: 0.615\nVerifier message: accepted"
     )
     failed = parent(verifier_status="invalid", verifier_raw_score=None, verifier_reward=0.0)
     assert "Packing score: None\nReward: 0.0" in score_block(failed, "Packing score")

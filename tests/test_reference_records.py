@@ -47,7 +47,8 @@ def test_agent_record_ids_cover_this_invocations_rollouts_only() -> None:
     for step, rollout, ok in [(0, 0, True), (0, 1, False), (1, 0, True), (1, 1, True)]:
         entry = make_entry("root", step, status="valid" if ok else "guidance_format_error")
         meta = {"group": 0, "rollout": rollout, "guidance_format_ok": ok}
-        entries[entry.id] = replace(entry, metadata={**meta, "agent_record_id": f"r{step}{rollout}"})
+        receipt = {"agent_record_id": f"r{step}{rollout}"}
+        entries[entry.id] = replace(entry, metadata={**meta, **receipt})
     archive = SimpleNamespace(entries=entries)  # the only part of an Archive the function reads
     assert well_formed_receipts(archive, from_step=1) == ("r10", "r11")  # a resumed invocation
     assert well_formed_receipts(archive) == ("r00", "r10", "r11")  # all_agent_record_ids

@@ -51,7 +51,7 @@ def test_guidance_is_accepted_with_leading_text_and_surrounding_whitespace(text,
         ("Use a skyline.", GUIDANCE_NOT_ONE_BLOCK),
         ("<guidance>Use a skyline.", GUIDANCE_NOT_ONE_BLOCK),  # unclosed
         ("Use a skyline.</guidance>", GUIDANCE_NOT_ONE_BLOCK),
-        ("</guidance>x<guidance>", GUIDANCE_NOT_TERMINAL),  # closed before opened: the reference's words
+        ("</guidance>x<guidance>", GUIDANCE_NOT_TERMINAL),  # closed before opened (reference)
         ("<guidance>a</guidance>\n<guidance>b</guidance>", GUIDANCE_NOT_ONE_BLOCK),  # two blocks
         ("<guidance>a<guidance>b</guidance>", GUIDANCE_NOT_ONE_BLOCK),  # nested open
         ("<guidance>a</guidance> Hope this helps!", GUIDANCE_NOT_TERMINAL),  # trailing text

@@ -82,7 +82,8 @@ def summary_line(
     cost: CostEstimate | None = None,
 ) -> str:
     """The one-line step summary from a `step_summary` event (keys in docs/observability.md;
-    `step_best_raw_score` is the step's own best, `best_raw_score` the archive's). It shows the step's best, and the run's best after
+    `step_best_raw_score` is the step's own best, `best_raw_score` the archive's). It
+    shows the step's best, and the run's best after
     the step with its change from `previous_best` (the run's best before it, the seed included)
     when that is known; tokens by role and `cost` when given."""
     sampled = summary.get("sampled_rollouts", 0)
