@@ -52,8 +52,12 @@ def problem_id(override: str, task_dir: Path) -> str:
 
 
 def describe(serve_yaml: Path, task_dir: Path) -> str:
-    """The settings run.sh needs, one shell-quoted `KEY=value` per line."""
+    """The settings run.sh needs, one shell-quoted `KEY=value` per line. The task directory is
+    checked with the run's task text first (`harness.task_text`), as the run will load it."""
+    from harness.contract import load_task
+
     settings = _settings(serve_yaml)
+    load_task(Path(task_dir), settings.task_text)
     values = {
         "MODE": settings.mode,
         "GUIDANCE_URL": settings.guidance_upstream_url or "",
@@ -67,6 +71,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "MODEL": settings.model,
         "TASK_DIR": task_dir,
         "SEED_FILE": Path(task_dir) / settings.seed_file,
+        "TASK_TEXT": settings.task_text,
         "STEPS": settings.steps,
         "STARTUP_DEADLINE_S": settings.startup_deadline_s,
     }

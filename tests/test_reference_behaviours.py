@@ -54,3 +54,33 @@ def test_a_guidance_answer_without_string_content_is_a_format_error(response) ->
     assert _content(response) == ""
     with pytest.raises(GuidanceFormatError, match=GUIDANCE_NOT_ONE_BLOCK):
         parse_guidance(_content(response))
+
+
+def test_run_py_describe_names_an_unknown_task_text_in_one_line() -> None:
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "GUIDANCE_TTT_TASK_TEXT": "nope"}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "--describe"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "task_text 'nope' is not a text of this task; choose one of reference, full" in line
+    env["GUIDANCE_TTT_TASK_TEXT"] = "full"
+    described = subprocess.run(
+        [sys.executable, str(REPO / "run.py"), "--describe"],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "TASK_TEXT=full" in described.stdout.splitlines()
