@@ -52,3 +52,16 @@ def test_agent_record_ids_cover_this_invocations_rollouts_only() -> None:
     archive = SimpleNamespace(entries=entries)  # the only part of an Archive the function reads
     assert well_formed_receipts(archive, from_step=1) == ("r10", "r11")  # a resumed invocation
     assert well_formed_receipts(archive) == ("r00", "r10", "r11")  # all_agent_record_ids
+
+
+def test_a_run_identity_from_before_task_texts_read_the_full_text() -> None:
+    from dataclasses import asdict
+
+    stored = {k: v for k, v in asdict(IDENTITY).items() if k != "task_text"}
+    assert RunIdentity.from_dict(stored).task_text == "full"
+    assert RunIdentity.from_dict(asdict(IDENTITY)).task_text == "reference"
+    assert IDENTITY.first_difference(RunIdentity.from_dict(stored)) == (
+        "task_text",
+        "reference",
+        "full",
+    )
