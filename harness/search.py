@@ -31,7 +31,17 @@ NO_CANONICAL_SUMMARY = "The execution model emitted no usable canonical summary 
 QUOTED_LINES_LIMIT = 3
 QUOTED_LINE_CHARS = 16
 
-_FENCE = re.compile(r"```[ \t]*([^\s`]*)[^\n]*\n(.*?)```", re.DOTALL)
+#: A code fence as the reference reads one: three backticks, one of the language's tags (any
+#: case) right after them, then the body up to the next three backticks, surrounding whitespace
+#: dropped. Nothing else is special: a one-line fence counts, and whatever follows the tag on
+#: its line (`cpp17`'s `17`, an info string) is part of the body, as in the reference.
+_FENCES = {
+    tag: re.compile(
+        "```(?:" + "|".join(re.escape(t) for t in tags) + r")\s*(.*?)\s*```",
+        re.IGNORECASE | re.DOTALL,
+    )
+    for tag, tags in (("cpp", CPP_LANGUAGES), ("python", PYTHON_LANGUAGES))
+}
 
 
 class GuidanceFormatError(ValueError):
@@ -40,18 +50,16 @@ class GuidanceFormatError(ValueError):
 
 def parse_guidance(text: str) -> str:
     """The guidance of a policy answer: on the stripped text, exactly one `<guidance>` and one
-    `</guidance>` (in that order), only whitespace after the close tag, non-empty inner text.
+    `</guidance>` (else NOT_ONE_BLOCK), the close tag after the open tag with only whitespace
+    after it (else NOT_TERMINAL), non-empty inner text (else EMPTY).
     Text before the block (e.g. a thinking trace) is allowed. Returns the stripped inner text;
     raises `GuidanceFormatError` otherwise."""
     stripped = text.strip()
     start, end = stripped.find(GUIDANCE_OPEN), stripped.find(GUIDANCE_CLOSE)
-    if (
-        stripped.count(GUIDANCE_OPEN) != 1
-        or stripped.count(GUIDANCE_CLOSE) != 1
-        or end < start + len(GUIDANCE_OPEN)
-    ):
+    if stripped.count(GUIDANCE_OPEN) != 1 or stripped.count(GUIDANCE_CLOSE) != 1:
         raise GuidanceFormatError(GUIDANCE_NOT_ONE_BLOCK)
-    if stripped[end + len(GUIDANCE_CLOSE) :].strip():
+    # A close tag before the open tag is "not terminal", as in the reference.
+    if end < start + len(GUIDANCE_OPEN) or stripped[end + len(GUIDANCE_CLOSE) :].strip():
         raise GuidanceFormatError(GUIDANCE_NOT_TERMINAL)
     inner = stripped[start + len(GUIDANCE_OPEN) : end].strip()
     if not inner:
@@ -73,23 +81,18 @@ def extract_summary(text: str) -> str | None:
 
 
 def extract_solution(text: str, solution_language: str) -> str | None:
-    """The candidate program: the last code fence tagged for the task's language (cpp/c++/cxx or
-    python/py, any case). If a `<solution>...</solution>` block exists only its inside is
-    searched. None when no such fence exists."""
+    """The candidate program: the body of the last code fence tagged for the task's language
+    (cpp/c++/cxx or python/py, any case; see `_FENCES`), stripped. If a
+    `<solution>...</solution>` block exists only its inside is searched. None when no such
+    fence exists or its body is empty."""
     scope = text
     start = text.find(SOLUTION_OPEN)
     if start >= 0:
         end = text.find(SOLUTION_CLOSE, start)
         if end >= 0:
             scope = text[start + len(SOLUTION_OPEN) : end]
-    tags = CPP_LANGUAGES if fence_tag(solution_language) == "cpp" else PYTHON_LANGUAGES
-    code = None
-    for match in _FENCE.finditer(scope):
-        if match.group(1).lower() in tags:
-            code = match.group(2)
-    if code is None:
-        return None
-    return code.strip("\n").rstrip() or None
+    matches = list(_FENCES[fence_tag(solution_language)].finditer(scope))
+    return (matches[-1].group(1).strip() or None) if matches else None
 
 
 def _collapsed(text: str) -> str:

@@ -52,14 +52,14 @@ wait_for_reef() {
         if ! kill -0 "$reef_pid" 2>/dev/null; then
             wait "$reef_pid" || true
             echo "run.sh: reef serve exited before it was healthy; the end of $log:" >&2
-            tail -n 40 "$log" >&2
+            tail -n 100 "$log" >&2
             return 1
         fi
         if ((SECONDS - started >= deadline_s)); then
             echo "run.sh: reef serve was not healthy at $url/healthz within ${deadline_s}s" \
                 "(startup_deadline_s in serve.yaml, or GUIDANCE_TTT_STARTUP_DEADLINE_S);" \
                 "stopping the stack; the end of $log:" >&2
-            tail -n 40 "$log" >&2
+            tail -n 100 "$log" >&2
             stop_reef >&2
             return 1
         fi

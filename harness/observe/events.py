@@ -7,7 +7,7 @@ observer failing cannot be allowed to lose a rollout.
 
 Kinds and their fields (every event also gets `ts`, seconds since the epoch):
 - `run_started`: state_dir, start_step, steps, groups, rollouts, best_raw_score (the
-  archive's best when the run starts), guidance_model, executor_model
+  archive's best when the run starts), guidance_model, executor_model, task_text
 - `step_started`: step, groups, rollouts, parents (list of node ids), resumed_slots
 - `rollout_stage`: step, group, rollout, stage (`guidance`, `executor`, `judge`, `reported`,
   `failed`)

@@ -27,6 +27,7 @@ from harness.results.inspection import (
     run_mode,
     run_note,
     run_suite,
+    run_task_text,
     seed_rescored,
     selected_case,
 )
@@ -93,6 +94,7 @@ __all__ = [
     "run_note",
     "run_record",
     "run_suite",
+    "run_task_text",
     "run_usage",
     "seed_entry",
     "seed_rescored",

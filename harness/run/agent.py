@@ -306,7 +306,8 @@ def executor_failures(archive: Archive, step: int) -> int:
 
 def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
     """The controller's view of a complete step: rewards per group in rollout order, counts of
-    valid rollouts and well-formed guidance, and the best raw score of a valid candidate."""
+    valid rollouts and well-formed guidance, the best raw score of a valid candidate of the
+    step, and the archive's best after it (the seed included), the reference's `best_raw_score`."""
     g, r = archive.config.groups_per_batch, archive.config.rollout_n
     entries = step_entries(archive, step)
     slots = [(int(e.metadata["group"]), int(e.metadata["rollout"])) for e in entries]
@@ -315,6 +316,7 @@ def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
         raise RuntimeError(f"step {step} is incomplete: slots {slots} instead of the {g}x{r} grid")
     valid = [e for e in entries if e.is_valid]
     best = max(valid, key=lambda e: archive.config.signed(e.verifier_raw_score), default=None)
+    overall = archive.best_entry()
     return StepOutcome(
         step=step,
         elapsed_s=elapsed_s,
@@ -322,4 +324,5 @@ def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
         valid_rollouts=len(valid),
         well_formed_guidance=sum(1 for e in entries if e.metadata.get("guidance_format_ok")),
         best_raw_score=None if best is None else best.verifier_raw_score,
+        archive_best_raw_score=None if overall is None else overall.verifier_raw_score,
     )

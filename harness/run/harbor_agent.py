@@ -50,13 +50,14 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
+from harness.adapters.executor.client import require_api_key
 from harness.adapters.reef.training_bridge import TrainingBridge
 from harness.contract import load_contract, load_harbor_task
 from harness.observe.cost import PriceTable, load_prices
 from harness.observe.events import EventLog, Fanout
 from harness.observe.progress import ProgressDisplay
 from harness.run.runner import RunResult, run_steps
-from harness.run.services import production_services
+from harness.run.services import executor_backend, production_services
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.storage.run_files import event_log_path
 
@@ -184,6 +185,8 @@ class HarborAgent(BaseAgent):
                 f"agent model_name {self.model_name!r} differs from serve.yaml "
                 f"training.config.model {settings.model!r}; serve.yaml is the source of truth"
             )
+        # A missing executor key stops the trial here, before any step (one line naming it).
+        require_api_key(executor_backend(settings, self.options.executor_url))
         task_dir = self.options.task_dir or settings.config_path.parent / "harbor" / settings.task
         result = await asyncio.to_thread(self._run_steps, settings, task_dir, instruction)
         context.metadata = {**(context.metadata or {}), "reef": result.reef_metadata()}

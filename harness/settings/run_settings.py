@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
@@ -112,6 +113,8 @@ class RunSettings:
     executor_max_in_flight: int
     startup_deadline_s: int
     seed_file: str = DEFAULT_SEED_FILE
+    #: What both models read (`harness.task_text`): `reference` or a variant of the task.
+    task_text: str = DEFAULT_TASK_TEXT
     reef_token: str | None = field(default=None, repr=False)
     #: `trained` (serve.yaml: Reef trains the guidance LoRA) or `frozen` (serve-frozen.yaml:
     #: any OpenAI-compatible endpoint behind Reef's record-only service; harness.settings.frozen).
@@ -155,6 +158,7 @@ class RunSettings:
             "lora_rank": self.lora_rank,
             "inference_tensor_parallel_size": self.inference_tensor_parallel_size,
             "megatron_tensor_parallel_size": self.megatron_tensor_parallel_size,
+            "task_text": self.task_text,
         }
 
     def safe_dict(self) -> dict[str, Any]:
@@ -211,6 +215,7 @@ def _harness_fields(harness: HarnessConfig) -> dict[str, Any]:
         "judge_url": harness.judge_url,
         "judge_problem_id": harness.judge_problem_id,
         "seed_file": harness.seed,
+        "task_text": harness.task_text,
         "max_rollout_workers": harness.max_rollout_workers,
         "executor_max_in_flight": harness.executor_max_in_flight,
         "startup_deadline_s": harness.startup_deadline_s,

@@ -34,6 +34,7 @@ from pydantic import (
 )
 
 from harness.adapters.executor.backends import BUILTIN_BACKENDS, backend_from_name
+from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import RunSettingsError, ServeDocument
 from harness.validation import (
     HyphenSection,
@@ -132,6 +133,9 @@ class HarnessConfig(Section):
     # Empty: the task's own `judge_problem_id` (contract.json); set it only to override.
     judge_problem_id: Annotated[str, BeforeValidator(_text_of_number)] = ""
     seed: Text = DEFAULT_SEED_FILE
+    #: What both models read: `reference` (the task's instruction.md and contract.json, the
+    #: reference's facts only) or a variant under the task's `variants/` (e.g. `full`).
+    task_text: Text = DEFAULT_TASK_TEXT
     #: Rollouts that run at once (the reference runs at most 8).
     max_rollout_workers: Integer = Field(8, ge=1)
     #: Executor requests in flight (the reference's cap is 8); at most ``max_rollout_workers``.
@@ -145,6 +149,16 @@ class HarnessConfig(Section):
         if Path(value).is_absolute() or ".." in Path(value).parts:
             raise ValueError(
                 f"must name a seed record inside the task directory, e.g. {DEFAULT_SEED_FILE}"
+            )
+        return value
+
+    @field_validator("task_text")
+    @classmethod
+    def _a_folder_name(cls, value: str) -> str:
+        if not value.replace("-", "_").isidentifier():
+            raise ValueError(
+                f"must be {DEFAULT_TASK_TEXT!r} or the name of a folder under the task's "
+                "variants/, e.g. full"
             )
         return value
 
