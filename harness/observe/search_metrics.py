@@ -8,7 +8,8 @@ Metric names (all per step, on the `search/step` axis, steps counted from 0):
 - `search/step_best`, `search/step_mean`, `search/step_median`: over the step's valid rollouts;
 - `search/valid_fraction`, `search/format_error_fraction` (`guidance_format_error`),
   `search/candidate_failure_fraction` (every other non-valid outcome);
-- `search/archive_nodes`, `search/archive_entries`;
+- `search/archive_nodes`, `search/archive_entries`: the archive as of the step (nodes the
+  archive filter removed later are not counted);
 - `search/tokens/executor`, `search/tokens/guidance`, and `search/cost_usd` when every model
   that used tokens has a price;
 - `search/time/step_s` (the step's rollout phase), `search/time/training_wait_s`, and the mean
@@ -85,8 +86,11 @@ def step_metrics(
         "search/valid_fraction": len(scores) / total,
         "search/format_error_fraction": format_errors / total,
         "search/candidate_failure_fraction": (invalid - format_errors) / total,
-        "search/archive_nodes": len(archive.nodes),
-        "search/archive_entries": len(archive.entries),
+        # As of this step, whenever the archive is read: the sink may read it a step late.
+        "search/archive_nodes": sum(1 for n in archive.nodes.values() if n.timestep <= step + 1),
+        "search/archive_entries": sum(
+            1 for e in archive.entries.values() if e.timestep <= step + 1
+        ),
     }
     if scores:
         best = max(scores) if archive.config.score_direction == "max" else min(scores)
