@@ -105,7 +105,7 @@ def _child(
 ) -> LibraryEntry:
     status = VALID if rng.random() < 0.8 else rng.choice(FAILURES)
     base = parent.verifier_raw_score or 27.81
-    score = round(min(99.0, max(1.0, base + rng.gauss(-0.4, 1.6))), 4) if status == VALID else None
+    score = round(min(99.0, max(1.0, base + rng.gauss(-1.0, 1.3))), 4) if status == VALID else None
     idea = rng.choice(IDEAS)
     guidance = (
         f"Thinking: the parent scores {base:.2f}.\n<guidance>Try {idea}, keeping what works; "
@@ -137,6 +137,16 @@ def _child(
             "agent_record_id": f"{rng.getrandbits(128):032x}",
             "guidance_format_ok": status != GUIDANCE_FORMAT_ERROR,
             "verification_artifacts": {"case_ratios": ratios} if ratios else {},
+            "guidance_response_usage": {
+                "prompt_tokens": 900 + rng.randrange(400),
+                "completion_tokens": 300 + rng.randrange(700),
+            },
+            "execution_response_usage": None
+            if status == GUIDANCE_FORMAT_ERROR
+            else {
+                "prompt_tokens": 6000 + rng.randrange(3000),
+                "completion_tokens": 2500 + rng.randrange(6000),
+            },
         },
     )
 

@@ -113,14 +113,34 @@ def json_for_html(value: Any) -> str:
     return text
 
 
-def write_page(run: Path, output: Path, *, title: str | None, every: float | None) -> int:
-    """Write the page for RUN to `output` atomically; returns the number of rollouts in it."""
+def write_page(
+    run: Path,
+    output: Path,
+    *,
+    title: str | None,
+    every: float | None,
+    source_label: str | None = None,
+) -> int:
+    """Write the page for RUN to `output` atomically; returns the number of rollouts in it.
+    The page names what it was read from (`source_label`, default the path read)."""
     view, archive, source = load_source(run)
     name = title or (Path(run).resolve().name if Path(run).is_dir() else Path(run).stem)
-    data = browse_data(view, archive=archive, title=name, source=str(source), refresh_s=every)
+    label = source_label or _shown(Path(run), Path(source))
+    data = browse_data(view, archive=archive, title=name, source=label, refresh_s=every)
     output.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(output, render_page(data).encode("utf-8"))
     return len(data["nodes"])
+
+
+def _shown(run: Path, source: Path) -> str:
+    """What the page says it was read from: the run directory's name and the path inside it
+    (no absolute path of this machine in a page that may be shared)."""
+    run = run.resolve()
+    base = run if run.is_dir() else run.parent
+    try:
+        return str(Path(base.name) / source.resolve().relative_to(base))
+    except ValueError:
+        return source.name
 
 
 def main(argv: Sequence[str] | None = None, *, prog: str = "guidance-ttt browse") -> int:
