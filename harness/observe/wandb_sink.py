@@ -26,6 +26,7 @@ import logging
 import os
 import queue
 import threading
+import time
 from collections import defaultdict
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -148,10 +149,11 @@ class WandbSink:
                 log.warning("W&B is behind the run; dropping events (the run is not affected)")
 
     def close(self) -> None:
-        """Finish the W&B run, waiting at most `close_timeout_s` for the worker."""
+        """Finish the W&B run, waiting at most `close_timeout_s` in all for the worker."""
+        deadline = time.monotonic() + self._close_timeout
         with contextlib.suppress(queue.Full):
             self._queue.put(_STOP, timeout=self._close_timeout)
-        self._worker.join(self._close_timeout)
+        self._worker.join(max(0.0, deadline - time.monotonic()))
         if self._worker.is_alive():
             log.warning(
                 "W&B did not finish within %.0f s; the run is done, its W&B data may be "
