@@ -244,3 +244,33 @@ def test_the_path_to_the_best_is_highlighted(page_file: Path, library: Path) -> 
             int(marked.nth(i).get_attribute("data-i")) for i in range(marked.count())
         ) == sorted(chain)
         assert data["nodes"][chain[0]]["id"] == archive.best_entry().id
+
+
+def test_every_keeps_the_page_of_a_running_run_fresh(tmp_path: Path) -> None:
+    import random
+
+    synthetic_state_dir(tmp_path / "state", steps=1, groups=2, rollouts=2)
+    out = tmp_path / "live.html"
+    command = [sys.executable, "-m", "harness.cli.entry", "browse", str(tmp_path / "state")]
+    live = subprocess.Popen(
+        [*command, "-o", str(out), "--every", "1"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert live.stdout.readline().startswith(f"wrote {out} (6 rollouts)")  # 2 seeds + 4
+        data = json.loads(
+            re.search(r'type="application/json">(.*?)</script>', out.read_text(), re.S).group(1)
+        )
+        assert data["meta"]["refresh_s"] == 1
+        with ArchiveStore.open(tmp_path / "state" / ARCHIVE_DIR) as store:  # the run goes on
+            restored = store.load()
+            group, rollout, entry = step_rollouts(restored.archive, 1, random.Random(5))[0]
+            store.record_rollout(restored.archive, 1, group, rollout, entry)
+        while not (line := live.stdout.readline()).startswith(f"wrote {out} (7 rollouts)"):
+            assert line, live.stderr.read()
+    finally:
+        live.terminate()
+        live.wait(30)

@@ -318,3 +318,23 @@ def test_serve_yaml_leaves_wandb_off_and_unimported() -> None:
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "off"
+
+
+def test_serve_yaml_block_is_read_with_its_directory_made_absolute(tmp_path: Path) -> None:
+    import yaml
+
+    from harness.settings.run_settings import RunSettings, RunSettingsError
+
+    document = yaml.safe_load((REPO / "serve.yaml").read_text())
+    document["observability"]["wandb"].update(enabled=True, tags=["lab"], entity="team")
+    path = tmp_path / "serve.yaml"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    settings = RunSettings.load(path, environ={}, base_dir=tmp_path)
+    assert settings.wandb["enabled"] is True and settings.wandb["entity"] == "team"
+    assert settings.wandb["directory"] == str(tmp_path / "work" / "polyomino_packing" / "wandb")
+    found = WandbOptions.from_block(settings.wandb, settings.scenario)
+    assert found is not None and found.group == SCENARIO and found.tags == ("lab",)
+    document["observability"]["wandb"]["mode"] = "sometimes"
+    path.write_text(yaml.safe_dump(document, sort_keys=False))
+    with pytest.raises(RunSettingsError, match=r"observability\.wandb\.mode"):
+        RunSettings.load(path, environ={}, base_dir=tmp_path)
