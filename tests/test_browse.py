@@ -274,3 +274,19 @@ def test_every_keeps_the_page_of_a_running_run_fresh(tmp_path: Path) -> None:
     finally:
         live.terminate()
         live.wait(30)
+
+
+@pytest.mark.slow
+def test_a_full_30_by_128_archive_opens_and_answers_clicks(tmp_path: Path) -> None:
+    executable = chromium_or_skip()
+    library = write_synthetic_run(tmp_path / "run")  # 30 steps of 8 × 16
+    out = tmp_path / "full.html"
+    assert cli(str(library), "-o", str(out)).returncode == 0
+    with browser(executable) as b:
+        b.open(out, timeout_ms=120_000)
+        assert b.page.locator("circle.node").count() == 30 * 128 + 8  # and the 8 seed roots
+        b.page.locator("circle.node:not(.failed)").nth(3000).click(force=True)
+        assert b.page.locator("#detail pre.diff").count() == 1
+        b.page.select_option("#status", "failures")
+        assert visible(b, "circle.node") == b.page.locator("circle.node.failed").count()
+        assert b.problems == []

@@ -182,3 +182,16 @@ def test_an_unwritable_wandb_directory_leaves_the_rehearsal_unharmed(
     warnings = [r.getMessage() for r in caplog.records if r.name == "harness.observe.wandb_sink"]
     assert len(warnings) == 1 and "W&B logging is off" in warnings[0]
     assert load_run(tmp_path / "state").committed_step == 0
+
+
+def test_wandb_sync_recognises_the_offline_runs(rehearsed: Path) -> None:
+    folders = sorted(str(p) for p in (rehearsed / "wandb" / "wandb").glob("offline-run-*"))
+    wandb = Path(sys.executable).parent / "wandb"
+    done = subprocess.run(
+        [str(wandb), "sync", "--dry-run", *folders],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"Would sync {len(folders)} run(s)" in done.stdout + done.stderr

@@ -181,6 +181,11 @@ def build_parser() -> argparse.ArgumentParser:
     rehearse.add_argument(
         "--judge-seed", type=int, default=11, help="generated suite seed (default: %(default)s)"
     )
+    rehearse.add_argument(
+        "--wandb",
+        choices=("offline", "online"),
+        help="log to W&B in this mode, under STATE/wandb (default: off, as serve-frozen.yaml)",
+    )
     return parser
 
 

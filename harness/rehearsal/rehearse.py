@@ -186,5 +186,6 @@ def next_commands(state_dir: Path) -> list[str]:
         f"guidance-ttt inspect {state}",
         f"guidance-ttt plot    {state} -o {png}",
         f"guidance-ttt export  {state} --out {results}",
+        f"guidance-ttt browse  {state} -o {shlex.quote(str(Path(state_dir) / 'run.html'))}",
         f"python {shlex.quote(check)} {results} --state-dir {state}",
     ]
