@@ -29,7 +29,6 @@ def browse_data(
     title: str,
     source: str,
     refresh_s: float | None = None,
-    labels: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """The page's data for a run (`view`, its in-flight rollouts included) or for a bare
     `archive` (a library.json); `title` and `source` name it on the page; `refresh_s` makes
@@ -66,7 +65,6 @@ def browse_data(
         "in_flight": len(in_flight),
         "best": index.get(best.id) if best is not None else None,
         "refresh_s": refresh_s,
-        **dict(labels or {}),
     }
     if view is not None:
         meta.update(mode=run_mode(view), suite=run_suite(view))
