@@ -193,9 +193,7 @@ class WandbSink:
     def _open(self, started: Mapping[str, Any]) -> None:
         if self._run is not None:
             return
-        wandb = self._client
-        if wandb is None:
-            import wandb  # only here: the package is needed only when W&B is enabled
+        wandb = self._wandb()
         directory = None
         if self.options.directory is not None:
             self.options.directory.mkdir(parents=True, exist_ok=True)
@@ -232,10 +230,7 @@ class WandbSink:
         metrics = step_metrics(
             archive, step, summary, timings, prices=self._prices, models=self._models
         )
-        wandb = self._client
-        if wandb is None:
-            import wandb
-        table = wandb.Table(columns=list(SAMPLE_COLUMNS), data=sample_rows(archive, step))
+        table = self._wandb().Table(columns=list(SAMPLE_COLUMNS), data=sample_rows(archive, step))
         self._run.log({**metrics, SAMPLES_KEY: table})
         self.logged_steps.append(step)
 
@@ -245,8 +240,20 @@ class WandbSink:
             return
         try:
             run.finish()
+            # W&B's service writes the run's files on its own schedule; stopping it is what makes
+            # them complete on disk when `close` returns (offline: ready for `wandb sync`).
+            teardown = getattr(self._wandb(), "teardown", None)
+            if teardown is not None:
+                teardown()
         except Exception as exc:
             self._fail(exc)
+
+    def _wandb(self) -> Any:
+        if self._client is None:
+            import wandb  # only here: the package is needed only when W&B is enabled
+
+            self._client = wandb
+        return self._client
 
     def _fail(self, exc: BaseException) -> None:
         self._off.set()
