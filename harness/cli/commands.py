@@ -176,6 +176,7 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
         rollouts=args.rollouts,
         cases=args.cases,
         judge_seed=args.judge_seed,
+        wandb=(("enabled", True), ("mode", args.wandb)) if args.wandb else (),
     )
     try:
         with stopping_on_signals():
@@ -199,6 +200,9 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
     console.print("look at it:")
     for command in next_commands(args.state_dir):
         console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
+    if args.wandb == "offline":
+        runs = Path(args.state_dir) / "wandb" / "wandb" / "offline-run-*"
+        console.print(f"  wandb sync {runs}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

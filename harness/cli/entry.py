@@ -9,6 +9,7 @@
     guidance-ttt task check|seed     check a task directory / score and record its seed
     guidance-ttt rehearse STATE      frozen-guidance run on CPU with scripted stand-in models
     guidance-ttt score FILE          score one program through the configured judge
+    guidance-ttt browse RUN          the archive as a self-contained HTML page (tree, diffs)
 
 Everything but `doctor` and `judge` only reads the state directory (no lock, safe while a run
 writes it). Exit status: 0 on success, 1 when the command ran but found a problem (doctor), 2 for
@@ -54,6 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="can this machine run? (guidance-ttt doctor --help)")
     sub.add_parser("judge", help="start the local judge (guidance-ttt judge --help)")
     sub.add_parser("task", help="check a task or record its seed (guidance-ttt task --help)")
+    sub.add_parser("browse", help="the archive as an HTML page (guidance-ttt browse --help)")
 
     def services(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -179,11 +181,17 @@ def build_parser() -> argparse.ArgumentParser:
     rehearse.add_argument(
         "--judge-seed", type=int, default=11, help="generated suite seed (default: %(default)s)"
     )
+    rehearse.add_argument(
+        "--wandb",
+        choices=("offline", "online"),
+        help="log to W&B in this mode, under STATE/wandb (default: off, as serve-frozen.yaml)",
+    )
     return parser
 
 
 def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand's own parser, by name (`doctor` and `judge` included)."""
+    from harness.cli import browse
     from harness.preflight import doctor as preflight
     from judges import service
 
@@ -192,6 +200,7 @@ def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     parsers = dict(choices)
     parsers["doctor"] = preflight.build_parser(prog="guidance-ttt doctor")
     parsers["judge"] = service.build_parser(prog="guidance-ttt judge")
+    parsers["browse"] = browse.build_parser()
     return parsers
 
 
@@ -206,6 +215,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness.cli import task as task_files
 
         return task_files.main(argv[1:])
+    if argv and argv[0] == "browse":
+        from harness.cli import browse
+
+        return browse.main(argv[1:])
     if argv and argv[0] == "judge":
         from judges import service
 

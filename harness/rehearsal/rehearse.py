@@ -43,6 +43,7 @@ from harness.rehearsal.stand_ins import (
 )
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import production_services
+from harness.run.watchers import wandb_sink
 from harness.settings.run_settings import FROZEN_SECTION, RunSettings
 from harness.storage.atomic import atomic_write_bytes
 from harness.storage.run_files import event_log_path
@@ -67,6 +68,8 @@ class RehearsalOptions:
     cases: int = 2
     judge_seed: int = 11
     workers: int | None = None
+    #: Keys of `observability.wandb` to set in the written settings file (e.g. enabled, mode).
+    wandb: tuple[tuple[str, object], ...] = ()
 
 
 def write_settings(
@@ -88,6 +91,9 @@ def write_settings(
     recipe.update({"groups-per-step": options.groups, "rollouts-per-group": options.rollouts})
     run = recipe[FROZEN_SECTION[-1]]
     run.update(steps=options.steps, state_dir=str(state_dir), task=task or run["task"])
+    if options.wandb:
+        block = document.setdefault("observability", {}).setdefault("wandb", {})
+        block.update(dict(options.wandb))
     run["harness"].update(
         executor_backend="gpt_oss_120b",
         gpt_oss_reasoning_effort="high",
@@ -149,8 +155,9 @@ def rehearse(
             models=(settings.model, backend.model),
             direction=load_contract(task).score_direction,
         )
-        services.events = Fanout(log_file, display)
-        services.closers += [display.close, log_file.close]
+        watcher = wandb_sink(settings, models=(settings.model, backend.model))
+        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
+        services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         stack.callback(services.close)
         console.print(
             f"rehearse: frozen guidance, {options.groups}×{options.rollouts} rollouts per step, "
@@ -179,5 +186,6 @@ def next_commands(state_dir: Path) -> list[str]:
         f"guidance-ttt inspect {state}",
         f"guidance-ttt plot    {state} -o {png}",
         f"guidance-ttt export  {state} --out {results}",
+        f"guidance-ttt browse  {state} -o {shlex.quote(str(Path(state_dir) / 'run.html'))}",
         f"python {shlex.quote(check)} {results} --state-dir {state}",
     ]

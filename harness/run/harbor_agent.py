@@ -58,6 +58,7 @@ from harness.observe.events import EventLog, Fanout
 from harness.observe.progress import ProgressDisplay
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import executor_backend, production_services
+from harness.run.watchers import wandb_sink
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.storage.run_files import event_log_path
 
@@ -202,13 +203,15 @@ class HarborAgent(BaseAgent):
             settings, task_dir, executor_url=self.options.executor_url, bridge=bridge
         )
         log_file = EventLog(event_log_path(settings.state_dir))
+        prices = _prices(settings)
+        models = (settings.model, services.executor.backend.model)
         display = ProgressDisplay(
-            prices=_prices(settings),
-            models=(settings.model, services.executor.backend.model),
-            direction=load_contract(task_dir).score_direction,
+            prices=prices, models=models, direction=load_contract(task_dir).score_direction
         )
-        services.events = Fanout(log_file, display)  # a failing display never reaches the run
-        services.closers += [display.close, log_file.close]
+        watcher = wandb_sink(settings, prices=prices, models=models)  # None unless enabled
+        # A failing display or W&B never reaches the run.
+        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
+        services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         overrides = {}
         if self.options.poll_interval_s is not None:
             overrides["poll_interval_s"] = self.options.poll_interval_s

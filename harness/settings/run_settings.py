@@ -28,6 +28,7 @@ from harness.settings.document import (
     ServeDocument,
 )
 from harness.settings.frozen import FrozenServeSettings
+from harness.settings.observability import WandbSection
 from harness.settings.serve import (
     DEFAULT_RAY_ACTOR_NAME,
     DEFAULT_RAY_NAMESPACE,
@@ -121,6 +122,9 @@ class RunSettings:
     mode: str = "trained"
     #: Frozen mode: the endpoint Reef proxies guidance calls to (without ``/v1``).
     guidance_upstream_url: str | None = None
+    #: ``observability.wandb`` (harness.settings.observability), as plain values: Reef's W&B
+    #: block, which the harness's search metrics follow into the same project and group.
+    wandb: Mapping[str, Any] = field(default_factory=lambda: WandbSection().as_mapping())
 
     @property
     def frozen(self) -> bool:
@@ -207,6 +211,14 @@ def _token(value: object) -> str | None:
     return (str(value).strip() or None) if value is not None else None
 
 
+def _wandb(section: WandbSection, base: Path) -> dict[str, Any]:
+    """``observability.wandb`` as plain values, its ``directory`` made absolute."""
+    values = section.as_mapping()
+    if values["directory"]:
+        values["directory"] = str(_absolute(values["directory"], base))
+    return values
+
+
 def _harness_fields(harness: HarnessConfig) -> dict[str, Any]:
     """The ``harness`` section's settings, the same in both modes."""
     return {
@@ -252,6 +264,7 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         hf_checkpoint_template=hf_template,
         ray_actor_name=serve.training.ray_actor_name,
         ray_namespace=serve.training.ray_namespace,
+        wandb=_wandb(serve.observability.wandb, base),
         **_harness_fields(config.harness),
     )
 
@@ -286,5 +299,6 @@ def _frozen_record(serve: FrozenServeSettings, config_path: Path, base: Path) ->
         ray_namespace=None,
         mode="frozen",
         guidance_upstream_url=serve.inference.upstream_url,
+        wandb=_wandb(serve.observability.wandb, base),
         **_harness_fields(run.harness),
     )

@@ -36,6 +36,7 @@ from pydantic import (
 from harness.adapters.executor.backends import BUILTIN_BACKENDS, backend_from_name
 from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import RunSettingsError, ServeDocument
+from harness.settings.observability import ObservabilitySection
 from harness.validation import (
     HyphenSection,
     Integer,
@@ -242,6 +243,7 @@ class ServeSettings(Section):
     inference: InferenceSection
     recipe: RecipeSection
     training: TrainingSection
+    observability: ObservabilitySection = ObservabilitySection()
 
     @model_validator(mode="after")
     def _batch_layout_matches_the_grid(self) -> ServeSettings:
