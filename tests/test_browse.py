@@ -290,3 +290,27 @@ def test_a_full_30_by_128_archive_opens_and_answers_clicks(tmp_path: Path) -> No
         b.page.select_option("#status", "failures")
         assert visible(b, "circle.node") == b.page.locator("circle.node.failed").count()
         assert b.problems == []
+
+
+def test_an_exported_folder_is_browsed_from_the_archive_export_wrote(tmp_path: Path) -> None:
+    from tests.state_fixture import build_state_dir
+
+    state = tmp_path / "state"
+    build_state_dir(state, committed_steps=2, in_flight_slots=0)
+    out = tmp_path / "exported"
+    done = subprocess.run(
+        [sys.executable, "-m", "harness.cli.entry", "export", str(state), "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    (archive_file,) = (out / "archives").glob("*.library.json")
+    page = tmp_path / "exported.html"
+    done = cli(str(out), "-o", str(page))
+    assert done.returncode == 0, done.stderr
+    _, archive, source = load_source(out)
+    assert source == archive_file
+    assert set(archive.entries) == set(load_source(state)[1].entries)
+    assert page.stat().st_size > 0

@@ -81,6 +81,15 @@ def load_source(run: Path) -> tuple[results.RunView | None, Any, Path]:
     for name in LIBRARY_NAMES:
         if (run / name).is_file():
             return None, read_library_json(run / name), run / name
+    exported = sorted((run / results.EXPORTED_ARCHIVES).glob("*.library.json"))
+    if len(exported) == 1:
+        return None, read_library_json(exported[0]), exported[0]
+    if exported:
+        names = ", ".join(path.name for path in exported)
+        raise results.RunNotFound(
+            f"{run} is an export of {len(exported)} runs ({names}): pass one of "
+            f"{run / results.EXPORTED_ARCHIVES}/<run>.library.json"
+        )
     raise results.RunNotFound(
         f"{run} holds no run and no library.json: pass a state directory (e.g. work/<task>), "
         "a library.json file, or a directory holding one"

@@ -25,6 +25,7 @@ from harness.cli import plot_series, plots
 from harness.cli.views import Services, render_inspect, render_status, status_report
 from harness.observe.cost import ReefRecordUsage, Usage, load_prices
 from harness.settings.run_settings import RunSettings, RunSettingsError
+from harness.storage.library_json import write_library_json
 
 DEFAULT_REEF_URL = "http://127.0.0.1:8900"
 
@@ -155,9 +156,13 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
     )
     rows = results.trajectory(view.archive, task, view.committed_step)
     results.write_records(Path(args.out), record, rows)
+    archive = results.exported_archive_path(Path(args.out), record["run_name"])
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    write_library_json(view.archive, archive)
     search = record["search"]
     console.print(
-        f"wrote {Path(args.out) / 'runs.json'} and {Path(args.out) / 'trajectory.csv'}: {task}, "
+        f"wrote {Path(args.out) / 'runs.json'}, {Path(args.out) / 'trajectory.csv'} and "
+        f"{archive}: {task}, "
         f"{search['updates']} steps, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
         f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid",
         soft_wrap=True,

@@ -32,8 +32,10 @@ from harness.results.inspection import (
     selected_case,
 )
 from harness.results.records import (
+    EXPORTED_ARCHIVES,
     SCHEMA_VERSION,
     UNKNOWN_MODEL,
+    exported_archive_path,
     models,
     provenance,
     read_runs_json,
@@ -66,6 +68,7 @@ from harness.results.score_trajectory import (
 
 __all__ = [
     "COMMITTED_LIBRARY",
+    "EXPORTED_ARCHIVES",
     "RUN_DIR",
     "SCHEMA_VERSION",
     "STORE_CANDIDATES",
@@ -80,6 +83,7 @@ __all__ = [
     "best_update",
     "better",
     "case_studies",
+    "exported_archive_path",
     "failure_modes",
     "find_store",
     "lineage",

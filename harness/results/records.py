@@ -169,6 +169,16 @@ def run_record(
     }
 
 
+#: Where `export` puts each run's archive (the Discover `library.json` layout) in its folder,
+#: so that an exported folder can be browsed (`guidance-ttt browse OUT`) without the state.
+EXPORTED_ARCHIVES = "archives"
+
+
+def exported_archive_path(out_dir: Path, run_name: str) -> Path:
+    """`<out_dir>/archives/<run_name>.library.json`."""
+    return Path(out_dir) / EXPORTED_ARCHIVES / f"{run_name}.library.json"
+
+
 def write_records(out_dir: Path, record: Mapping[str, Any], rows: Sequence[TrajectoryRow]) -> None:
     """Write (or update) `runs.json` and `trajectory.csv` in `out_dir`: the run and trajectory
     rows of `record["task"]` replace any earlier ones; other tasks are kept. Both atomically."""
