@@ -59,3 +59,10 @@ def browser(executable: str, *, width: int = 1400, height: int = 900) -> Iterato
             yield found
         finally:
             chromium.close()
+
+
+def expect(target: Any) -> Any:
+    """Playwright's retrying assertions (`expect(locator).to_have_text(...)`), imported lazily."""
+    from playwright.sync_api import expect as playwright_expect
+
+    return playwright_expect(target)

@@ -20,7 +20,7 @@ from harness.results.browse_data import browse_data
 from harness.storage.library_json import read_library_json
 from harness.storage.run_files import ARCHIVE_DIR
 from harness.storage.store import ArchiveStore
-from tests.browser import browser, chromium_or_skip
+from tests.browser import browser, chromium_or_skip, expect
 from tests.synthetic_run import step_rollouts, synthetic_state_dir, write_synthetic_run
 
 REPO = Path(__file__).resolve().parents[1]
@@ -165,7 +165,8 @@ def test_selecting_a_node_shows_its_guidance_program_and_diff(page_file: Path) -
         b.open(page_file)
         b.page.locator(f"circle.node[data-i='{index}']").click(force=True)
         detail = b.page.locator("#detail")
-        assert detail.locator("h2").text_content() == "step 2 · group 1 · rollout 2"
+        # A click selects through the location hash, so the details are drawn a moment later.
+        expect(detail.locator("h2")).to_have_text("step 2 · group 1 · rollout 2")
         assert detail.locator("pre.guidance").text_content() == node["guidance"]
         assert b.page.locator("#tab-diff").get_attribute("class") == "on"  # diff first
         diff_lines = detail.locator("pre.diff span.add, pre.diff span.del").count()
@@ -175,7 +176,7 @@ def test_selecting_a_node_shows_its_guidance_program_and_diff(page_file: Path) -
         # Its lineage links to its parent; following the link selects the parent.
         parent = data["nodes"][node["parent"]]
         b.page.locator("ol.lineage a").last.click()
-        assert b.page.locator("#detail h2").text_content() == (
+        expect(b.page.locator("#detail h2")).to_have_text(
             f"step {parent['step']} · group {parent['g']} · rollout {parent['r']}"
         )
         assert b.page.evaluate("location.hash") == f"#node={parent['id']}"
@@ -286,7 +287,7 @@ def test_a_full_30_by_128_archive_opens_and_answers_clicks(tmp_path: Path) -> No
         b.open(out, timeout_ms=120_000)
         assert b.page.locator("circle.node").count() == 30 * 128 + 8  # and the 8 seed roots
         b.page.locator("circle.node:not(.failed)").nth(3000).click(force=True)
-        assert b.page.locator("#detail pre.diff").count() == 1
+        expect(b.page.locator("#detail pre.diff")).to_have_count(1, timeout=60_000)
         b.page.select_option("#status", "failures")
         assert visible(b, "circle.node") == b.page.locator("circle.node.failed").count()
         assert b.problems == []
