@@ -186,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("offline", "online"),
         help="log to W&B in this mode, under STATE/wandb (default: off, as serve-frozen.yaml)",
     )
+    from harness.cli import experiment_commands
+
+    experiment_commands.add_rehearsal_arguments(rehearse)
+    experiment_commands.add_parsers(sub)
     return parser
 
 
