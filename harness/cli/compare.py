@@ -171,11 +171,18 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
         better = "higher" if comparison.direction == "max" else "lower"
         ax.set_xlabel(AXIS_LABELS[comparison.axis])
         ax.set_ylabel(f"best score so far ({better} is better)")
+        models = sorted({c.models for arm in comparison.arms for c in arm.curves if c.models})
         ax.set_title(
-            f"{comparison.task}: best so far by arm, suite {comparison.suite or 'not recorded'}\n"
-            f"line: mean over seeds; band: {comparison.method}; faint: each seed",
-            fontsize=10,
+            f"{comparison.task}: best so far by arm, suite {comparison.suite or 'not recorded'}, "
+            f"{better} is better\nline: mean over seeds; faint: each seed; band: "
+            f"{comparison.method}"
+            + (f"\nmodels (guidance / executor): {'; '.join(models)}" if models else ""),
+            fontsize=9,
         )
+        if comparison.axis in ("step", "rollouts"):
+            from matplotlib.ticker import MaxNLocator
+
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.legend(loc="best", fontsize=8)
         figure.tight_layout()
         figure.savefig(path, dpi=120)

@@ -64,6 +64,7 @@ class Curve:
     direction: str
     seed_score: float
     points: tuple[Point, ...]
+    models: str = ""  # `guidance / executor`, so stand-ins are named on the figure
 
     @property
     def final(self) -> float:
@@ -131,6 +132,7 @@ def curve_of_run(view: RunView, prices: PriceTable, arm_name: str | None = None)
         view.direction,
         rows[0].cumulative_best,
         _points(rows, usage),
+        f"{'none' if arm in ('unguided', 'best-of-n') else guide} / {executor}",
     )
 
 
@@ -157,6 +159,7 @@ def curve_of_record(
         str(search.get("score_direction", "max")),
         rows[0].cumulative_best,
         _points(rows, usage),
+        " / ".join(str((record.get("models") or {}).get(k, "?")) for k in ("guidance", "executor")),
     )
 
 
