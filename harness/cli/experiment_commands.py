@@ -101,6 +101,12 @@ def add_parsers(sub: Any) -> None:
         "--config", type=Path, help="the settings file (default: the project's serve.yaml)"
     )
     estimate.add_argument("--pricing", type=Path, help="price table YAML (default: as for status)")
+    estimate.add_argument(
+        "--executor-completion-tokens",
+        type=int,
+        default=8000,
+        help="assumed executor completion tokens per call (default: %(default)s)",
+    )
     reevaluate = sub.add_parser(
         "reevaluate",
         help="re-judge a run's best candidates on another suite, N times",

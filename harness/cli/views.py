@@ -88,6 +88,16 @@ def status_report(
             client.close()
     usage, cost = results.run_cost(view, prices, guidance)
     committed = view.committed_step + 1
+    projection = None
+    if committed >= 1 and isinstance(steps_total, int) and steps_total > committed:
+        spent, spent_cost = results.run_cost(view, prices, guidance, in_flight=False)
+        factor = steps_total / committed
+        projection = {
+            "steps": steps_total,
+            "from_steps": committed,
+            "tokens": round((spent.executor.total_tokens + spent.guidance.total_tokens) * factor),
+            "usd": None if spent_cost.unpriced else round(spent_cost.usd * factor, 6),
+        }
     finished = not view.in_flight and (
         (isinstance(steps_total, int) and committed >= steps_total)
         or any(e.get("next_step") == view.next_step for e in view.events_of("run_finished"))
@@ -127,6 +137,7 @@ def status_report(
         "usage": usage.to_dict(),
         "cost": cost.to_dict(),
         "cost_text": cost.describe(),
+        "projected_total": projection,
     }
 
 
@@ -191,6 +202,14 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     if report["cost"]["unpriced_models"]:
         cost_text += f"; {PRICE_HINT}"
     table.add_row("cost so far", cost_text)
+    projected = report.get("projected_total")
+    if projected:
+        usd = "cost unknown" if projected["usd"] is None else f"${projected['usd']:,.2f}"
+        table.add_row(
+            "projected total",
+            f"{format_tokens(projected['tokens'])} tokens, {usd} at {projected['steps']} steps "
+            f"(what {projected['from_steps']} committed steps spent, scaled)",
+        )
     console.print(table)
 
 
