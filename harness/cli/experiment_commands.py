@@ -104,6 +104,7 @@ def add_parsers(sub: Any) -> None:
     estimate.add_argument(
         "--executor-completion-tokens",
         type=int,
+        metavar="N",
         default=8000,
         help="assumed executor completion tokens per call (default: %(default)s)",
     )
@@ -120,7 +121,8 @@ def add_parsers(sub: Any) -> None:
         "--suite",
         required=True,
         help="generated:SEED:N (a fresh generated suite, judged by a local judge started for "
-        "it) or public (the judge at --judge-url must serve the public cases)",
+        "it) or public (the judge at --judge-url must serve the public cases); required, no "
+        "default",
     )
     reevaluate.add_argument("--repeats", type=int, default=3, help="repeats (default: 3)")
     reevaluate.add_argument(

@@ -106,6 +106,8 @@ def status_report(
         "state_dir": str(view.state_dir),
         "mode": results.run_mode(view),
         "task_text": results.run_task_text(view),
+        "arm": results.run_arm(view),
+        "run_seed": results.run_seed(view),
         "suite": results.run_suite(view),
         "seed_rescored_from": results.seed_rescored(view),
         "next_step": view.next_step,
@@ -152,6 +154,9 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     table.add_row("run", f"{report['state_dir']} ({report.get('mode', 'trained')})")
     table.add_row("suite", suite_text(report.get("suite"), report.get("seed_rescored_from")))
     table.add_row("task text", str(report.get("task_text", "full")))
+    if report.get("arm"):
+        seed = report.get("run_seed")
+        table.add_row("arm", f"{report['arm']}" + ("" if seed is None else f", run seed {seed}"))
     table.add_row("step", step_text(report))
     table.add_row("best score", best_text(report))
     last = report["last_step"]
@@ -206,8 +211,8 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     if projected:
         usd = "cost unknown" if projected["usd"] is None else f"${projected['usd']:,.2f}"
         table.add_row(
-            "projected total",
-            f"{format_tokens(projected['tokens'])} tokens, {usd} at {projected['steps']} steps "
+            "projected",
+            f"total {format_tokens(projected['tokens'])} tokens, {usd} at {projected['steps']} steps "
             f"(what {projected['from_steps']} committed steps spent, scaled)",
         )
     console.print(table)
@@ -268,7 +273,9 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     8 characters, the case studies print them in full."""
     archive = view.archive
     suite = suite_text(results.run_suite(view), results.seed_rescored(view))
-    console.print(f"{results.run_mode(view)} run; scores on suite {suite}")
+    console.print(
+        f"{results.run_mode(view)} run, arm {results.run_arm(view)}; scores on suite {suite}"
+    )
     table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
     for column in ("#", "score", "step", "node", "parent", "summary"):
         table.add_column(column, overflow="fold")
