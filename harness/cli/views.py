@@ -212,8 +212,9 @@ def render_status(report: dict[str, Any], console: Console) -> None:
         usd = "cost unknown" if projected["usd"] is None else f"${projected['usd']:,.2f}"
         table.add_row(
             "projected",
-            f"total {format_tokens(projected['tokens'])} tokens, {usd} at {projected['steps']} steps "
-            f"(what {projected['from_steps']} committed steps spent, scaled)",
+            f"total {format_tokens(projected['tokens'])} tokens, {usd} at "
+            f"{projected['steps']} steps (what {projected['from_steps']} committed steps "
+            "spent, scaled)",
         )
     console.print(table)
 
