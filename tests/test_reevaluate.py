@@ -62,6 +62,13 @@ def test_reevaluate_writes_the_field_export_carries_it_and_the_checker_accepts_i
     assert (run["arm"], run["run_seed"]) == ("unguided", 0)
     accepted = check(out, state)
     assert accepted.returncode == 0, accepted.stderr
+    # compare reads the exported directory as it reads the state directory.
+    from harness.cli.compare import load_curves
+    from harness.observe.cost import PriceTable
+
+    exported, live = load_curves([str(out), str(state)], PriceTable(), Path())
+    assert exported.points == live.points and exported.arm == live.arm == "unguided"
+    assert (exported.suite, exported.seed) == (live.suite, live.seed) == ("generated:11:2", 0)
 
     broken = copy.deepcopy(json.loads((out / "runs.json").read_text()))
     row = broken["runs"][0]["fixed_candidate_reevaluation"]

@@ -136,7 +136,8 @@ def run_rollout(
     scorer: Scorer,
     on_stage: Callable[[str], None] = lambda stage: None,
 ) -> FinishedRollout:
-    """Run one rollout of `task.slot`: exactly one guidance sample, then (if well formed) one
+    """Run one rollout of `task.slot`: exactly one guidance sample (an arm without a guidance
+    model takes `UNGUIDED_INSTRUCTION` instead and calls nothing), then (if well formed) one
     executor call and one judge call. Returns the finished rollout; raises only for faults that
     must stop the run (Reef errors, `JudgeUnavailableError`, a non-finite reward)."""
     started = time.monotonic()
@@ -156,13 +157,17 @@ def run_rollout(
         response, receipt = guidance.guide(body)
         timings["guidance_s"] = time.monotonic() - started
         text = _content(response)
-    try:
-        guidance_text: str | None = parse_guidance(text) if arm.guided else UNGUIDED_INSTRUCTION
-    except GuidanceFormatError as error:  # no repair, no retry: reward 0, executor skipped
-        guidance_text = None
-        candidate = _Candidate(VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(error)))
+    guidance_text: str | None = UNGUIDED_INSTRUCTION
+    malformed: GuidanceFormatError | None = None
+    if arm.guided:
+        try:
+            guidance_text = parse_guidance(text)
+        except GuidanceFormatError as error:  # no repair, no retry: reward 0, executor skipped
+            guidance_text, malformed = None, error
+    if guidance_text is None:
+        failure = VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(malformed))
+        candidate = _Candidate(failure)
     else:
-        assert guidance_text is not None
         candidate = _execute(guidance_text, task, settings, executor, scorer, on_stage, timings)
     if not math.isfinite(candidate.verification.reward):
         raise NonFiniteRewardError(f"{task.slot}: reward {candidate.verification.reward!r}")
