@@ -274,9 +274,9 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     8 characters, the case studies print them in full."""
     archive = view.archive
     suite = suite_text(results.run_suite(view), results.seed_rescored(view))
-    console.print(
-        f"{results.run_mode(view)} run, arm {results.run_arm(view)}; scores on suite {suite}"
-    )
+    console.print(f"{results.run_mode(view)} run; scores on suite {suite}")
+    seed = results.run_seed(view)
+    console.print(f"arm {results.run_arm(view)}" + ("" if seed is None else f", run seed {seed}"))
     table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
     for column in ("#", "score", "step", "node", "parent", "summary"):
         table.add_column(column, overflow="fold")
