@@ -218,3 +218,20 @@ def test_a_cost_limit_prices_the_tokens_and_refuses_an_unpriced_model() -> None:
     unpriced = SpendLimit(1.0, None, PriceTable({"g": Price(0.0, 0.0)}), "g", "x")
     with pytest.raises(SpendLimitReached, match="x has no price"):
         unpriced.require_prices(guided=False)
+
+
+def test_prices_in_either_settings_file_are_accepted_and_read(tmp_path: Path) -> None:
+    from harness.observe.cost import load_prices
+
+    price = {"api/model": {"input_per_mtok": 2.0, "output_per_mtok": 6.0}}
+    trained = copy.deepcopy(SERVE)
+    trained["training"]["config"]["harness"]["pricing"] = price
+    frozen = yaml.safe_load((DEFAULT_SERVE_YAML.parent / "serve-frozen.yaml").read_text())
+    frozen["recipe"]["config"]["guidance-ttt"]["harness"]["pricing"] = price
+    env = {"GUIDANCE_TTT_GUIDANCE_URL": "http://127.0.0.1:8000", "GUIDANCE_TTT_GUIDANCE_MODEL": "m"}
+    for name, document in (("serve.yaml", trained), ("serve-frozen.yaml", frozen)):
+        path = tmp_path / name
+        path.write_text(yaml.safe_dump(document, sort_keys=False))
+        RunSettings.load(path, environ=env, base_dir=tmp_path)  # the key is not refused
+        table = load_prices(serve_yaml=path, environ={})
+        assert table.prices["api/model"] == Price(2.0, 6.0), name

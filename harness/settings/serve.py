@@ -165,6 +165,9 @@ class HarnessConfig(Section):
     startup_deadline_s: Integer = Field(3600, ge=1)
     experiment: ExperimentConfig = ExperimentConfig()
     spend_limit: SpendLimit = SpendLimit()
+    #: Per-model token prices over harness/observe/pricing.yaml (read by harness.observe.cost,
+    #: which checks the entries; docs/observability.md).
+    pricing: dict[str, Any] | None = None
 
     @field_validator("seed")
     @classmethod
