@@ -120,3 +120,30 @@ def test_a_spend_limit_below_one_step_stops_after_it_and_raising_it_resumes(
     assert [e["fraction"] for e in before] == [0.5, 0.8]
     assert all(e["value"] >= e["fraction"] * e["maximum"] for e in events if "fraction" in e)
     assert kinds.count("step_committed") == 3
+
+
+def test_runs_of_a_plan_can_run_at_once_and_each_still_gets_its_own_state(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        yaml.safe_dump(
+            {
+                "name": "together",
+                "stand_ins": True,
+                "arms": ["unguided", "best-of-n"],
+                "seeds": [0, 1],
+                "steps": 1,
+                "groups": 1,
+                "rollouts": 2,
+                "parallel": 2,
+            }
+        )
+    )
+    directory = tmp_path / "experiment"
+    assert main(["experiment", str(plan), "--dir", str(directory)]) == 0
+    index = json.loads((directory / "experiment.json").read_text())
+    assert {r["status"] for r in index["runs"]} == {"finished"} and len(index["runs"]) == 4
+    for run in index["runs"]:
+        events = read_events(event_log_path(directory / run["dir"]))
+        (started,) = [e for e in events if e["event"] == "run_started"]
+        assert (started["arm"], started["run_seed"]) == (run["arm"], run["run_seed"])
+        assert [e["step"] for e in events if e["event"] == "step_committed"] == [0]
