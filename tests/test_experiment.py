@@ -147,3 +147,57 @@ def test_runs_of_a_plan_can_run_at_once_and_each_still_gets_its_own_state(tmp_pa
         (started,) = [e for e in events if e["event"] == "run_started"]
         assert (started["arm"], started["run_seed"]) == (run["arm"], run["run_seed"])
         assert [e["step"] for e in events if e["event"] == "step_committed"] == [0]
+
+
+def test_a_plan_from_a_frozen_settings_file_runs_its_frozen_and_model_free_arms(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`settings: serve-frozen.yaml`, the path for real models; the endpoints here are the
+    stand-ins, reached only through the settings file's environment variables."""
+    from harness.rehearsal.judge_process import LocalJudge
+    from harness.rehearsal.openai_server import OpenAIFixture
+    from harness.rehearsal.stand_ins import (
+        EXECUTOR_MODEL,
+        GUIDANCE_MODEL,
+        GuidanceScript,
+        executor_reply,
+    )
+    from harness.storage.store import read_committed
+
+    repo = Path(__file__).resolve().parents[1]
+    with (
+        LocalJudge(tmp_path / "judge", "--generated-cases", "2", "--seed", "11") as judge,
+        OpenAIFixture(GuidanceScript(), model=GUIDANCE_MODEL) as guidance,
+        OpenAIFixture(executor_reply, model=EXECUTOR_MODEL) as executor,
+    ):
+        monkeypatch.setenv("GUIDANCE_TTT_GUIDANCE_URL", guidance.base_url)
+        monkeypatch.setenv("GUIDANCE_TTT_GUIDANCE_MODEL", GUIDANCE_MODEL)
+        monkeypatch.setenv("GUIDANCE_TTT_EXECUTOR_URL", executor.v1_url)
+        monkeypatch.setenv("FRONTIERCS_JUDGE_URL", judge.url)
+        monkeypatch.delenv("GUIDANCE_TTT_GUIDANCE_API_KEY", raising=False)
+        plan = tmp_path / "plan.yaml"
+        plan.write_text(
+            yaml.safe_dump(
+                {
+                    "name": "real",
+                    "settings": str(repo / "serve-frozen.yaml"),
+                    "arms": ["guidance-ttt", "unguided"],
+                    "seeds": [0],
+                    "steps": 1,
+                    "groups": 1,
+                    "rollouts": 2,
+                }
+            )
+        )
+        directory = tmp_path / "experiment"
+        assert main(["experiment", str(plan), "--dir", str(directory)]) == 0
+        guidance_calls = len(guidance.completion_requests())
+    assert guidance_calls == 2, "the guided run called the endpoint once per rollout, through Reef"
+    guided, _ = read_committed(directory / "guidance-ttt-s0" / "guidance-run" / "archive")
+    unguided, _ = read_committed(directory / "unguided-s0" / "guidance-run" / "archive")
+    rollouts = [e for e in guided.entries.values() if e.timestep >= 1]
+    assert len(rollouts) == 2 and all(e.metadata["agent_record_id"] for e in rollouts)
+    rollouts = [e for e in unguided.entries.values() if e.timestep >= 1]
+    assert len(rollouts) == 2 and all(e.metadata["agent_record_id"] is None for e in rollouts)
+    copy = yaml.safe_load((directory / "unguided-s0" / "serve-frozen.yaml").read_text())
+    assert copy["recipe"]["config"]["guidance-ttt"]["harness"]["experiment"]["arm"] == "unguided"

@@ -298,6 +298,10 @@ def run_settings_document(plan: Plan, item: PlannedRun, state: Path) -> dict[str
         run_config["checkpoint_dir"] = str(state / "checkpoints")
         document["reef"]["run-dir"] = str(state / "stack")
     run_config.update(steps=plan.steps, state_dir=str(state))
+    if frozen:  # runs here, maybe several at once: each its own Reef port
+        from harness.rehearsal.reef_process import free_port
+
+        document["reef"]["port"] = free_port()
     if frozen and not item.arm.guided:  # no guidance endpoint is called: name none
         document["inference"].update(
             {"upstream-url": "http://127.0.0.1:9", "upstream-model": "none (no guidance model)"}
@@ -336,6 +340,10 @@ def _settings_run(plan: Plan, item: PlannedRun, state: Path, console: Console) -
 
 
 def _frozen_run(settings: Any, path: Path, console: Console) -> None:
+    """A frozen or model-free run in this process, as `./run.sh` runs one: a `reef serve -c`
+    of the run's copy when the arm calls the guidance model (behind the loopback key forwarder
+    when `GUIDANCE_TTT_GUIDANCE_API_KEY` is set, docs/frozen.md), the executor at
+    `GUIDANCE_TTT_EXECUTOR_URL` when set, the events in the run's log and on the console."""
     from contextlib import ExitStack
 
     from harness.contract import load_contract
@@ -350,6 +358,7 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
     task = bundled_task_dir(settings.task)
     with ExitStack() as stack:
         if settings.arm_spec.guided:
+            path = _behind_key_forwarder(settings, path, stack)
             stack.enter_context(
                 running_reef(
                     settings.state_dir / "reef",
@@ -358,7 +367,9 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
                     token=settings.reef_token,
                 )
             )
-        services = production_services(settings, task)
+        services = production_services(
+            settings, task, executor_url=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL") or None
+        )
         log_file = EventLog(event_log_path(settings.state_dir))
         display = ProgressDisplay(
             console,
@@ -369,6 +380,44 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
         services.closers += [display.close, log_file.close]
         stack.callback(services.close)
         run_steps(settings, task, (task / "instruction.md").read_text(encoding="utf-8"), services)
+
+
+def _behind_key_forwarder(settings: Any, path: Path, stack: Any) -> Path:
+    """With `GUIDANCE_TTT_GUIDANCE_API_KEY` set, start the key forwarder
+    (`harness.adapters.guidance_proxy`, the key in its environment only) and return a copy of
+    the settings file whose upstream is the forwarder; else `path` unchanged."""
+    import sys
+    import time
+
+    import httpx
+
+    from harness.rehearsal.reef_process import free_port
+
+    if not os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY", "").strip():
+        return path
+    port = free_port()
+    log = (settings.state_dir / "guidance-proxy.log").open("ab")
+    stack.callback(log.close)
+    command = [sys.executable, "-m", "harness.adapters.guidance_proxy"]
+    command += ["--upstream", str(settings.guidance_upstream_url), "--port", str(port)]
+    proxy = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    stack.callback(lambda: (proxy.terminate(), proxy.wait(timeout=20)))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):  # up to ~10 s for the forwarder to listen
+        try:
+            httpx.get(url + "/v1/models", timeout=1.0)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["inference"]["upstream-url"] = url
+    proxied = path.with_name(path.stem + "-forwarded.yaml")
+    proxied.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return proxied
 
 
 # --- status over an experiment ---------------------------------------------------------------
