@@ -20,8 +20,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from harness.contract import DEFAULT_TASK_TEXT
 from harness import arms
+from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
