@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
-from harness import puct
+from harness import arms, puct
 from harness.archive import checks
 from harness.archive import filtering as archive_filter
 from harness.archive import nodes as archive_nodes
@@ -99,15 +99,19 @@ class Archive:
     # --- construction ------------------------------------------------------------------------
 
     @classmethod
-    def from_seed(cls, config: ArchiveConfig, seed: LibraryEntry) -> Archive:
+    def from_seed(
+        cls, config: ArchiveConfig, seed: LibraryEntry, run_seed: int | None = None
+    ) -> Archive:
         """A fresh archive holding the seed candidate as a root, cloned until there are G roots so
-        the groups of step 0 start in disjoint lineages. The seed must be valid with a solution."""
+        the groups of step 0 start in disjoint lineages. The seed must be valid with a solution.
+        With `run_seed`, the roots' ids derive from it (`harness.arms.root_id`), so two runs with
+        the same seed build the same archive; without it they are random."""
         if not seed.is_valid or not seed.solution.strip():
             raise ArchiveError(
                 f"seed entry {seed.id} must be valid, with a raw score and a solution "
                 f"(status {seed.verifier_status!r}, raw score {seed.verifier_raw_score!r})"
             )
-        nodes, entries = archive_nodes.seed_roots(config, seed)
+        nodes, entries = archive_nodes.seed_roots(config, seed, run_seed)
         best = max(nodes.values(), key=lambda n: (n.value, n.id)).id
         return cls(
             config,
@@ -192,14 +196,23 @@ class Archive:
 
     # --- selection ---------------------------------------------------------------------------
 
-    def select_parents(self, step: int) -> list[LibraryNode]:
+    def select_parents(
+        self, step: int, policy: str = arms.DEFAULT_SELECTION, run_seed: int = 0
+    ) -> list[LibraryNode]:
         """Select (or return the recorded) parents of all G groups of `step`, in group order."""
-        return [self.select_parent(step, g) for g in range(self.config.groups_per_batch)]
+        return [
+            self.select_parent(step, g, policy, run_seed)
+            for g in range(self.config.groups_per_batch)
+        ]
 
-    def select_parent(self, step: int, group: int) -> LibraryNode:
+    def select_parent(
+        self, step: int, group: int, policy: str = arms.DEFAULT_SELECTION, run_seed: int = 0
+    ) -> LibraryNode:
         """The parent of group `group` in `step`: the recorded one if the group exists (the call is
-        idempotent), else the best-ranked visible archive candidate outside the lineages already
-        chosen in this step (or the best-ranked one if all are blocked)."""
+        idempotent), else the one `policy` picks (`harness.archive.selection.choose`): for `puct`
+        the best-ranked visible archive candidate outside the lineages already chosen in this
+        step (or the best-ranked one if all are blocked); `greedy`, `uniform` (drawn with a seed
+        derived from `run_seed`, step and group) and `seed` (best-of-n) as `harness.arms` says."""
         if not 0 <= group < self.config.groups_per_batch:
             raise ArchiveError(
                 f"group index {group} is outside 0..{self.config.groups_per_batch - 1}"
@@ -212,7 +225,15 @@ class Archive:
         if not ranked:
             raise ArchiveError(f"no selectable node for step {step}: the archive has no candidate")
         blocked = archive_selection.blocked_lines(self._nodes, self._groups, t)
-        chosen_id = next((r.id for r in ranked if r.id not in blocked), ranked[0].id)
+        roots = [n.id for n in self._nodes.values() if n.is_root]
+        chosen_id = archive_selection.choose(
+            policy,
+            ranked,
+            blocked,
+            roots,
+            group=group,
+            draw_seed=arms.derived_seed(run_seed, "uniform", step, group),
+        )
         chosen = replace(self._nodes[chosen_id], visits=self._nodes[chosen_id].visits + 1)
         self._nodes[chosen_id] = chosen
         self._groups[uid] = ArchiveGroup(
@@ -278,7 +299,8 @@ class Archive:
         child_value = self.config.signed(entry.verifier_raw_score) if entry.is_valid else None
         child: LibraryNode | None = None
         key = self._key(entry.id)
-        if child_value is not None and (key is None or key not in self._candidate_keys):
+        grows = entry.metadata.get(arms.ADDS_TO_TREE, True) is not False  # best-of-n: never
+        if grows and child_value is not None and (key is None or key not in self._candidate_keys):
             child = archive_nodes.child_node(
                 entry, parent_id=parent.id, timestep=t, value=child_value
             )

@@ -186,20 +186,56 @@ def _check_case(case: Any, best: list[float], direction: str, where: str, p: Pro
 
 
 def _check_repeats(repeat: Any, where: str, p: Problems) -> None:
+    """A fixed-candidate re-evaluation: the reference's form (`scores_microseconds`, its mean
+    and sample deviation, all repeats correct), or `guidance-ttt reevaluate`'s (`scores`, `mean`,
+    `sample_std` of the best candidate, the suite it was re-judged on, and each candidate's
+    figures)."""
     if repeat is None:
         return
-    scores = repeat.get("scores_microseconds") or []
+    if not p.check(
+        isinstance(repeat, dict), f"{where}: fixed_candidate_reevaluation not an object"
+    ):
+        return
+    if "scores_microseconds" in repeat and "candidates" not in repeat:
+        _check_spread(repeat, "_microseconds", where, p)
+        p.check(repeat.get("all_correct") is True, f"{where}: repeats were not all correct")
+        return
+    p.check(
+        isinstance(repeat.get("suite"), str)
+        and repeat.get("suite") != repeat.get("searched_suite"),
+        f"{where}: fixed_candidate_reevaluation.suite {repeat.get('suite')!r} must name a suite "
+        f"other than the searched one ({repeat.get('searched_suite')!r})",
+    )
+    suffix = "_microseconds" if "scores_microseconds" in repeat else ""
+    candidates = repeat.get("candidates")
+    if not p.check(
+        isinstance(candidates, list) and candidates,
+        f"{where}: fixed_candidate_reevaluation.candidates is {candidates!r}",
+    ):
+        return
+    for index, row in enumerate([repeat, *candidates, repeat.get("seed") or {}]):
+        if row.get(f"scores{suffix}"):
+            _check_spread(row, suffix, f"{where} re-evaluation row {index}", p)
+        p.check(
+            isinstance(row.get("all_correct", True), bool),
+            f"{where}: re-evaluation row {index} all_correct is {row.get('all_correct')!r}",
+        )
+
+
+def _check_spread(row: dict[str, Any], suffix: str, where: str, p: Problems) -> None:
+    scores = row.get(f"scores{suffix}") or []
     if not p.check(len(scores) >= 2, f"{where}: fixed_candidate_reevaluation needs ≥ 2 scores"):
         return
     p.check(
-        math.isclose(statistics.fmean(scores), repeat.get("mean_microseconds", math.nan)),
-        f"{where}: repeat mean {repeat.get('mean_microseconds')} != mean of {scores}",
+        math.isclose(statistics.fmean(scores), row.get(f"mean{suffix}", math.nan)),
+        f"{where}: repeat mean {row.get(f'mean{suffix}')} != mean of {scores}",
     )
     p.check(
-        math.isclose(statistics.stdev(scores), repeat.get("sample_std_microseconds", math.nan)),
-        f"{where}: repeat std {repeat.get('sample_std_microseconds')} != stdev of {scores}",
+        math.isclose(
+            statistics.stdev(scores), row.get(f"sample_std{suffix}", math.nan), abs_tol=1e-12
+        ),
+        f"{where}: repeat std {row.get(f'sample_std{suffix}')} != stdev of {scores}",
     )
-    p.check(repeat.get("all_correct") is True, f"{where}: repeats were not all correct")
 
 
 def _sha256(data: bytes) -> str:

@@ -223,7 +223,9 @@ def test_a_frozen_run_is_labelled_frozen_with_its_suite_in_status_export_and_plo
     run_row = " ".join(text.split("suite ", 1)[0].split())
     assert run_row.endswith("(frozen)") and "state" in run_row
     assert "suite          generated:11:2" in text
-    assert drawn.labels["scores"]["title"].endswith("frozen run, suite generated:11:2")
+    assert drawn.labels["scores"]["title"].endswith(
+        "frozen run, arm guidance-ttt, seed 0, suite generated:11:2"
+    )
 
 
 def test_status_and_export_show_what_both_models_read(tmp_path, capsys):

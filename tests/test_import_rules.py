@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 #: The seed's eleven module names (README, docs/design.md): the core ones are real modules, the
 #: others permanent faces of their module in a role package.
-CORE = ("state", "puct", "library", "prompts", "search", "scorer", "contract")
+CORE = ("state", "arms", "puct", "library", "prompts", "search", "scorer", "contract")
 FACES = {
     "execution": "harness.adapters.executor.client",
     "agent": "harness.run.agent",

@@ -210,7 +210,7 @@ def test_both_figures_name_the_runs_mode_and_suite(tmp_path):
     view = results.load_run(frozen.state_dir)
     data = plots.plot(plot_series.from_run(view, "polyomino_packing"), tmp_path / "f.png")
     for title in (data.labels["scores"]["title"], data.labels["health"][0]["title"]):
-        assert title.endswith("\nfrozen run, suite generated:11:2"), title
+        assert title.endswith("\nfrozen run, arm guidance-ttt, seed 0, suite generated:11:2"), title
 
 
 def test_the_reference_is_refused_beside_a_run_scored_on_another_suite(tmp_path, capsys):

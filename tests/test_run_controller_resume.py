@@ -68,6 +68,9 @@ CHANGED = {
     "inference_tensor_parallel_size": 2,
     "megatron_tensor_parallel_size": 1,
     "task_text": "full",  # what both models read: another text is another experiment
+    "arm": "unguided",
+    "parent_selection": "greedy",
+    "run_seed": 7,
 }
 
 

@@ -198,6 +198,9 @@ def test_identity_holds_the_resume_fields():
         "inference_tensor_parallel_size": 1,
         "megatron_tensor_parallel_size": 2,
         "task_text": "reference",
+        "arm": "guidance-ttt",
+        "parent_selection": "puct",
+        "run_seed": 0,
     }
 
 

@@ -13,6 +13,7 @@ import uuid
 from dataclasses import replace
 from typing import Any
 
+from harness import arms
 from harness.state import ARCHIVE_CANDIDATE, VALID, ArchiveConfig, LibraryEntry, LibraryNode
 
 # Child node ids are derived from the entry id, so replaying a journal rebuilds identical nodes.
@@ -20,17 +21,18 @@ _NODE_ID_NAMESPACE = uuid.UUID("5b0c3a57-5f2e-4a8e-9d55-6a1f0b7e4c21")
 
 
 def seed_roots(
-    config: ArchiveConfig, seed: LibraryEntry
+    config: ArchiveConfig, seed: LibraryEntry, run_seed: int | None = None
 ) -> tuple[dict[str, LibraryNode], dict[str, LibraryEntry]]:
     """The G root nodes of a fresh archive and their entries, by id: the seed itself, then clones
     of it (new entry id, marked `replicated_seed_entry` / `replicated_seed_root`) until there are
     `groups_per_batch` roots, so the groups of step 0 start in disjoint lineages. The caller has
-    checked that the seed is valid with a raw score and a solution."""
+    checked that the seed is valid with a raw score and a solution. With `run_seed` the root and
+    clone ids derive from it (`harness.arms`), else they are random."""
     seed_score = float(seed.verifier_raw_score)  # type: ignore[arg-type] - caller checked
     nodes: dict[str, LibraryNode] = {}
     entries: dict[str, LibraryEntry] = {}
     for index in range(config.groups_per_batch):
-        node_id = str(uuid.uuid4())
+        node_id = str(uuid.uuid4()) if run_seed is None else arms.root_id(run_seed, index)
         entry = replace(seed, parent_id=node_id, timestep=0)
         metadata: dict[str, Any] = {
             "kind": "root",
@@ -40,7 +42,7 @@ def seed_roots(
         if index > 0:  # clones of the seed root
             entry = replace(
                 entry,
-                id=str(uuid.uuid4()),
+                id=str(uuid.uuid4()) if run_seed is None else arms.clone_entry_id(run_seed, index),
                 metadata={**seed.metadata, "replicated_seed_entry": True},
             )
             metadata["replicated_seed_root"] = True

@@ -10,6 +10,7 @@ ranks the selectable nodes by PUCT and takes the best unblocked one.
 
 from __future__ import annotations
 
+import random
 from collections.abc import Mapping
 
 from harness import puct
@@ -54,3 +55,31 @@ def blocked_lines(
                     blocked.add(child)
                     frontier.append(child)
     return blocked
+
+
+def choose(
+    policy: str,
+    ranked: list[puct.Ranked],
+    blocked: set[str],
+    roots: list[str],
+    *,
+    group: int,
+    draw_seed: int,
+) -> str:
+    """The node a group expands under `policy` (`harness.arms`): `puct`, the best-ranked node
+    outside the blocked lines (the best-ranked one when all are blocked); `greedy`, the
+    candidate with the highest `(value, id)`, blocked or not; `uniform`, a candidate drawn
+    uniformly (ids in sorted order, `random.Random(draw_seed)`); `seed`, seed root
+    `group mod len(roots)` (best-of-n). `ranked` is the PUCT ranking of the selectable nodes,
+    never empty."""
+    if policy == "puct":
+        return next((r.id for r in ranked if r.id not in blocked), ranked[0].id)
+    if policy == "greedy":
+        return max(ranked, key=lambda r: (r.value, r.id)).id
+    if policy == "uniform":
+        return random.Random(draw_seed).choice(sorted(r.id for r in ranked))
+    if policy == "seed":
+        if not roots:
+            raise ValueError("best-of-n needs the seed roots, and the archive has none")
+        return roots[group % len(roots)]
+    raise ValueError(f"unknown parent selection {policy!r}")

@@ -102,6 +102,14 @@ def _plot_series(args: argparse.Namespace) -> tuple[plot_series.Series, str]:
 
 
 def _cmd_status(args: argparse.Namespace, console: Console) -> int:
+    from harness.cli import experiment
+
+    if experiment.is_experiment(args.state_dir):  # an experiment directory: every run
+        if args.json:
+            console.print_json(json.dumps(experiment.status_rows(args.state_dir)))
+        else:
+            experiment.render_status(args.state_dir, console)
+        return 0
     view = results.load_run(args.state_dir)
     services = _services(args)
     guidance = _guidance_usage(view, services, args.reef_records)
@@ -174,6 +182,7 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
     from harness.cli.termination import Terminated, stopping_on_signals
     from harness.rehearsal.rehearse import RehearsalOptions, next_commands, rehearse
     from harness.run.controller import ResumeRefused
+    from harness.run.spend import SpendLimitReached
 
     options = RehearsalOptions(
         steps=args.steps,
@@ -182,6 +191,11 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
         cases=args.cases,
         judge_seed=args.judge_seed,
         wandb=(("enabled", True), ("mode", args.wandb)) if args.wandb else (),
+        arm=args.arm,
+        parent_selection=args.parent_selection,
+        run_seed=args.run_seed,
+        max_cost_usd=args.max_cost_usd,
+        max_tokens=args.max_tokens,
     )
     try:
         with stopping_on_signals():
@@ -189,6 +203,9 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
     except Terminated as exc:
         print(f"guidance-ttt rehearse: {exc}; every process it started is stopped", file=sys.stderr)
         return int(exc.code)
+    except SpendLimitReached as exc:
+        console.print(f"rehearsal stopped: {exc}", markup=False, soft_wrap=True)
+        return 1
     except ResumeRefused as exc:
         if "already finished" not in str(exc):
             raise
@@ -200,7 +217,7 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
     best = result.best.verifier_raw_score if result.best else None
     console.print(
         f"rehearsal done: steps {result.start_step}..{result.next_step - 1} committed, best "
-        f"{'--' if best is None else f'{best:.4f}'} (frozen guidance, scripted stand-in models)"
+        f"{'--' if best is None else f'{best:.4f}'} (arm {args.arm}, scripted stand-in models)"
     )
     console.print("look at it:")
     for command in next_commands(args.state_dir):
@@ -217,7 +234,20 @@ def _cmd_score(args: argparse.Namespace, console: Console) -> int:
     return score_command.run(args, console)
 
 
+def _experiment_command(name: str) -> Callable[[argparse.Namespace, Console], int]:
+    def run(args: argparse.Namespace, console: Console) -> int:
+        from harness.cli import experiment_commands
+
+        return experiment_commands.COMMANDS[name](args, console)
+
+    return run
+
+
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
+    **{
+        name: _experiment_command(name)
+        for name in ("compare", "experiment", "estimate", "reevaluate")
+    },
     "score": _cmd_score,
     "rehearse": _cmd_rehearse,
     "status": _cmd_status,

@@ -10,6 +10,10 @@
     guidance-ttt rehearse STATE      frozen-guidance run on CPU with scripted stand-in models
     guidance-ttt score FILE          score one program through the configured judge
     guidance-ttt browse RUN          the archive as a self-contained HTML page (tree, diffs)
+    guidance-ttt experiment PLAN     arms × seeds of one task, one state directory per run
+    guidance-ttt compare RUN...      runs by arm: best so far with 95 % bootstrap intervals
+    guidance-ttt estimate            expected tokens and cost of the configured run
+    guidance-ttt reevaluate STATE    re-judge the best candidates on another suite
 
 Everything but `doctor` and `judge` only reads the state directory (no lock, safe while a run
 writes it). Exit status: 0 on success, 1 when the command ran but found a problem (doctor), 2 for
@@ -186,6 +190,10 @@ def build_parser() -> argparse.ArgumentParser:
         choices=("offline", "online"),
         help="log to W&B in this mode, under STATE/wandb (default: off, as serve-frozen.yaml)",
     )
+    from harness.cli import experiment_commands
+
+    experiment_commands.add_rehearsal_arguments(rehearse)
+    experiment_commands.add_parsers(sub)
     return parser
 
 

@@ -88,6 +88,16 @@ def status_report(
             client.close()
     usage, cost = results.run_cost(view, prices, guidance)
     committed = view.committed_step + 1
+    projection = None
+    if committed >= 1 and isinstance(steps_total, int) and steps_total > committed:
+        spent, spent_cost = results.run_cost(view, prices, guidance, in_flight=False)
+        factor = steps_total / committed
+        projection = {
+            "steps": steps_total,
+            "from_steps": committed,
+            "tokens": round((spent.executor.total_tokens + spent.guidance.total_tokens) * factor),
+            "usd": None if spent_cost.unpriced else round(spent_cost.usd * factor, 6),
+        }
     finished = not view.in_flight and (
         (isinstance(steps_total, int) and committed >= steps_total)
         or any(e.get("next_step") == view.next_step for e in view.events_of("run_finished"))
@@ -96,6 +106,8 @@ def status_report(
         "state_dir": str(view.state_dir),
         "mode": results.run_mode(view),
         "task_text": results.run_task_text(view),
+        "arm": results.run_arm(view),
+        "run_seed": results.run_seed(view),
         "suite": results.run_suite(view),
         "seed_rescored_from": results.seed_rescored(view),
         "next_step": view.next_step,
@@ -127,6 +139,7 @@ def status_report(
         "usage": usage.to_dict(),
         "cost": cost.to_dict(),
         "cost_text": cost.describe(),
+        "projected_total": projection,
     }
 
 
@@ -141,6 +154,9 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     table.add_row("run", f"{report['state_dir']} ({report.get('mode', 'trained')})")
     table.add_row("suite", suite_text(report.get("suite"), report.get("seed_rescored_from")))
     table.add_row("task text", str(report.get("task_text", "full")))
+    if report.get("arm"):
+        seed = report.get("run_seed")
+        table.add_row("arm", f"{report['arm']}" + ("" if seed is None else f", run seed {seed}"))
     table.add_row("step", step_text(report))
     table.add_row("best score", best_text(report))
     last = report["last_step"]
@@ -191,6 +207,15 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     if report["cost"]["unpriced_models"]:
         cost_text += f"; {PRICE_HINT}"
     table.add_row("cost so far", cost_text)
+    projected = report.get("projected_total")
+    if projected:
+        usd = "cost unknown" if projected["usd"] is None else f"${projected['usd']:,.2f}"
+        table.add_row(
+            "projected",
+            f"total {format_tokens(projected['tokens'])} tokens, {usd} at "
+            f"{projected['steps']} steps (what {projected['from_steps']} committed steps "
+            "spent, scaled)",
+        )
     console.print(table)
 
 
@@ -250,6 +275,8 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     archive = view.archive
     suite = suite_text(results.run_suite(view), results.seed_rescored(view))
     console.print(f"{results.run_mode(view)} run; scores on suite {suite}")
+    seed = results.run_seed(view)
+    console.print(f"arm {results.run_arm(view)}" + ("" if seed is None else f", run seed {seed}"))
     table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
     for column in ("#", "score", "step", "node", "parent", "summary"):
         table.add_column(column, overflow="fold")

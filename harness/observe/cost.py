@@ -192,6 +192,13 @@ def _read_yaml(path: Path) -> Any:
         raise PricingError(f"price table {path} is not valid YAML: {exc}") from exc
 
 
+#: Where a settings file may hold prices: the trained file's and the frozen file's harness section.
+PRICING_PATHS = (
+    ("training", "config", "harness", "pricing"),
+    ("recipe", "config", "guidance-ttt", "harness", "pricing"),
+)
+
+
 def load_prices(
     path: Path | None = None,
     *,
@@ -199,15 +206,18 @@ def load_prices(
     environ: Mapping[str, str] | None = None,
 ) -> PriceTable:
     """The price table in force: the packaged defaults, then `training.config.harness.pricing`
-    of `serve_yaml` (when given and present), then the file `path` or `$GUIDANCE_TTT_PRICING`.
+    (or a frozen file's `recipe.config.guidance-ttt.harness.pricing`) of `serve_yaml` (when
+    given and present), then the file `path` or `$GUIDANCE_TTT_PRICING`.
     Later sources replace earlier ones model by model."""
     table = PriceTable(parse_prices(_read_yaml(DEFAULT_PRICING), str(DEFAULT_PRICING)))
     if serve_yaml is not None and Path(serve_yaml).exists():
         document = _read_yaml(Path(serve_yaml))
-        section: Any = document
-        for key in ("training", "config", "harness", "pricing"):
-            section = section.get(key) if isinstance(section, Mapping) else None
-        table = table.merged(parse_prices(section, f"{serve_yaml} training.config.harness.pricing"))
+        for keys in PRICING_PATHS:  # serve.yaml's harness section, or serve-frozen.yaml's
+            section: Any = document
+            for key in keys:
+                section = section.get(key) if isinstance(section, Mapping) else None
+            if section is not None:
+                table = table.merged(parse_prices(section, f"{serve_yaml} {'.'.join(keys)}"))
     override = path or (environ if environ is not None else os.environ).get(PRICING_ENV)
     if override:
         table = table.merged(parse_prices(_read_yaml(Path(override)), str(override)))

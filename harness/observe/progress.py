@@ -97,7 +97,10 @@ def summary_line(
     if previous_best is not None:
         best = run_best(direction, previous_best, step_best)
         parts.append(f"run best {best:.4f} ({best - previous_best:+.4f})")
-    if summary.get("mode") == "frozen":
+    arm = summary.get("arm")
+    if arm in ("unguided", "best-of-n"):
+        parts.append(f"arm {arm} (no guidance model)")
+    elif summary.get("mode") == "frozen":
         parts.append("frozen guidance (nothing trained)")
     else:
         grad = summary.get("grad_norm")
@@ -279,6 +282,27 @@ class ProgressDisplay:
         step_best = f.get("step_best_raw_score", f.get("best_raw_score"))
         self._best = run_best(
             self._direction, self._best, float(step_best) if step_best is not None else None
+        )
+
+    def _on_spend_warning(self, f: dict[str, Any]) -> None:
+        maximum, value = f.get("maximum"), f.get("value")
+        shown = (
+            f"${value:,.4f} of ${maximum:,.4f}"
+            if f.get("limit") == "max_cost_usd"
+            else f"{int(value or 0):,} of {int(maximum or 0):,} tokens"
+        )
+        self._line(
+            f"spend warning: {round(100 * float(f.get('fraction') or 0))} % of "
+            f"{f.get('limit')} spent ({shown}); the run stops at the step boundary where it "
+            "is reached",
+            "bold yellow",
+        )
+
+    def _on_spend_limit_reached(self, f: dict[str, Any]) -> None:
+        self._line(
+            f"spend limit {f.get('limit')} reached before step {f.get('step')}: the run stops "
+            "here; raise the limit in serve.yaml and run again to resume",
+            "bold red",
         )
 
     def _on_step_committed(self, f: dict[str, Any]) -> None:

@@ -19,7 +19,8 @@ from __future__ import annotations
 
 import os
 import shlex
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -70,6 +71,13 @@ class RehearsalOptions:
     workers: int | None = None
     #: Keys of `observability.wandb` to set in the written settings file (e.g. enabled, mode).
     wandb: tuple[tuple[str, object], ...] = ()
+    #: The experiment arm, parent selection and run seed (`harness.arms`); the arms without a
+    #: guidance model start neither the guidance stand-in's Reef nor call it.
+    arm: str = "guidance-ttt"
+    parent_selection: str = "puct"
+    run_seed: int = 0
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
 
 
 def write_settings(
@@ -100,6 +108,12 @@ def write_settings(
         judge_url=judge_url,
         judge_problem_id="0",
         seed=SEED_RECORD,
+        experiment={
+            "arm": options.arm,
+            "parent_selection": options.parent_selection,
+            "run_seed": options.run_seed,
+        },
+        spend_limit={"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens},
     )
     header = (
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
@@ -109,44 +123,82 @@ def write_settings(
     return RunSettings.load(path, environ={}, base_dir=path.parent)
 
 
+@dataclass(frozen=True)
+class StandInStack:
+    """What the runs of a rehearsal share: the local judge and the stand-in executor (each run
+    that calls the guidance model starts its own stand-in for it, so no run's guidance depends
+    on how many calls another run made)."""
+
+    judge: LocalJudge
+    executor: OpenAIFixture
+
+
+@contextmanager
+def stand_in_stack(
+    directory: Path, cases: int, judge_seed: int, console: Console
+) -> Iterator[StandInStack]:
+    """Start the local judge (its state under `directory/judge`) on the generated suite
+    `generated:<judge_seed>:<cases>` and the stand-in executor; stop them on exit."""
+    with ExitStack() as stack:
+        console.print("rehearse: starting the local judge and the stand-in executor")
+        judge = stack.enter_context(
+            LocalJudge(
+                Path(directory) / "judge",
+                "--generated-cases",
+                str(cases),
+                "--seed",
+                str(judge_seed),
+            )
+        )
+        executor = stack.enter_context(OpenAIFixture(executor_reply, model=EXECUTOR_MODEL))
+        yield StandInStack(judge, executor)
+
+
 def rehearse(
     state_dir: Path, options: RehearsalOptions, console: Console | None = None
 ) -> RunResult:
     """Run (or resume) the rehearsal into `state_dir`; raises what stops the run."""
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    task = task_dir()
     console = console or Console(stderr=True)
+    with stand_in_stack(state_dir, options.cases, options.judge_seed, console) as stand_ins:
+        return rehearse_run(stand_ins, state_dir, options, console)
+
+
+def rehearse_run(
+    stand_ins: StandInStack, state_dir: Path, options: RehearsalOptions, console: Console
+) -> RunResult:
+    """One rehearsal run against running stand-ins: write its settings file, start `reef serve`
+    when the arm calls the guidance model, run (or resume) it, stop what it started."""
+    state_dir = Path(state_dir).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    task = task_dir()
+    guided = options.arm == "guidance-ttt"
     with ExitStack() as stack:
-        console.print("rehearse: starting the local judge, the stand-in models and reef serve")
-        judge = stack.enter_context(
-            LocalJudge(
-                state_dir / "judge",
-                "--generated-cases",
-                str(options.cases),
-                "--seed",
-                str(options.judge_seed),
-            )
-        )
-        guidance = stack.enter_context(
-            OpenAIFixture(GuidanceScript(malformed=[MALFORMED_CALL]), model=GUIDANCE_MODEL)
-        )
-        executor = stack.enter_context(OpenAIFixture(executor_reply, model=EXECUTOR_MODEL))
         port = free_port()
         settings_path = state_dir / SETTINGS_FILE
+        guidance_url = "http://127.0.0.1:9"  # never called by an arm without guidance
+        if guided:
+            guidance = stack.enter_context(
+                OpenAIFixture(GuidanceScript(malformed=[MALFORMED_CALL]), model=GUIDANCE_MODEL)
+            )
+            guidance_url = guidance.base_url
         settings = write_settings(
             settings_path,
             state_dir,
             options,
-            guidance_url=guidance.base_url,
-            judge_url=judge.url,
+            guidance_url=guidance_url,
+            judge_url=stand_ins.judge.url,
             reef_port=port,
         )
-        stack.enter_context(
-            running_reef(state_dir / "reef", config=settings_path, port=port, token=TOKEN)
-        )
+        if guided:
+            console.print("rehearse: starting reef serve (record-only) for the guidance calls")
+            stack.enter_context(
+                running_reef(state_dir / "reef", config=settings_path, port=port, token=TOKEN)
+            )
         backend = replace(
-            backend_from_name("gpt_oss_120b", base_url=executor.v1_url), model=EXECUTOR_MODEL
+            backend_from_name("gpt_oss_120b", base_url=stand_ins.executor.v1_url),
+            model=EXECUTOR_MODEL,
         )
         services = production_services(settings, task, backend=backend)
         log_file = EventLog(event_log_path(settings.state_dir))
@@ -159,10 +211,12 @@ def rehearse(
         services.events = Fanout(log_file, display, *([watcher] if watcher else []))
         services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         stack.callback(services.close)
+        guidance = "frozen guidance" if settings.arm_spec.guided else "no guidance model"
         console.print(
-            f"rehearse: frozen guidance, {options.groups}×{options.rollouts} rollouts per step, "
-            f"steps up to {options.steps}, judge suite generated:{options.judge_seed}:"
-            f"{options.cases}; state in {state_dir}"
+            f"rehearse: arm {settings.arm_spec.label()} ({guidance}), run seed "
+            f"{options.run_seed}, {options.groups}×{options.rollouts} rollouts per step, steps up "
+            f"to {options.steps}, judge suite generated:{options.judge_seed}:{options.cases}; "
+            f"state in {state_dir}"
         )
         return run_steps(
             settings,

@@ -5,7 +5,8 @@ Used by `guidance-ttt rehearse` and the test suite's CPU rehearsal; neither gene
 * the guidance model (`GuidanceScript`, served as Reef's upstream): call n answers with a
   thinking line and one `<guidance>` block naming the seed variant `GUIDANCE_CYCLE[n % 6]`, or
   with two blocks (malformed) when n is in `malformed`;
-* the executor (`executor_reply`): reads which variant the guidance names and answers with it —
+* the executor (`executor_reply`): reads which variant the guidance names (without guidance, the
+  arms that call no guidance model, the request's sampling `seed` picks one) and answers with it —
   a real C++ variant of the task's seed program (small source edits, each compiled and judged
   for real), a compile error, an answer without a `<solution>`, or an HTTP 400.
 
@@ -79,7 +80,13 @@ def executor_reply(request: RecordedRequest) -> Reply:
     """The stand-in executor: reads which variant the guidance asks for and answers with it."""
     user = request.body["messages"][-1]["content"]
     found = _VARIANT_IN_GUIDANCE.search(user)
-    name = found[1] if found else "annotated"
+    seed = request.body.get("seed")
+    if found:
+        name = found[1]
+    elif isinstance(seed, int):  # no guidance names one (the unguided arms): the sampling seed
+        name = GUIDANCE_CYCLE[seed % len(GUIDANCE_CYCLE)]
+    else:
+        name = "annotated"
     if name == REFUSED:
         return Reply(status=400, error="the test executor refuses this request")
     summary = (

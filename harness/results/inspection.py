@@ -140,11 +140,38 @@ def run_suite(view: RunView) -> str | None:
     return str(started[-1]["suite"]) if started else None
 
 
+def run_arm(view: RunView) -> str:
+    """The run's experiment arm with a non-default parent selection (`guidance-ttt`,
+    `unguided/greedy`, ...; `harness.arms`): the resume state's identity, else the last
+    `run_started` event; a run from before arms is `guidance-ttt`."""
+    if view.resume is not None:
+        arm, selection = view.resume.identity.arm, view.resume.identity.parent_selection
+    else:
+        started = view.events_of("run_started")
+        last = started[-1] if started else {}
+        arm = str(last.get("arm", "guidance-ttt"))
+        selection = str(last.get("parent_selection", "puct"))
+    return arm if arm == "best-of-n" or selection == "puct" else f"{arm}/{selection}"
+
+
+def run_seed(view: RunView) -> int | None:
+    """The run seed (`harness.arms`), or None when the run did not record one."""
+    if view.resume is not None:
+        return view.resume.identity.run_seed
+    started = [e for e in view.events_of("run_started") if "run_seed" in e]
+    return int(started[-1]["run_seed"]) if started else None
+
+
 def run_note(view: RunView) -> str:
-    """`frozen run, suite public`: the labels that keep runs apart (`run_mode`, `run_suite`),
-    as the plot's subtitle shows them."""
+    """`frozen run, arm unguided, seed 1, suite public`: the labels that keep runs apart
+    (`run_mode`, `run_arm`, `run_seed`, `run_suite`), as the plot's subtitle shows them."""
     suite = run_suite(view)
-    return f"{run_mode(view)} run, suite {suite if suite else 'not recorded'}"
+    seed = run_seed(view)
+    return (
+        f"{run_mode(view)} run, arm {run_arm(view)}"
+        + ("" if seed is None else f", seed {seed}")
+        + f", suite {suite if suite else 'not recorded'}"
+    )
 
 
 def seed_rescored(view: RunView) -> dict[str, Any] | None:

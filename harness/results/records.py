@@ -133,11 +133,14 @@ def run_record(
     guide, executor = models(view)
     usage, cost = run_cost(view, prices, guidance, in_flight=False)
     finished = [e for e in view.events_of("run_finished") if e.get("next_step") == view.next_step]
-    return {
+    record = {
         "task": task,
         "run_name": run_name or view.state_dir.resolve().name,
         "mode": run_mode(view),
         "task_text": run_task_text(view),
+        "arm": identity.arm,
+        "parent_selection": identity.parent_selection,
+        "run_seed": identity.run_seed,
         "suite": run_suite(view),
         "framework": "Reef",
         "status": "completed" if finished and not view.in_flight else "in_progress",
@@ -163,10 +166,49 @@ def run_record(
             "guidance_max_tokens": identity.guidance_max_tokens,
             "sequence_length": identity.sequence_length,
         },
-        "usage": {**usage.to_dict(), "cost": cost.to_dict()},
+        "usage": {
+            **usage.to_dict(),
+            "cost": cost.to_dict(),
+            "per_step": _per_step(view, prices, guidance),
+        },
         "selected_case": selected_case(view.archive),
         "provenance": provenance(view),
     }
+    reevaluation = read_reevaluation(view.state_dir)
+    if reevaluation is not None:
+        record["fixed_candidate_reevaluation"] = reevaluation
+    return record
+
+
+#: Where `guidance-ttt reevaluate` writes its figures, relative to the state directory.
+REEVALUATION = Path("guidance-run") / "reevaluation.json"
+
+
+def read_reevaluation(state_dir: Path) -> dict[str, Any] | None:
+    """The run's fixed-candidate re-evaluation (`guidance-ttt reevaluate`), or None."""
+    path = Path(state_dir) / REEVALUATION
+    return read_json_object(path) if exists(path) else None
+
+
+def _per_step(
+    view: RunView, prices: PriceTable, guidance: Mapping[str, Usage] | None
+) -> list[dict[str, Any]]:
+    """Tokens and cost of each committed step (what `guidance-ttt compare` puts on its budget
+    axes when it reads an exported directory); `usd` is None when a model has no price."""
+    guide, executor = models(view)
+    by_step = run_usage(view, guidance, in_flight=False)
+    rows = []
+    for step in range(view.committed_step + 1):
+        used = by_step.get(step, StepUsage(step))
+        estimate = prices.estimate(used.by_model(guide, executor))
+        rows.append(
+            {
+                "step": step,
+                "tokens": used.executor.total_tokens + used.guidance.total_tokens,
+                "usd": None if estimate.unpriced else round(estimate.usd, 6),
+            }
+        )
+    return rows
 
 
 #: Where `export` puts each run's archive (the Discover `library.json` layout) in its folder,

@@ -109,7 +109,8 @@ class GuidanceHarness:
         slots, and return the outcome in group-major order. `journaled` are the step's records
         replayed by `ArchiveStore.load()` (empty for a fresh step)."""
         started = time.monotonic()
-        parents = self.archive.select_parents(step)
+        arm = self.settings.arm
+        parents = self.archive.select_parents(step, arm.selection, arm.run_seed)
         done = {(r.group, r.rollout) for r in journaled}
         missing = [
             Slot(step, g, r)
@@ -203,8 +204,9 @@ class GuidanceHarness:
         with self._journal_lock:  # one writer: archive submit + durable journal line
             self.store.record_rollout(self.archive, slot.step, slot.group, slot.rollout, entry)
         crash_point("after_journal")
-        self._post_report(entry)
-        crash_point("after_report")
+        if entry.metadata.get("agent_record_id") is not None:  # arms without guidance: no report
+            self._post_report(entry)
+            crash_point("after_report")
         self.events.emit(
             "rollout_finished",
             step=slot.step,
@@ -228,10 +230,15 @@ class GuidanceHarness:
     def _report_unreported(self, journaled: Sequence[JournalRecord]) -> int:
         """Post the reports a crash left unposted. Reef stores a second report of a slot too
         (the training side keeps the first), so only receipts Reef has no report for are posted."""
-        if not journaled:
+        if not journaled or not self.settings.arm.guided:
             return 0
         known = self.reef.reported_receipts()
-        pending = [r for r in journaled if r.entry.metadata["agent_record_id"] not in known]
+        pending = [
+            r
+            for r in journaled
+            if r.entry.metadata.get("agent_record_id") is not None
+            and r.entry.metadata["agent_record_id"] not in known
+        ]
         for record in pending:
             log.info(
                 "step %d g%dr%d: posting the report a crash left unposted",

@@ -5,6 +5,11 @@
       else: executor -> <solution> extraction -> judge
     -> LibraryEntry with the full audit metadata -> report body
 
+The run's arm (`harness.arms`) decides the one thing that differs between arms here: a guided
+arm calls the guidance model; `unguided` and `best-of-n` put `UNGUIDED_INSTRUCTION` in place of
+the guidance and make no guidance call (no receipt, so nothing to report to Reef). Every other
+step is the same code for every arm.
+
 `run_rollout` does the network work through three small interfaces (`GuidanceSource`, `Executor`,
 `Scorer`) and returns a `FinishedRollout`; journaling and reporting are the caller's job, in
 that order. Executor exceptions become `execution_error`; a judge infrastructure fault
@@ -22,6 +27,7 @@ from typing import Any, Protocol
 
 from harness.adapters.executor.backends import ExecutionBackend
 from harness.adapters.executor.client import ExecutionResult, ExecutorAccessError
+from harness.arms import ADDS_TO_TREE, UNGUIDED_INSTRUCTION, Arm
 from harness.contract import TaskContract
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
 from harness.scorer import Scorer
@@ -59,7 +65,11 @@ class Executor(Protocol):
     backend: ExecutionBackend
 
     def complete(
-        self, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int | None = None,
+        seed: int | None = None,
     ) -> ExecutionResult: ...
 
 
@@ -86,6 +96,7 @@ class RolloutSettings:
     guidance_max_tokens: int
     groups_per_step: int
     rollouts_per_group: int
+    arm: Arm = field(default_factory=Arm)
 
 
 @dataclass(frozen=True)
@@ -125,39 +136,59 @@ def run_rollout(
     scorer: Scorer,
     on_stage: Callable[[str], None] = lambda stage: None,
 ) -> FinishedRollout:
-    """Run one rollout of `task.slot`: exactly one guidance sample, then (if well formed) one
+    """Run one rollout of `task.slot`: exactly one guidance sample (an arm without a guidance
+    model takes `UNGUIDED_INSTRUCTION` instead and calls nothing), then (if well formed) one
     executor call and one judge call. Returns the finished rollout; raises only for faults that
     must stop the run (Reef errors, `JudgeUnavailableError`, a non-finite reward)."""
     started = time.monotonic()
     timings: dict[str, float] = {}
-    prompt = guidance_prompt(settings.contract, settings.problem, task.parent_entry)
-    body = guidance_request_body(
-        prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
-    )
-    on_stage("guidance")
-    response, receipt = guidance.guide(body)
-    timings["guidance_s"] = time.monotonic() - started
-    text = _content(response)
-    try:
-        guidance_text: str | None = parse_guidance(text)
-    except GuidanceFormatError as error:  # no repair, no retry: reward 0, executor skipped
-        guidance_text = None
-        candidate = _Candidate(VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(error)))
+    arm = settings.arm
+    response: Mapping[str, Any] = {}
+    receipt: str | None = None
+    prompt_record: dict[str, str] | None = None
+    text = ""
+    if arm.guided:
+        prompt = guidance_prompt(settings.contract, settings.problem, task.parent_entry)
+        body = guidance_request_body(
+            prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
+        )
+        prompt_record = prompt.to_dict()
+        on_stage("guidance")
+        response, receipt = guidance.guide(body)
+        timings["guidance_s"] = time.monotonic() - started
+        text = _content(response)
+    guidance_text: str | None = UNGUIDED_INSTRUCTION
+    malformed: GuidanceFormatError | None = None
+    if arm.guided:
+        try:
+            guidance_text = parse_guidance(text)
+        except GuidanceFormatError as error:  # no repair, no retry: reward 0, executor skipped
+            guidance_text, malformed = None, error
+    if guidance_text is None:
+        failure = VerificationResult.failure(GUIDANCE_FORMAT_ERROR, str(malformed))
+        candidate = _Candidate(failure)
     else:
         candidate = _execute(guidance_text, task, settings, executor, scorer, on_stage, timings)
     if not math.isfinite(candidate.verification.reward):
         raise NonFiniteRewardError(f"{task.slot}: reward {candidate.verification.reward!r}")
 
-    metadata = _audit_metadata(task, prompt.to_dict(), text, candidate)
+    metadata = _audit_metadata(task, prompt_record, text, candidate)
     metadata.update(
         agent_record_id=receipt,
         guidance_response_usage=response.get("usage"),
         guidance_format_ok=guidance_text is not None,
         execution_backend=executor.backend.safe_dict(),
+        arm=arm.name,
+        parent_selection=arm.selection,
+        run_seed=arm.run_seed,
     )
+    if not arm.grows_tree:
+        metadata[ADDS_TO_TREE] = False
+    slot = task.slot
     entry = build_entry(
         parent=task.parent,
-        step=task.slot.step,
+        step=slot.step,
+        entry_id=arm.entry_id(slot.step, slot.group, slot.rollout),
         guidance=guidance_text,
         execution_thinking=candidate.result.reasoning if candidate.result else "",
         solution=candidate.solution,
@@ -185,8 +216,10 @@ def _execute(
     prompt = executor_prompt(contract, settings.problem, task.parent_entry, guidance_text)
     on_stage("executor")
     mark = time.monotonic()
+    slot = task.slot
+    seed = settings.arm.sampling_seed(slot.step, slot.group, slot.rollout)
     try:
-        result = executor.complete(prompt.messages())
+        result = executor.complete(prompt.messages(), seed=seed)
     except ExecutorAccessError:
         raise  # the key or the account is refused: the run stops (harness.run.agent)
     except Exception as exc:  # any other executor failure is this rollout's execution_error
@@ -207,7 +240,7 @@ def _execute(
 
 
 def _audit_metadata(
-    task: RolloutTask, prompt: dict[str, str], guidance_text: str, candidate: _Candidate
+    task: RolloutTask, prompt: dict[str, str] | None, guidance_text: str, candidate: _Candidate
 ) -> dict[str, Any]:
     """The entry metadata of the rollout record (docs/running.md), plus the slot, so a report can
     be rebuilt from the entry alone on resume."""

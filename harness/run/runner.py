@@ -30,7 +30,7 @@ from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed
 from harness.adapters.reef.channel import ReefChannel
 from harness.contract import DEFAULT_TASK_TEXT, load_task
 from harness.library import Archive
-from harness.observe.cost import usage_by_step
+from harness.observe.cost import load_prices, usage_by_step
 from harness.observe.events import EventSink
 from harness.run.agent import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.run.controller import ControllerSettings, RunController
@@ -38,6 +38,7 @@ from harness.run.crash_hook import crash_point
 from harness.run.recovery import check_committed_library, rebuild_lost_slots
 from harness.run.rollout import RolloutSettings
 from harness.run.services import RunServices
+from harness.run.spend import SpendLimit
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry
@@ -122,7 +123,9 @@ def run_steps(
             f"the judge is unavailable before the run starts: {exc}; {RESUME_HINT}"
         ) from exc
     suite = on_suite.suite
-    store = _open_store(settings.state_dir / ARCHIVE_DIR, config, task_dir, on_suite)
+    store = _open_store(
+        settings.state_dir / ARCHIVE_DIR, config, task_dir, on_suite, settings.run_seed
+    )
     try:
         restored = store.load()
         check_archive_suite(restored.archive, seed_record, suite, settings.judge_url)
@@ -170,7 +173,18 @@ def run_steps(
             guidance_model=settings.model,
             executor_model=services.executor.backend.model,
             task_text=settings.task_text,
+            arm=settings.arm,
+            parent_selection=settings.parent_selection,
+            run_seed=settings.run_seed,
         )
+        spend = SpendLimit(
+            settings.max_cost_usd,
+            settings.max_tokens,
+            load_prices(None, serve_yaml=settings.config_path),
+            settings.model,
+            services.executor.backend.model,
+        )
+        spend.require_prices(settings.arm_spec.guided)
         harness = GuidanceHarness(
             archive=archive,
             store=store,
@@ -181,6 +195,7 @@ def run_steps(
                 guidance_max_tokens=settings.guidance_max_tokens,
                 groups_per_step=settings.groups_per_step,
                 rollouts_per_group=settings.rollouts_per_group,
+                arm=settings.arm_spec,
             ),
             reef=services.reef,
             executor=services.executor,
@@ -194,10 +209,15 @@ def run_steps(
                 step_run = harness.rebuild_step(step)
             else:
                 journaled = in_flight if step == restored.next_step else ()
+                if not journaled:  # a step in progress completes whatever the spend
+                    spend.check(archive.entries.values(), step, events)
                 step_run = harness.run_step(step, journaled)
             summary = controller.complete_step(step_run.outcome)
             summaries.append(summary)
-            _emit_step_end(events, archive, step, summary, step_run, controller.gate.mode)
+            _emit_step_end(
+                events, archive, step, summary, step_run, controller.gate.mode, settings.arm
+            )
+            spend.check(archive.entries.values(), step + 1, events, stop=False)
         result = RunResult(
             start_step=start.start_step,
             next_step=controller.next_step,
@@ -227,13 +247,13 @@ def _best_score(archive: Archive) -> float | None:
 
 
 def _open_store(
-    root: Path, config: ArchiveConfig, task_dir: Path, seed: SeedOnSuite
+    root: Path, config: ArchiveConfig, task_dir: Path, seed: SeedOnSuite, run_seed: int
 ) -> ArchiveStore:
     if os.path.lexists(root / HEAD):  # a broken head is refused by open(), never replaced
         return ArchiveStore.open(root, config)
     log.info("new archive in %s from the seed of %s (%s)", root, task_dir, seed.suite)
     assert seed.entry is not None  # a new run's seed is aligned with the judge's suite first
-    return ArchiveStore.create(root, Archive.from_seed(config, seed.entry))
+    return ArchiveStore.create(root, Archive.from_seed(config, seed.entry, run_seed))
 
 
 def _emit_step_end(
@@ -243,12 +263,14 @@ def _emit_step_end(
     summary: Mapping[str, Any],
     run: StepRun,
     mode: str,
+    arm: str,
 ) -> None:
     usage = usage_by_step(step_entries(archive, step)).get(step)
     events.emit(
         "step_summary",
         **dict(summary),
         mode=mode,
+        arm=arm,
         executor_failures=run.executor_failures,
         usage=usage.to_dict() if usage else None,
     )
@@ -261,7 +283,9 @@ def well_formed_receipts(archive: Archive, from_step: int = 0) -> tuple[str, ...
     rollouts = [
         e
         for e in archive.entries.values()
-        if e.timestep >= from_step + 1 and e.metadata.get("guidance_format_ok")
+        if e.timestep >= from_step + 1
+        and e.metadata.get("guidance_format_ok")
+        and e.metadata.get("agent_record_id") is not None
     ]
     rollouts.sort(
         key=lambda e: (e.timestep, e.metadata.get("group", 0), e.metadata.get("rollout", 0))

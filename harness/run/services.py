@@ -9,9 +9,10 @@ opened.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from harness.adapters.executor.backends import ExecutionBackend, backend_from_name
 from harness.adapters.executor.client import ExecutionClient
@@ -33,7 +34,7 @@ class RunServices:
     A trained run has Reef's training `bridge` and `status` page (the controller builds its
     training barrier on them); a frozen-guidance run has `gate=FrozenGate()` and neither."""
 
-    reef: ReefChannel
+    reef: ReefChannel | NoReef
     executor: Executor
     scorer: Scorer
     bridge: TrainingBridge | None
@@ -63,7 +64,11 @@ def production_services(
     frozen, `FrozenGate` (no bridge: nothing is trained, no step waits). `backend` replaces the
     configured executor backend (the rehearsal's labelled stand-in)."""
     executor = ExecutionClient(backend or executor_backend(settings, executor_url))
-    reef = ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
+    reef: ReefChannel | NoReef = (
+        ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
+        if settings.arm_spec.guided
+        else NoReef(settings.scenario)
+    )
     scorer = FrontierCSScorer.for_task(
         task_dir, settings.judge_url, settings.judge_problem_id or None
     )
@@ -110,3 +115,31 @@ def executor_backend(settings: RunSettings, executor_url: str | None = None) -> 
         base_url=executor_url,
         concurrency=settings.executor_max_in_flight,
     )
+
+
+class NoReef:
+    """The Reef channel of an arm without a guidance model (`unguided`, `best-of-n`): there is
+    no guidance call, so no receipt and nothing to report, and Reef need not run at all. It
+    holds no reports; a guidance call or a report through it is a bug and raises."""
+
+    def __init__(self, scenario: str) -> None:
+        self.scenario = scenario
+        self.url = ""
+
+    def guide(self, body: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
+        raise RuntimeError(f"{self.scenario}: this arm makes no guidance call (a bug)")
+
+    def report(self, body: Mapping[str, Any], receipt: str) -> dict[str, Any]:
+        raise RuntimeError(f"{self.scenario}: this arm reports nothing to Reef (a bug)")
+
+    def reported_receipts(self) -> set[str]:
+        return set()
+
+    def stored_reports(self) -> list[Any]:
+        return []
+
+    def report_payload(self, record_id: str) -> dict[str, Any] | None:
+        return None
+
+    def runtime_load_id(self) -> str | None:
+        return None

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from harness import arms
 from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import (
     FROZEN_SECTION,
@@ -125,6 +126,18 @@ class RunSettings:
     #: ``observability.wandb`` (harness.settings.observability), as plain values: Reef's W&B
     #: block, which the harness's search metrics follow into the same project and group.
     wandb: Mapping[str, Any] = field(default_factory=lambda: WandbSection().as_mapping())
+    #: The experiment arm, its parent selection and run seed (``harness.arms``; identity).
+    arm: str = arms.DEFAULT_ARM
+    parent_selection: str = arms.DEFAULT_SELECTION
+    run_seed: int = arms.DEFAULT_RUN_SEED
+    #: The spend limit checked at step boundaries (None: none).
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+    @property
+    def arm_spec(self) -> arms.Arm:
+        """The run's arm as ``harness.arms.Arm`` (what the rollout loop applies)."""
+        return arms.Arm(self.arm, self.parent_selection, self.run_seed)
 
     @property
     def frozen(self) -> bool:
@@ -163,6 +176,9 @@ class RunSettings:
             "inference_tensor_parallel_size": self.inference_tensor_parallel_size,
             "megatron_tensor_parallel_size": self.megatron_tensor_parallel_size,
             "task_text": self.task_text,
+            "arm": self.arm,
+            "parent_selection": self.parent_selection,
+            "run_seed": self.run_seed,
         }
 
     def safe_dict(self) -> dict[str, Any]:
@@ -231,6 +247,11 @@ def _harness_fields(harness: HarnessConfig) -> dict[str, Any]:
         "max_rollout_workers": harness.max_rollout_workers,
         "executor_max_in_flight": harness.executor_max_in_flight,
         "startup_deadline_s": harness.startup_deadline_s,
+        "arm": harness.experiment.arm,
+        "parent_selection": harness.experiment.parent_selection,
+        "run_seed": harness.experiment.run_seed,
+        "max_cost_usd": harness.spend_limit.max_cost_usd,
+        "max_tokens": harness.spend_limit.max_tokens,
     }
 
 

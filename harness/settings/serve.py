@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -33,6 +33,7 @@ from pydantic import (
     model_validator,
 )
 
+from harness import arms
 from harness.adapters.executor.backends import BUILTIN_BACKENDS, backend_from_name
 from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import RunSettingsError, ServeDocument
@@ -124,6 +125,25 @@ class TrainingOptions(ReefOwned):
 # ------------------------------------------------------------------- this project's sections
 
 
+class ExperimentConfig(Section):
+    """``harness.experiment``: which arm of an experiment this run is, its parent selection and
+    its run seed (``harness.arms``). All three are part of the run's identity: a resume with
+    another value is refused naming the key."""
+
+    arm: Literal["guidance-ttt", "unguided", "best-of-n"] = arms.DEFAULT_ARM
+    parent_selection: Literal["puct", "greedy", "uniform"] = arms.DEFAULT_SELECTION
+    #: PUCT tie-breaks (ids derive from it), uniform draws, the executor's sampling seeds.
+    run_seed: Integer = Field(arms.DEFAULT_RUN_SEED, ge=0)
+
+
+class SpendLimit(Section):
+    """``harness.spend_limit``: stop at a step boundary once the run has spent this much (the
+    step in progress completes; raising the limit resumes). Unset: no limit."""
+
+    max_cost_usd: float | None = Field(None, gt=0)
+    max_tokens: Integer | None = Field(None, ge=1)
+
+
 class HarnessConfig(Section):
     """``training.config.harness`` (read by the harness only): the frozen executor, the judge, the
     seed, the rollout and executor concurrency, and ``run.sh``'s start-up deadline."""
@@ -143,6 +163,11 @@ class HarnessConfig(Section):
     executor_max_in_flight: Integer = Field(8, ge=1)
     #: How long ``run.sh`` waits for the Reef stack to become healthy (the reference: 3600 s).
     startup_deadline_s: Integer = Field(3600, ge=1)
+    experiment: ExperimentConfig = ExperimentConfig()
+    spend_limit: SpendLimit = SpendLimit()
+    #: Per-model token prices over harness/observe/pricing.yaml (read by harness.observe.cost,
+    #: which checks the entries; docs/observability.md).
+    pricing: dict[str, Any] | None = None
 
     @field_validator("seed")
     @classmethod
@@ -223,6 +248,16 @@ class TrainingConfig(RunConfig):
 
     lora_rank: Integer = Field(ge=1)
     checkpoint_dir: Text
+
+    @model_validator(mode="after")
+    def _the_arm_trains(self) -> TrainingConfig:
+        arm = self.harness.experiment.arm
+        if arm != arms.DEFAULT_ARM:
+            raise ValueError(
+                f"harness.experiment.arm: {arm} calls no guidance model, so a trained run has "
+                "nothing to train; run it from a frozen settings file (serve-frozen.yaml)"
+            )
+        return self
 
 
 class TrainingSection(ReefOwned):

@@ -81,6 +81,11 @@ class RunIdentity:
     #: What both models read (`harness.task_text`): `reference` or a variant of the task. A
     #: record written before task texts existed has no key; it read the full text (`full`).
     task_text: str = "reference"
+    #: The experiment arm, its parent selection and run seed (`harness.arms`). A record written
+    #: before arms existed has none of them and is the method with PUCT and seed 0.
+    arm: str = "guidance-ttt"
+    parent_selection: str = "puct"
+    run_seed: int = 0
 
     def __post_init__(self) -> None:
         if not (isinstance(self.task_text, str) and self.task_text):
@@ -98,11 +103,16 @@ class RunIdentity:
                 f.name == "gpt_oss_reasoning_effort" and value is None
             ):
                 continue
+            if f.name == "run_seed":
+                if not _pos(value, zero=True):
+                    raise ValueError(f"run identity run_seed is {value!r}, which is not valid")
+                continue
             if f.name in untrained:
                 if value != 0:
                     raise ValueError(f"run identity {f.name} is {value!r}; a frozen run has 0")
                 continue
-            text = f.name in ("model", "executor", "gpt_oss_reasoning_effort")
+            text = f.name in ("model", "executor", "gpt_oss_reasoning_effort", "arm")
+            text = text or f.name == "parent_selection"
             if not (isinstance(value, str) and value != "" if text else _pos(value)):
                 raise ValueError(f"run identity {f.name} is {value!r}, which is not valid")
 
@@ -115,6 +125,9 @@ class RunIdentity:
             data = {**data, "mode": "trained"}
         if isinstance(data, Mapping) and "task_text" not in data:
             data = {**data, "task_text": LEGACY_TASK_TEXT}
+        if isinstance(data, Mapping):  # arms: a record from before them is the method, PUCT, 0
+            defaults = {f.name: f.default for f in fields(cls) if f.name in _LATER_KEYS}
+            data = {**defaults, **data}
         _exact_keys(data, {f.name for f in fields(cls)}, where)
         return cls(**data)
 
@@ -274,6 +287,11 @@ def _migrated_summary(entry: Any) -> Any:
     if isinstance(entry, dict) and set(entry) == LEGACY_SUMMARY_KEYS:
         return {**entry, "step_best_raw_score": entry["best_raw_score"], "best_raw_score": None}
     return entry
+
+
+#: Identity keys added after task texts: a record without them takes the default (the method,
+#: with PUCT and run seed 0).
+_LATER_KEYS = ("arm", "parent_selection", "run_seed")
 
 
 def _pos(value: Any, zero: bool = False) -> bool:

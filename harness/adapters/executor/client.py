@@ -241,13 +241,21 @@ class ExecutionClient:
         self._http.close()
 
     def complete(
-        self, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None = None
+        self,
+        messages: Sequence[Mapping[str, str]],
+        *,
+        max_tokens: int | None = None,
+        seed: int | None = None,
     ) -> ExecutionResult:
         """One chat completion with the backend's retry policy. `max_tokens` overrides the
-        backend's limit for this call. Raises an `ExecutionError` subclass on a missing key, an
-        HTTP failure, a transport failure after retries, or an unusable (e.g. empty) answer."""
+        backend's limit for this call; `seed`, when given, is sent as the request's sampling
+        `seed` (OpenAI-compatible services that take one sample reproducibly). Raises an
+        `ExecutionError` subclass on a missing key, an HTTP failure, a transport failure after
+        retries, or an unusable (e.g. empty) answer."""
         limit = max_tokens if max_tokens is not None else self.backend.max_tokens
         body = build_request_body(self.backend, messages, max_tokens=limit)
+        if seed is not None:
+            body["seed"] = int(seed)
         key = self._api_key()
         with self._slots:
             started = time.monotonic()

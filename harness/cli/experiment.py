@@ -1,0 +1,467 @@
+"""`guidance-ttt experiment PLAN.yaml`: arms × seeds of one task, run as a whole.
+
+The plan (docs/experiments.md):
+
+    name: arms-rehearsal        # the experiment directory defaults to work/<name>
+    stand_ins: true             # the rehearsal's stand-in models and local judge (CPU)
+    arms: [guidance-ttt, unguided, best-of-n, {arm: unguided, parent_selection: greedy}]
+    seeds: [0, 1, 2]
+    steps: 2
+    groups: 1
+    rollouts: 2
+    judge: {cases: 2, seed: 11} # stand-ins only: the generated suite every run is judged on
+    parallel: 1                 # runs at once
+    spend_limit: {max_tokens: null, max_cost_usd: null}   # per run
+
+Without `stand_ins`, `settings:` names the settings file every run starts from (a
+serve-frozen.yaml for the frozen `guidance-ttt` arm and the arms without a guidance model, a
+serve.yaml for the trained arm); each run gets a copy with its arm, seed, grid, STEPS and state
+directory filled in. The frozen and model-free runs run here (a `reef serve` is started per run
+that calls the guidance model); a trained run is handed to `./run.sh` with that copy as
+`GUIDANCE_TTT_SERVE_YAML`, so a GPU host runs the trained arm of the same plan.
+
+Every run has its own state directory `<experiment>/<arm>-s<seed>` and resumes when the
+command is run again (a finished run is skipped); `experiment.json` lists the runs and their
+state, and `guidance-ttt status <experiment>` shows every run. The stand-in judge and executor
+are shared by all runs of an experiment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import io
+import os
+import shlex
+import subprocess
+from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from rich.console import Console
+from rich.table import Table
+
+from harness import results
+from harness.arms import ARMS, DEFAULT_SELECTION, SELECTIONS, Arm
+from harness.cli.compare import EXPERIMENT_FILE
+from harness.run.controller import ResumeRefused
+from harness.run.spend import SpendLimitReached
+from harness.storage.atomic import atomic_write_json
+from harness.storage.state_files import exists, read_json_object
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of the plan: its arm and seed and where its state lives."""
+
+    arm: Arm
+    directory: str
+
+    @property
+    def name(self) -> str:
+        return self.directory
+
+
+@dataclass(frozen=True)
+class Plan:
+    name: str
+    arms: tuple[Arm, ...]
+    seeds: tuple[int, ...]
+    steps: int
+    groups: int
+    rollouts: int
+    stand_ins: bool
+    settings: Path | None
+    judge_cases: int
+    judge_seed: int
+    parallel: int
+    max_tokens: int | None
+    max_cost_usd: float | None
+    directory: Path | None
+    document: Mapping[str, Any]
+
+    def runs(self) -> list[PlannedRun]:
+        out = []
+        for spec in self.arms:
+            for seed in self.seeds:
+                arm = Arm(spec.name, spec.parent_selection, seed)
+                out.append(PlannedRun(arm, f"{arm.label().replace('/', '-')}-s{seed}"))
+        return out
+
+
+def _arm(item: Any, where: str) -> Arm:
+    if isinstance(item, str):
+        return Arm(item, DEFAULT_SELECTION)
+    if isinstance(item, Mapping) and set(item) <= {"arm", "parent_selection"}:
+        return Arm(str(item.get("arm")), str(item.get("parent_selection", DEFAULT_SELECTION)))
+    raise ValueError(
+        f"{where}: an arm is one of {', '.join(ARMS)} or {{arm: ..., parent_selection: "
+        f"{'|'.join(SELECTIONS)}}}, got {item!r}"
+    )
+
+
+PLAN_KEYS = {
+    "name",
+    "arms",
+    "seeds",
+    "steps",
+    "groups",
+    "rollouts",
+    "stand_ins",
+    "settings",
+    "judge",
+    "parallel",
+    "spend_limit",
+    "directory",
+    "task",
+}
+
+
+def load_plan(path: Path) -> Plan:
+    """Read and check a plan; `ValueError` naming the key and the fix."""
+    try:
+        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    except (OSError, yaml.YAMLError) as exc:
+        raise ValueError(f"cannot read the plan {path}: {exc}") from exc
+    if not isinstance(document, dict):
+        raise ValueError(f"{path}: a plan is a YAML mapping (docs/experiments.md)")
+    unknown = sorted(set(document) - PLAN_KEYS)
+    if unknown:
+        raise ValueError(f"{path}: unknown keys {unknown}; a plan has {sorted(PLAN_KEYS)}")
+    try:
+        arms = tuple(_arm(a, f"{path}: arms") for a in document.get("arms") or ())
+        seeds = tuple(int(s) for s in document.get("seeds") or ())
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: {exc}") from exc
+    if not arms or not seeds:
+        raise ValueError(f"{path}: give `arms` and `seeds` (lists), e.g. seeds: [0, 1, 2]")
+    stand_ins = bool(document.get("stand_ins", False))
+    settings = document.get("settings")
+    if not stand_ins and not settings:
+        raise ValueError(
+            f"{path}: give `settings:` (the settings file every run starts from) or "
+            "`stand_ins: true` (the CPU rehearsal's stand-in models)"
+        )
+    judge = document.get("judge") or {}
+    limit = document.get("spend_limit") or {}
+    base = Path(path).resolve().parent
+    return Plan(
+        name=str(document.get("name") or Path(path).stem),
+        arms=arms,
+        seeds=seeds,
+        steps=int(document.get("steps", 2)),
+        groups=int(document.get("groups", 2)),
+        rollouts=int(document.get("rollouts", 4)),
+        stand_ins=stand_ins,
+        settings=None if not settings else (base / str(settings)).resolve(),
+        judge_cases=int(judge.get("cases", 2)),
+        judge_seed=int(judge.get("seed", 11)),
+        parallel=max(1, int(document.get("parallel", 1))),
+        max_tokens=limit.get("max_tokens"),
+        max_cost_usd=limit.get("max_cost_usd"),
+        directory=None if not document.get("directory") else base / str(document["directory"]),
+        document=document,
+    )
+
+
+def _write_index(directory: Path, plan: Plan, status: Mapping[str, str]) -> None:
+    atomic_write_json(
+        directory / EXPERIMENT_FILE,
+        {
+            "name": plan.name,
+            "plan": dict(plan.document),
+            "runs": [
+                {
+                    "dir": run.directory,
+                    "arm": run.arm.name,
+                    "parent_selection": run.arm.selection,
+                    "run_seed": run.arm.run_seed,
+                    "status": status.get(run.directory, "planned"),
+                }
+                for run in plan.runs()
+            ],
+        },
+    )
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    plan = load_plan(args.plan)
+    directory = Path(args.dir or plan.directory or REPO / "work" / plan.name).resolve()
+    directory.mkdir(parents=True, exist_ok=True)
+    planned = plan.runs()
+    status: dict[str, str] = {}
+    _write_index(directory, plan, status)
+    console.print(
+        f"experiment {plan.name}: {len(plan.arms)} arms × {len(plan.seeds)} seeds = "
+        f"{len(planned)} runs of {plan.groups}×{plan.rollouts} for {plan.steps} steps in "
+        f"{directory}",
+        markup=False,
+        soft_wrap=True,
+    )
+    runner = _StandInRunner(plan, directory, console) if plan.stand_ins else None
+    try:
+        if runner is not None:
+            runner.start()
+
+        def one(item: PlannedRun) -> str:
+            state = directory / item.directory
+            try:
+                if runner is not None:
+                    runner.run(item, state)
+                else:
+                    _settings_run(plan, item, state, console)
+            except ResumeRefused as exc:
+                if "already finished" not in str(exc):
+                    return f"refused: {exc}"
+                return "finished"
+            except SpendLimitReached as exc:
+                return f"stopped: {exc}"
+            except Exception as exc:  # one run's failure must not stop the others
+                return f"failed: {type(exc).__name__}: {exc}"
+            return "finished"
+
+        with ThreadPoolExecutor(plan.parallel) as pool:
+            for item, outcome in zip(planned, pool.map(one, planned), strict=True):
+                status[item.directory] = outcome
+                _write_index(directory, plan, status)
+                console.print(f"{item.directory}: {outcome}", markup=False, soft_wrap=True)
+    finally:
+        if runner is not None:
+            runner.stop()
+    done = sum(1 for s in status.values() if s == "finished")
+    console.print(
+        f"experiment {plan.name}: {done}/{len(planned)} runs finished; compare them with\n"
+        f"  guidance-ttt compare {shlex.quote(str(directory))} -o "
+        f"{shlex.quote(str(directory / 'compare.png'))}",
+        markup=False,
+        soft_wrap=True,
+    )
+    return 0 if done == len(planned) else 1
+
+
+class _StandInRunner:
+    """The rehearsal's stand-ins, started once and shared by every run of the experiment."""
+
+    def __init__(self, plan: Plan, directory: Path, console: Console) -> None:
+        self.plan, self.directory, self.console = plan, directory, console
+        self._context: Any = None
+        self._stack: Any = None
+
+    def start(self) -> None:
+        from harness.rehearsal.rehearse import stand_in_stack
+
+        self._context = stand_in_stack(
+            self.directory, self.plan.judge_cases, self.plan.judge_seed, self.console
+        )
+        self._stack = self._context.__enter__()
+
+    def stop(self) -> None:
+        if self._context is not None:
+            self._context.__exit__(None, None, None)
+
+    def run(self, item: PlannedRun, state: Path) -> None:
+        from harness.rehearsal.rehearse import RehearsalOptions, rehearse_run
+
+        options = RehearsalOptions(
+            steps=self.plan.steps,
+            groups=self.plan.groups,
+            rollouts=self.plan.rollouts,
+            cases=self.plan.judge_cases,
+            judge_seed=self.plan.judge_seed,
+            arm=item.arm.name,
+            parent_selection=item.arm.parent_selection,
+            run_seed=item.arm.run_seed,
+            max_tokens=self.plan.max_tokens,
+            max_cost_usd=self.plan.max_cost_usd,
+        )
+        quiet = self.plan.parallel > 1  # interleaved live displays help no one
+        console = Console(file=io.StringIO()) if quiet else self.console
+        rehearse_run(self._stack, state, options, console)
+
+
+def run_settings_document(plan: Plan, item: PlannedRun, state: Path) -> dict[str, Any]:
+    """The plan's settings file with this run's arm, seed, grid, STEPS and state directory."""
+    assert plan.settings is not None
+    document = copy.deepcopy(yaml.safe_load(plan.settings.read_text(encoding="utf-8")))
+    config = document.get("recipe", {}).get("config", {})
+    frozen = "guidance-ttt" in config
+    config.update({"groups-per-step": plan.groups, "rollouts-per-group": plan.rollouts})
+    run_config = config["guidance-ttt"] if frozen else document["training"]["config"]
+    if not frozen:
+        options = document["training"]["options"]
+        options["global-batch-size"] = plan.groups * plan.rollouts
+        run_config["checkpoint_dir"] = str(state / "checkpoints")
+        document["reef"]["run-dir"] = str(state / "stack")
+    run_config.update(steps=plan.steps, state_dir=str(state))
+    if frozen:  # runs here, maybe several at once: each its own Reef port
+        from harness.rehearsal.reef_process import free_port
+
+        document["reef"]["port"] = free_port()
+    if frozen and not item.arm.guided:  # no guidance endpoint is called: name none
+        document["inference"].update(
+            {"upstream-url": "http://127.0.0.1:9", "upstream-model": "none (no guidance model)"}
+        )
+    run_config["harness"]["experiment"] = {
+        "arm": item.arm.name,
+        "parent_selection": item.arm.parent_selection,
+        "run_seed": item.arm.run_seed,
+    }
+    run_config["harness"]["spend_limit"] = {
+        "max_cost_usd": plan.max_cost_usd,
+        "max_tokens": plan.max_tokens,
+    }
+    return document
+
+
+def _settings_run(plan: Plan, item: PlannedRun, state: Path, console: Console) -> None:
+    """A run from the plan's settings file: here for frozen and model-free arms, `./run.sh`
+    for a trained one."""
+    from harness.settings.run_settings import RunSettings
+
+    state.mkdir(parents=True, exist_ok=True)
+    document = run_settings_document(plan, item, state)
+    frozen = "guidance-ttt" in document.get("recipe", {}).get("config", {})
+    path = state / ("serve-frozen.yaml" if frozen else "serve.yaml")
+    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    if not frozen:
+        completed = subprocess.run(
+            [str(REPO / "run.sh")], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)}
+        )
+        if completed.returncode != 0:
+            raise RuntimeError(f"./run.sh exited with {completed.returncode} for {path}")
+        return
+    settings = RunSettings.load(path, base_dir=REPO)
+    _frozen_run(settings, path, console)
+
+
+def _frozen_run(settings: Any, path: Path, console: Console) -> None:
+    """A frozen or model-free run in this process, as `./run.sh` runs one: a `reef serve -c`
+    of the run's copy when the arm calls the guidance model (behind the loopback key forwarder
+    when `GUIDANCE_TTT_GUIDANCE_API_KEY` is set, docs/frozen.md), the executor at
+    `GUIDANCE_TTT_EXECUTOR_URL` when set, the events in the run's log and on the console."""
+    from contextlib import ExitStack
+
+    from harness.contract import load_contract
+    from harness.observe.events import EventLog, Fanout
+    from harness.observe.progress import ProgressDisplay
+    from harness.rehearsal.reef_process import running_reef
+    from harness.run.runner import run_steps
+    from harness.run.services import production_services
+    from harness.settings.task_dirs import bundled_task_dir
+    from harness.storage.run_files import event_log_path
+
+    task = bundled_task_dir(settings.task)
+    with ExitStack() as stack:
+        if settings.arm_spec.guided:
+            path = _behind_key_forwarder(settings, path, stack)
+            stack.enter_context(
+                running_reef(
+                    settings.state_dir / "reef",
+                    config=path,
+                    port=settings.reef_port,
+                    token=settings.reef_token,
+                )
+            )
+        services = production_services(
+            settings, task, executor_url=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL") or None
+        )
+        log_file = EventLog(event_log_path(settings.state_dir))
+        display = ProgressDisplay(
+            console,
+            models=(settings.model, services.executor.backend.model),
+            direction=load_contract(task).score_direction,
+        )
+        services.events = Fanout(log_file, display)
+        services.closers += [display.close, log_file.close]
+        stack.callback(services.close)
+        run_steps(settings, task, (task / "instruction.md").read_text(encoding="utf-8"), services)
+
+
+def _behind_key_forwarder(settings: Any, path: Path, stack: Any) -> Path:
+    """With `GUIDANCE_TTT_GUIDANCE_API_KEY` set, start the key forwarder
+    (`harness.adapters.guidance_proxy`, the key in its environment only) and return a copy of
+    the settings file whose upstream is the forwarder; else `path` unchanged."""
+    import sys
+    import time
+
+    import httpx
+
+    from harness.rehearsal.reef_process import free_port
+
+    if not os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY", "").strip():
+        return path
+    port = free_port()
+    log = (settings.state_dir / "guidance-proxy.log").open("ab")
+    stack.callback(log.close)
+    command = [sys.executable, "-m", "harness.adapters.guidance_proxy"]
+    command += ["--upstream", str(settings.guidance_upstream_url), "--port", str(port)]
+    proxy = subprocess.Popen(
+        command,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    stack.callback(lambda: (proxy.terminate(), proxy.wait(timeout=20)))
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(100):  # up to ~10 s for the forwarder to listen
+        try:
+            httpx.get(url + "/v1/models", timeout=1.0)
+            break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document["inference"]["upstream-url"] = url
+    proxied = path.with_name(path.stem + "-forwarded.yaml")
+    proxied.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    return proxied
+
+
+# --- status over an experiment ---------------------------------------------------------------
+
+
+def is_experiment(directory: Path) -> bool:
+    return exists(Path(directory) / EXPERIMENT_FILE)
+
+
+def status_rows(directory: Path) -> list[dict[str, Any]]:
+    """One row per run of an experiment directory: arm, seed, steps, best, state."""
+    document = read_json_object(Path(directory) / EXPERIMENT_FILE)
+    rows = []
+    for entry in document.get("runs", []):
+        state = Path(directory) / str(entry["dir"])
+        row = {**entry, "committed_steps": 0, "best_score": None, "seed_score": None}
+        if results.find_store(state) is not None:
+            view = results.load_run(state)
+            trajectory = results.trajectory(view.archive, "run", view.committed_step)
+            row.update(
+                committed_steps=view.committed_step + 1,
+                best_score=trajectory[-1].cumulative_best,
+                seed_score=trajectory[0].cumulative_best,
+                in_flight=len(view.in_flight),
+            )
+        rows.append(row)
+    return rows
+
+
+def render_status(directory: Path, console: Console) -> None:
+    document = read_json_object(Path(directory) / EXPERIMENT_FILE)
+    steps = (document.get("plan") or {}).get("steps")
+    table = Table(title=f"experiment {document.get('name')} ({directory})")
+    for column in ("run", "arm", "selection", "seed", "steps", "best", "state"):
+        table.add_column(column, overflow="fold")
+    for row in status_rows(directory):
+        best = row["best_score"]
+        table.add_row(
+            str(row["dir"]),
+            str(row["arm"]),
+            str(row["parent_selection"]),
+            str(row["run_seed"]),
+            f"{row['committed_steps']}/{steps}",
+            "--" if best is None else f"{best:.4f}",
+            str(row["status"]),
+        )
+    console.print(table)

@@ -1,0 +1,180 @@
+"""`guidance-ttt reevaluate RUN --top K --suite SUITE --repeats N`: held-out re-evaluation.
+
+A run's best candidates were selected on the suite it searched on, so their scores there are
+optimistic. This command re-judges the K best distinct valid candidates (by raw score, in the
+run's direction; the seed is judged too, as the baseline) on another suite, N times each, and
+writes the figures, with both suites named, to `<state>/guidance-run/reevaluation.json`;
+`guidance-ttt export` copies them into runs.json's `fixed_candidate_reevaluation`, which
+results/check_results.py checks.
+
+SUITE is `generated:<seed>:<n>` (a fresh generated suite: a local judge is started for it unless
+`--judge-url` names one serving it) or `public` (`--judge-url` must serve the public cases).
+The judge's own suite label must be SUITE, and SUITE must not be the searched suite. For each
+candidate the repeats' mean and sample standard deviation are reported, as the reference reports
+TriMul's latency (mean ± sd over repeats); a score label in microseconds keeps the reference's
+field names (`scores_microseconds`, ...).
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import re
+import statistics
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from harness import results
+from harness.adapters.judge.frontiercs import FrontierCSScorer
+from harness.adapters.judge.suites import PUBLIC
+from harness.contract import load_contract
+from harness.results.records import REEVALUATION
+from harness.settings.task_dirs import bundled_task_dir
+from harness.state import LibraryEntry
+from harness.storage.atomic import atomic_write_json
+
+_GENERATED = re.compile(r"^generated:(\d+):(\d+)$")
+
+
+def candidates(view: results.RunView, top: int) -> list[LibraryEntry]:
+    """The `top` best distinct valid rollout candidates of the run (one per program)."""
+    signed = view.archive.config.signed
+    pool = [
+        e
+        for e in view.archive.entries.values()
+        if e.timestep >= 1 and e.is_valid and e.verifier_raw_score is not None
+    ]
+    pool.sort(key=lambda e: (signed(e.verifier_raw_score), e.id), reverse=True)
+    chosen, seen = [], set()
+    for entry in pool:
+        key = hashlib.sha256(entry.solution.strip().encode()).hexdigest()
+        if key not in seen:
+            seen.add(key)
+            chosen.append(entry)
+    return chosen[:top]
+
+
+def _figures(scores: list[float], failed: int, micro: bool) -> dict[str, Any]:
+    mean = statistics.fmean(scores) if scores else None
+    std = statistics.stdev(scores) if len(scores) >= 2 else None
+    suffix = "_microseconds" if micro else ""
+    return {
+        f"scores{suffix}": scores,
+        f"mean{suffix}": mean,
+        f"sample_std{suffix}": std,
+        "failed_repeats": failed,
+        "all_correct": failed == 0,
+    }
+
+
+def judge_repeats(scorer: Any, entry: LibraryEntry, repeats: int, micro: bool) -> dict[str, Any]:
+    """`repeats` verdicts of one candidate on the scorer's suite, summarised."""
+    scores, failed, messages = [], 0, []
+    for _ in range(repeats):
+        verdict = scorer(entry.solution)
+        if verdict.valid and verdict.raw_score is not None:
+            scores.append(float(verdict.raw_score))
+        else:
+            failed += 1
+            messages.append(f"{verdict.status}: {verdict.message}"[:200])
+    return {
+        "entry_id": entry.id,
+        "step": entry.timestep - 1 if entry.timestep >= 1 else None,
+        "search_score": entry.verifier_raw_score,
+        **_figures(scores, failed, micro),
+        "failures": messages,
+    }
+
+
+def run(args: argparse.Namespace, console: Console) -> int:
+    if args.top < 1 or args.repeats < 2:
+        raise ValueError("--top must be ≥ 1 and --repeats ≥ 2 (a spread needs two repeats)")
+    view = results.load_run(args.state_dir)
+    seed = results.seed_entry(view.archive)
+    task_dir = Path(args.task_dir) if args.task_dir else bundled_task_dir(seed.problem_id)
+    contract = load_contract(task_dir)
+    searched = results.run_suite(view)
+    suite = str(args.suite)
+    generated = _GENERATED.match(suite)
+    if suite != PUBLIC and generated is None:
+        raise ValueError(f"--suite {suite!r}: use generated:<seed>:<cases> or {PUBLIC}")
+    if suite == searched:
+        raise ValueError(
+            f"--suite {suite} is the suite {args.state_dir} searched on; a held-out "
+            "re-evaluation needs another suite (e.g. a fresh generated:<seed>:<n>)"
+        )
+    if suite == PUBLIC and not args.judge_url:
+        raise ValueError("--suite public needs --judge-url of a judge serving the public cases")
+    chosen = candidates(view, args.top)
+    if not chosen:
+        raise ValueError(f"{args.state_dir} has no valid candidate to re-evaluate yet")
+    micro = "microsecond" in contract.raw_score_label.lower() or "µs" in contract.raw_score_label
+    with ExitStack() as stack:
+        url = args.judge_url
+        if url is None:
+            from harness.rehearsal.judge_process import LocalJudge
+
+            assert generated is not None
+            judge = stack.enter_context(
+                LocalJudge(
+                    Path(args.state_dir) / "guidance-run" / "reevaluation-judge",
+                    "--generated-cases",
+                    generated[2],
+                    "--seed",
+                    generated[1],
+                )
+            )
+            url = judge.url
+        scorer = FrontierCSScorer.for_task(task_dir, url)
+        serving = scorer.suite()
+        if serving != suite:
+            raise ValueError(f"the judge at {url} serves suite {serving}, not {suite}")
+        rows = [judge_repeats(scorer, entry, args.repeats, micro) for entry in chosen]
+        baseline = judge_repeats(scorer, seed, args.repeats, micro)
+    best = rows[0]
+    figures = {k: v for k, v in best.items() if k not in ("failures",)}
+    record = {
+        "suite": suite,
+        "searched_suite": searched,
+        "repeats": args.repeats,
+        "top": args.top,
+        "score_label": contract.raw_score_label,
+        "score_direction": contract.score_direction,
+        "method": "each candidate judged `repeats` times on the suite; mean and sample sd",
+        **{k: v for k, v in figures.items() if k not in ("entry_id", "step", "search_score")},
+        "best_entry_id": best["entry_id"],
+        "candidates": rows,
+        "seed": baseline,
+    }
+    atomic_write_json(Path(args.state_dir) / REEVALUATION, record)
+    _render(record, micro, console)
+    console.print(f"wrote {Path(args.state_dir) / REEVALUATION}", markup=False, soft_wrap=True)
+    return 0
+
+
+def _render(record: dict[str, Any], micro: bool, console: Console) -> None:
+    suffix = "_microseconds" if micro else ""
+    table = Table(
+        title=f"re-evaluated on {record['suite']} (searched on {record['searched_suite']}), "
+        f"{record['repeats']} repeats"
+    )
+    for column in ("candidate", "step", "searched score", "mean ± sd", "failed"):
+        table.add_column(column)
+    for name, row in [
+        *((f"#{i + 1}", r) for i, r in enumerate(record["candidates"])),
+        ("seed", record["seed"]),
+    ]:
+        mean, std = row[f"mean{suffix}"], row[f"sample_std{suffix}"]
+        shown = "--" if mean is None else f"{mean:.4f} ± {0.0 if std is None else std:.4f}"
+        table.add_row(
+            name,
+            "seed" if row["step"] is None else str(row["step"]),
+            f"{row['search_score']:.4f}",
+            shown,
+            str(row["failed_repeats"]),
+        )
+    console.print(table)

@@ -1,0 +1,130 @@
+"""The spend limit: `max_cost_usd` and/or `max_tokens` from serve.yaml, checked at step boundaries.
+
+Before each step the run adds up what its committed rollouts used (the tokens every entry
+records, priced with the run's price table, `harness.observe.cost`). When a limit is reached
+the run stops before the next step with `SpendLimitReached`, one line naming the limit, what
+was spent and the fix; the step that crossed it has completed and is committed, so raising the
+limit in serve.yaml and running the same command again resumes. When the spend first passes
+50 % and 80 % of a limit, a `spend_warning` event tells the live display.
+
+A cost limit needs a price for every model that used tokens: a run with `max_cost_usd` whose
+models are unpriced is refused before its first step (an unknown price must not read as free).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from harness.observe.cost import PriceTable, StepUsage, total_usage, usage_by_step
+from harness.observe.events import EventSink
+from harness.state import LibraryEntry
+
+#: The fractions of a limit at which the live display warns.
+WARN_AT = (0.5, 0.8)
+
+
+class SpendLimitReached(RuntimeError):
+    """The run spent its limit; it stopped at a step boundary and resumes once it is raised."""
+
+
+@dataclass(frozen=True)
+class Spent:
+    """What a run's rollouts used so far: tokens (both models) and dollars (None: unpriced)."""
+
+    tokens: int
+    usd: float | None
+    unpriced: tuple[str, ...] = ()
+    steps: int = 0
+
+
+@dataclass
+class SpendLimit:
+    """The limits of one run and the models whose usage they price."""
+
+    max_cost_usd: float | None
+    max_tokens: int | None
+    prices: PriceTable
+    guidance_model: str
+    executor_model: str
+    _warned: set[tuple[str, float]] = field(default_factory=set)
+
+    @property
+    def active(self) -> bool:
+        return self.max_cost_usd is not None or self.max_tokens is not None
+
+    def require_prices(self, guided: bool) -> None:
+        """Refuse a cost limit when a model the run calls has no price (before any step)."""
+        if self.max_cost_usd is None:
+            return
+        models = [self.executor_model] + ([self.guidance_model] if guided else [])
+        missing = [
+            m
+            for m in models
+            if (p := self.prices.prices.get(m)) is None
+            or p.input_per_mtok is None
+            or p.output_per_mtok is None
+        ]
+        if missing:
+            raise SpendLimitReached(
+                f"max_cost_usd is {self.max_cost_usd} but {', '.join(missing)} has no price, so "
+                "the spend cannot be counted; add its price (harness/observe/pricing.yaml, "
+                "--pricing or GUIDANCE_TTT_PRICING) or set max_tokens instead"
+            )
+
+    def spent(self, entries: Iterable[LibraryEntry]) -> Spent:
+        """The tokens and cost of `entries` (rollout entries; the seed is skipped)."""
+        by_step = usage_by_step(entries)
+        total: StepUsage = total_usage(by_step.values())
+        estimate = self.prices.estimate(total.by_model(self.guidance_model, self.executor_model))
+        tokens = total.executor.total_tokens + total.guidance.total_tokens
+        usd = None if estimate.unpriced else estimate.usd
+        return Spent(tokens, usd, estimate.unpriced, len(by_step))
+
+    def check(
+        self, entries: Iterable[LibraryEntry], step: int, events: EventSink, *, stop: bool = True
+    ) -> None:
+        """Raise `SpendLimitReached` when a limit is reached before `step` (only with `stop`);
+        emit a `spend_warning` the first time the spend passes 50 % or 80 % of a limit."""
+        if not self.active:
+            return
+        spent = self.spent(entries)
+        if stop and self.max_cost_usd is not None and spent.usd is None:
+            raise SpendLimitReached(
+                f"max_cost_usd is {self.max_cost_usd} but {', '.join(spent.unpriced)} has no "
+                "price, so the spend cannot be counted; add its price (harness/observe/"
+                "pricing.yaml, --pricing or GUIDANCE_TTT_PRICING) or set max_tokens instead"
+            )
+        for name, limit, value, unit in self._measures(spent):
+            if value >= limit and stop:
+                events.emit(
+                    "spend_limit_reached", step=step, limit=name, value=value, maximum=limit
+                )
+                raise SpendLimitReached(
+                    f"spend limit reached before step {step}: {name} is {limit:g} and the run "
+                    f"has spent {_amount(value, unit)}; raise {name} in serve.yaml (harness."
+                    "spend_limit) and run the same command again to resume"
+                )
+            for fraction in WARN_AT:
+                if value >= fraction * limit and (name, fraction) not in self._warned:
+                    self._warned.add((name, fraction))
+                    events.emit(
+                        "spend_warning",
+                        step=step,
+                        limit=name,
+                        fraction=fraction,
+                        value=value,
+                        maximum=limit,
+                    )
+
+    def _measures(self, spent: Spent) -> list[tuple[str, float, float, str]]:
+        measures = []
+        if self.max_tokens is not None:
+            measures.append(("max_tokens", float(self.max_tokens), float(spent.tokens), "tokens"))
+        if self.max_cost_usd is not None and spent.usd is not None:
+            measures.append(("max_cost_usd", self.max_cost_usd, spent.usd, "usd"))
+        return measures
+
+
+def _amount(value: float, unit: str) -> str:
+    return f"${value:,.4f}" if unit == "usd" else f"{int(value):,} tokens"
