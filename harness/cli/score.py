@@ -26,7 +26,7 @@ from harness.adapters.judge.suites import suite_name
 from harness.contract import load_contract
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings, RunSettingsError
-from harness.settings.task_dirs import bundled_task_dir
+from harness.settings.task_dirs import task_dir_of
 from harness.state import VerificationResult
 
 EXIT_INVALID, EXIT_JUDGE_DOWN = 1, 3
@@ -73,7 +73,7 @@ def selected_task() -> Path:
     """The task directory serve.yaml selects (`training.config.task`); ValueError naming
     `--task` when serve.yaml cannot say."""
     try:
-        return bundled_task_dir(RunSettings.load().task)
+        return task_dir_of(RunSettings.load())
     except (RunSettingsError, OSError) as exc:
         raise ValueError(f"serve.yaml cannot name the task ({exc}); pass --task DIR") from None
 

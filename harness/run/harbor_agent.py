@@ -58,6 +58,7 @@ from harness.observe.progress import ProgressDisplay
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import production_services
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
+from harness.settings.task_dirs import task_dir_of
 from harness.storage.run_files import event_log_path
 
 __all__ = [
@@ -174,9 +175,7 @@ class HarborAgent(BaseAgent):
     ) -> None:
         """Run (or resume) the steps up to STEPS, then put the best candidate into the task
         environment and the run's Reef facts into `context.metadata["reef"]`."""
-        settings = RunSettings.load(
-            self.options.serve_yaml, base_dir=self.options.serve_yaml.parent
-        )
+        settings = RunSettings.load(self.options.serve_yaml)
         if self.options.judge_url:
             settings = dataclasses.replace(settings, judge_url=self.options.judge_url)
         if self.model_name and self.model_name != settings.model:
@@ -184,7 +183,7 @@ class HarborAgent(BaseAgent):
                 f"agent model_name {self.model_name!r} differs from serve.yaml "
                 f"training.config.model {settings.model!r}; serve.yaml is the source of truth"
             )
-        task_dir = self.options.task_dir or settings.config_path.parent / "harbor" / settings.task
+        task_dir = self.options.task_dir or task_dir_of(settings)
         result = await asyncio.to_thread(self._run_steps, settings, task_dir, instruction)
         context.metadata = {**(context.metadata or {}), "reef": result.reef_metadata()}
         self.logs_dir.mkdir(parents=True, exist_ok=True)
