@@ -3,8 +3,8 @@
 `LocalEnvironment` (harness.run.local_environment, what run.sh uses without Docker) is a Harbor
 environment whose container is a host directory, its commands run under bubblewrap; it shares
 the host network and does not enforce the task's allowlist, so it stands in for the task
-container, which needs Docker. Everything else is real: Harbor's Trial (agent phase, verifier phase), the
-agent, `reef serve`, the local judge and the task's own verifier.
+container, which needs Docker. Everything else is real: Harbor's Trial (agent phase, verifier
+phase), the agent, `reef serve`, the local judge and the task's own verifier.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ from tests.rehearsal_support import (
     task_dir,
     write_serve_yaml,
 )
-
 
 
 @dataclass

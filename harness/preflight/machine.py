@@ -162,9 +162,10 @@ def check_disk(
 
 
 def check_trial_environment(kind: str) -> CheckResult:
-    """Where run.sh's Harbor trial runs (run.py chose it: Docker when its daemon answers):
-    `docker` needs the docker command; `local` (no Docker daemon on this host) runs the trial's commands under bubblewrap in a host directory
-    (`harness.run.local_environment`), so bwrap must be on PATH."""
+    """Where run.sh's Harbor trial runs (run.py chose it: Docker when its daemon answers).
+    `docker` needs the docker command; `local` (no Docker daemon on this host) runs the trial's
+    commands under bubblewrap in a host directory (`harness.run.local_environment`), so bwrap
+    must be on PATH."""
     if kind == "docker":
         path = shutil.which("docker")
         if path is None:
