@@ -65,7 +65,7 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
     (task / "tests" / "test.sh").unlink()
     status, lines = check(task, "--no-judge")
     assert status == 1
-    assert "FAIL tests/test.sh: missing (every task ships it)" in lines
+    assert "FAIL tests/test.sh: missing (every task ships it; docs/adding-a-task.md)" in lines
 
 
 def test_unknown_contract_key_is_named(tmp_path: Path) -> None:
