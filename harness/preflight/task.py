@@ -15,7 +15,7 @@ from pathlib import Path
 
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.judge.suites import seed_suite
-from harness.contract import load_harbor_task
+from harness.contract import ContractError, load_harbor_task
 from harness.preflight.report import CheckResult, missing_check, ready_check
 from harness.preflight.task_files import task_findings
 from harness.state import VerificationResult
@@ -30,7 +30,11 @@ def check_task(task_dir: Path, seed_file: Path | None = None) -> CheckResult:
     own loader of contract.json, instruction.md and task.toml, score_check.py, task_facts.json),
     and the seed the judge row scores (`seed_file`, default `solution/seed.json`) holds a
     program."""
-    findings, harbor = task_findings(task_dir, None, seed_required=False)
+    try:  # the run's own loader first: the row then says what the run's start would say
+        load_harbor_task(task_dir)
+    except ContractError as exc:
+        return missing_check("task", str(exc), "fix the named file (see docs/task.md for each key)")
+    findings, harbor = task_findings(task_dir, seed=False)
     failed = [finding for finding in findings if not finding.ok]
     if failed or harbor is None:
         more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""

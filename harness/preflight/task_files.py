@@ -271,18 +271,20 @@ def check_seed_record(
 
 
 def task_findings(
-    task: Path, suite: str | None = None, *, seed_required: bool = True
+    task: Path, suite: str | None = None, *, seed_required: bool = True, seed: bool = True
 ) -> tuple[list[Finding], HarborTask | None]:
     """Every file check of a task directory, in order, and the validated task (None when its
     files do not pass the run's loader). `seed_required=False` lets a seed record that is not
-    written yet pass with a line saying how to write it."""
+    written yet pass with a line saying how to write it; `seed=False` leaves the seed record
+    to the caller (the preflight judges the configured seed in its judge row)."""
     findings = [*check_files(task), *check_task_toml(task)]
     contract_findings, harbor = check_contract(task)
     findings += contract_findings
     findings += check_score_check(task)
     if harbor is not None:
         findings += check_facts(task, harbor)
-        findings += check_seed_record(task, harbor, suite, required=seed_required)
+        if seed:
+            findings += check_seed_record(task, harbor, suite, required=seed_required)
     return findings, harbor
 
 
