@@ -20,10 +20,8 @@ from pathlib import Path
 
 import yaml
 
-from harness.settings.task_dirs import bundled_task_dir
+from harness.settings.task_dirs import TASK_ROOTS
 
-#: The shipped task whose verifier files every task copies unchanged.
-VERIFIER_SOURCE_TASK = "polyomino_packing"
 VERIFIER_FILES = ("tests/test.sh", "tests/verify.py")
 TEMPLATES = Path(__file__).with_name("task_templates")
 TODO = "TODO"
@@ -109,7 +107,7 @@ def write_task(directory: Path, problem: Problem) -> list[Path]:
         "solution/solve.sh": solve_sh(),
         "README.md": readme(directory, problem),
     }
-    source = bundled_task_dir(VERIFIER_SOURCE_TASK)
+    source = verifier_source()
     for relative in VERIFIER_FILES:
         files[relative] = (source / relative).read_text(encoding="utf-8")
     written = []
@@ -121,6 +119,15 @@ def write_task(directory: Path, problem: Problem) -> list[Path]:
             path.chmod(0o755)
         written.append(path)
     return written
+
+
+def verifier_source() -> Path:
+    """A shipped task, whose verifier files every task carries unchanged."""
+    for root in TASK_ROOTS:
+        for task in sorted(root.glob("*")) if root.is_dir() else ():
+            if all((task / name).is_file() for name in VERIFIER_FILES):
+                return task
+    raise ValueError("no shipped task to copy tests/test.sh and tests/verify.py from")
 
 
 def task_toml(name: str, problem: Problem) -> str:
