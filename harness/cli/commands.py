@@ -165,7 +165,12 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
-    from harness.rehearsal.rehearse import RehearsalOptions, next_commands, rehearse
+    from harness.rehearsal.rehearse import (
+        RehearsalOptions,
+        default_state_dir,
+        next_commands,
+        rehearse,
+    )
     from harness.run.controller import ResumeRefused
 
     options = RehearsalOptions(
@@ -174,7 +179,12 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
         rollouts=args.rollouts,
         cases=args.cases,
         judge_seed=args.judge_seed,
+        task=args.task.resolve() if args.task else None,
+        judge_url=args.judge_url,
+        frontiercs=args.frontiercs,
+        seed=args.seed,
     )
+    args.state_dir = args.state_dir or default_state_dir(options)
     try:
         result = rehearse(args.state_dir, options, console)
     except ResumeRefused as exc:

@@ -7,7 +7,8 @@
     guidance-ttt export STATE        results records: runs.json + trajectory.csv
     guidance-ttt judge [flags]       start the local judge
     guidance-ttt task check|seed     check a task directory / score and record its seed
-    guidance-ttt rehearse STATE      frozen-guidance run on CPU with scripted stand-in models
+    guidance-ttt rehearse [STATE]    frozen-guidance run on CPU with scripted stand-in models
+                                     (--task DIR: any task, with a generic stand-in executor)
     guidance-ttt score FILE          score one program through the configured judge
 
 Everything but `doctor` and `judge` only reads the state directory (no lock, safe while a run
@@ -154,7 +155,34 @@ def build_parser() -> argparse.ArgumentParser:
         "G×R display; then print the commands to look at the state directory. Re-running "
         "resumes.",
     )
-    rehearse.add_argument("state_dir", type=Path, help="where the rehearsal's state goes")
+    rehearse.add_argument(
+        "state_dir",
+        type=Path,
+        nargs="?",
+        help="where the rehearsal's state goes (default: work/rehearsal, or "
+        "work/rehearsal-<task> with --task)",
+    )
+    rehearse.add_argument(
+        "--task",
+        type=Path,
+        help="rehearse this task directory (anywhere) with a stand-in executor that edits its "
+        "own seed (default: the template's Polyomino task)",
+    )
+    rehearse.add_argument(
+        "--judge-url",
+        help="with --task: a running judge that serves its problem (default: start one)",
+    )
+    rehearse.add_argument(
+        "--frontiercs",
+        type=Path,
+        help="with --task: a FrontierCS checkout for the local judge to serve (default: the "
+        "task's own judge/ packages)",
+    )
+    rehearse.add_argument(
+        "--seed",
+        help="the seed record inside the task (default: solution/shelf/seed.json, or "
+        "solution/seed.json with --task)",
+    )
     score = sub.add_parser(
         "score",
         help="score one program through the configured judge",

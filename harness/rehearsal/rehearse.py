@@ -17,6 +17,7 @@ to continue a finished one). Every process it starts is stopped when it returns.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from contextlib import ExitStack
@@ -39,6 +40,7 @@ from harness.rehearsal.stand_ins import (
     SEED_RECORD,
     GuidanceScript,
     executor_reply,
+    seed_edits,
     task_dir,
 )
 from harness.run.runner import RunResult, run_steps
@@ -66,6 +68,26 @@ class RehearsalOptions:
     cases: int = 2
     judge_seed: int = 11
     workers: int | None = None
+    #: Rehearse this task (any directory) instead of the template's, with a generic stand-in
+    #: executor that edits the task's own seed; its judge is `judge_url`, else a local judge
+    #: serving `frontiercs` (a FrontierCS checkout), else the task's own judge packages.
+    task: Path | None = None
+    judge_url: str | None = None
+    frontiercs: Path | None = None
+    #: The seed record inside the task (default: the template's shelf packer; a task's own
+    #: solution/seed.json with --task).
+    seed: str | None = None
+
+    @property
+    def seed_record(self) -> str:
+        return self.seed or (SEED_RECORD if self.task is None else "solution/seed.json")
+
+
+def default_state_dir(options: RehearsalOptions) -> Path:
+    """Where a rehearsal's state goes by default: work/rehearsal, or work/rehearsal-<task> for
+    `--task` (named after the task, not its path)."""
+    name = "rehearsal" if options.task is None else f"rehearsal-{Path(options.task).resolve().name}"
+    return Path("work") / name
 
 
 def write_settings(
@@ -91,9 +113,10 @@ def write_settings(
         executor_backend="gpt_oss_120b",
         gpt_oss_reasoning_effort="high",
         judge_url=judge_url,
-        judge_problem_id="0",
-        seed=SEED_RECORD,
+        judge_problem_id="0" if options.task is None else "",  # a task's own: contract.json
+        seed=options.seed_record,
     )
+    run["harness"].pop("executor", None)  # the stand-in's address is given at run time
     header = (
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
         "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"
@@ -107,24 +130,26 @@ def rehearse(
 ) -> RunResult:
     """Run (or resume) the rehearsal into `state_dir`; raises what stops the run."""
     state_dir = Path(state_dir).resolve()
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ValueError(f"{state_dir} is a file, not a state directory; choose another path")
     state_dir.mkdir(parents=True, exist_ok=True)
-    task = task_dir()
+    task = task_dir() if options.task is None else Path(options.task).resolve()
+    contract = load_contract(task)
     console = console or Console(stderr=True)
     with ExitStack() as stack:
         console.print("rehearse: starting the local judge, the stand-in models and reef serve")
-        judge = stack.enter_context(
-            LocalJudge(
-                state_dir / "judge",
-                "--generated-cases",
-                str(options.cases),
-                "--seed",
-                str(options.judge_seed),
-            )
+        judge_url = (
+            options.judge_url
+            or stack.enter_context(LocalJudge(state_dir / "judge", *judge_flags(options, task))).url
         )
         guidance = stack.enter_context(
             OpenAIFixture(GuidanceScript(malformed=[MALFORMED_CALL]), model=GUIDANCE_MODEL)
         )
-        executor = stack.enter_context(OpenAIFixture(executor_reply, model=EXECUTOR_MODEL))
+        reply = executor_reply
+        if options.task is not None:
+            seed = json.loads((task / options.seed_record).read_text(encoding="utf-8"))
+            reply = seed_edits(str(seed["entry"]["solution"]), contract.fence_tag)
+        executor = stack.enter_context(OpenAIFixture(reply, model=EXECUTOR_MODEL))
         port = free_port()
         settings_path = state_dir / SETTINGS_FILE
         settings = write_settings(
@@ -132,8 +157,9 @@ def rehearse(
             state_dir,
             options,
             guidance_url=guidance.base_url,
-            judge_url=judge.url,
+            judge_url=judge_url,
             reef_port=port,
+            task=None if options.task is None else str(task),
         )
         stack.enter_context(
             running_reef(state_dir / "reef", config=settings_path, port=port, token=TOKEN)
@@ -146,15 +172,19 @@ def rehearse(
         display = ProgressDisplay(
             console,
             models=(settings.model, backend.model),
-            direction=load_contract(task).score_direction,
+            direction=contract.score_direction,
         )
         services.events = Fanout(log_file, display)
         services.closers += [display.close, log_file.close]
         stack.callback(services.close)
+        suite = (
+            f"judge suite generated:{options.judge_seed}:{options.cases}"
+            if options.task is None
+            else f"task {task.name}, judge {judge_url}"
+        )
         console.print(
             f"rehearse: frozen guidance, {options.groups}×{options.rollouts} rollouts per step, "
-            f"steps up to {options.steps}, judge suite generated:{options.judge_seed}:"
-            f"{options.cases}; state in {state_dir}"
+            f"steps up to {options.steps}, {suite}; state in {state_dir}"
         )
         return run_steps(
             settings,
@@ -163,6 +193,21 @@ def rehearse(
             services,
             workers=options.workers,
         )
+
+
+def judge_flags(options: RehearsalOptions, task: Path) -> list[str]:
+    """The local judge's flags: the generated Polyomino suite for the template's task; for
+    `--task`, a FrontierCS checkout when given, else the task's own judge packages."""
+    if options.task is None:
+        return ["--generated-cases", str(options.cases), "--seed", str(options.judge_seed)]
+    if options.frontiercs is not None:
+        return ["--frontiercs", str(options.frontiercs)]
+    if not (task / "judge").is_dir():
+        raise ValueError(
+            f"{task} has no judge/ packages: give --frontiercs CHECKOUT (a FrontierCS problem) "
+            "or --judge-url URL (a running judge that serves the task's problem)"
+        )
+    return ["--task", str(task)]
 
 
 def next_commands(state_dir: Path) -> list[str]:
