@@ -153,10 +153,11 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
         guidance=_guidance_usage(view, services, args.reef_records),
     )
     rows = results.trajectory(view.archive, task, view.committed_step)
-    results.write_records(Path(args.out), record, rows)
+    out = Path(args.out) if args.out else Path(args.state_dir) / "results"
+    results.write_records(out, record, rows)
     search = record["search"]
     console.print(
-        f"wrote {Path(args.out) / 'runs.json'} and {Path(args.out) / 'trajectory.csv'}: {task}, "
+        f"wrote {out / 'runs.json'} and {out / 'trajectory.csv'}: {task}, "
         f"{search['updates']} steps, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
         f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid",
         soft_wrap=True,

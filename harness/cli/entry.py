@@ -140,7 +140,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export = sub.add_parser("export", help="write runs.json and trajectory.csv")
     export.add_argument("state_dir", type=Path, help="the run's state directory")
-    export.add_argument("--out", default="results", help="output directory (default: %(default)s)")
+    export.add_argument(
+        "--out",
+        help="output directory (default: <state_dir>/results, never the repository's tracked "
+        "results/ folder)",
+    )
     export.add_argument("--task", help="task name in the records (default: the problem id)")
     export.add_argument("--run-name", help="run name (default: the state directory's name)")
     export.add_argument(
