@@ -31,24 +31,62 @@ DEFAULT_REEF_URL = "http://127.0.0.1:8900"
 # --- reading the flags ---------------------------------------------------------------------------
 
 
-def _services(args: argparse.Namespace) -> Services:
-    settings = None
-    config = Path(args.config) if args.config else None
-    try:
-        settings = RunSettings.load(config) if config else RunSettings.load()
-    except (RunSettingsError, OSError):
-        settings = None
-    env_judge = os.environ.get("FRONTIERCS_JUDGE_URL")
+def _services(args: argparse.Namespace, state_dir: Path | None = None) -> Services:
+    """The service URLs, token, scenario and settings file: the flags, then the run's own
+    recorded settings (a state directory's settings file, or the one its `run_started` event
+    names, else the URLs that event recorded), then `$FRONTIERCS_JUDGE_URL`, then the project's
+    serve.yaml, then the defaults."""
     flag = vars(args).get
+    recorded = _recorded_run(state_dir) if state_dir is not None and not flag("config") else {}
+    settings = None
+    candidates = [Path(flag("config"))] if flag("config") else []
+    candidates += [Path(p) for p in recorded.get("settings_files", [])]
+    for config in [*candidates, None] if not flag("config") else candidates:
+        try:
+            settings = RunSettings.load(config) if config else RunSettings.load()
+            break
+        except (RunSettingsError, OSError):
+            settings = None
+    own = settings is not None and settings.config_path in {
+        p.resolve() for p in candidates if p.exists()
+    }
+    env_judge = os.environ.get("FRONTIERCS_JUDGE_URL")
+    run_judge = settings.judge_url if own and settings else recorded.get("judge_url")
+    run_reef = settings.reef_url if own and settings else recorded.get("reef_url")
     return Services(
-        reef_url=flag("reef_url") or (settings.reef_url if settings else DEFAULT_REEF_URL),
+        reef_url=flag("reef_url")
+        or run_reef
+        or (settings.reef_url if settings else DEFAULT_REEF_URL),
         judge_url=flag("judge_url")
+        or run_judge
         or env_judge
         or (settings.judge_url if settings else DEFAULT_JUDGE_URL),
         token=settings.reef_token if settings else os.environ.get("REEF_TOKEN", "reef-local"),
-        scenario=flag("scenario") or (settings.scenario if settings else None),
+        scenario=flag("scenario")
+        or (settings.scenario if own and settings else recorded.get("scenario"))
+        or (settings.scenario if settings else None),
         config=settings.config_path if settings else None,
     )
+
+
+def _recorded_run(state_dir: Path) -> dict:
+    """What a state directory records about its run's settings: the settings files it holds
+    (a rehearsal writes its own) or its last `run_started` event names, and the URLs and
+    scenario that event recorded."""
+    files = [state_dir / name for name in ("serve-frozen.yaml", "serve.yaml")]
+    found: dict = {"settings_files": [str(p) for p in files if p.is_file()]}
+    try:
+        started = results.load_run(state_dir).events_of("run_started")
+    except (results.RunNotFound, ValueError, OSError):
+        started = []
+    if started:
+        last = started[-1]
+        if last.get("settings_file"):
+            found["settings_files"].append(str(last["settings_file"]))
+        for key in ("reef_url", "judge_url", "scenario"):
+            if last.get(key):
+                found[key] = last[key]
+    return found
 
 
 def _guidance_usage(view: results.RunView, services: Services, enabled: bool) -> dict[str, Usage]:
@@ -91,7 +129,7 @@ def _plot_series(args: argparse.Namespace) -> tuple[plot_series.Series, str]:
         return plot_series.from_trajectory(chosen, _csv_direction(source, task, chosen)), task
     view = results.load_run(source)
     problem = results.seed_entry(view.archive).problem_id
-    services = _services(args)
+    services = _services(args, source)
     prices = load_prices(args.pricing, serve_yaml=services.config)
     return plot_series.from_run(view, args.task or problem, prices), problem
 
@@ -101,7 +139,7 @@ def _plot_series(args: argparse.Namespace) -> tuple[plot_series.Series, str]:
 
 def _cmd_status(args: argparse.Namespace, console: Console) -> int:
     view = results.load_run(args.state_dir)
-    services = _services(args)
+    services = _services(args, args.state_dir)
     guidance = _guidance_usage(view, services, args.reef_records)
     report = status_report(
         view,
@@ -142,7 +180,7 @@ def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_export(args: argparse.Namespace, console: Console) -> int:
     view = results.load_run(args.state_dir)
-    services = _services(args)
+    services = _services(args, args.state_dir)
     task = args.task or results.seed_entry(view.archive).problem_id
     record = results.run_record(
         view,

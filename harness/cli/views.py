@@ -92,6 +92,9 @@ def status_report(
         (isinstance(steps_total, int) and committed >= steps_total)
         or any(e.get("next_step") == view.next_step for e in view.events_of("run_finished"))
     )
+    judge = probe(services.judge_url.rstrip("/") + "/health", None, timeout_s)
+    if finished:  # a finished run's services are expected to be gone
+        reef, judge = (_after_the_run(health) for health in (reef, judge))
     return {
         "state_dir": str(view.state_dir),
         "mode": results.run_mode(view),
@@ -113,10 +116,7 @@ def status_report(
             "missing_slots": [list(s) for s in view.missing_slots()] if view.in_flight else None,
         },
         "reef": {"url": services.reef_url, "health": reef, "missing_slots": reef_missing},
-        "judge": {
-            "url": services.judge_url,
-            "health": probe(services.judge_url.rstrip("/") + "/health", None, timeout_s),
-        },
+        "judge": {"url": services.judge_url, "health": judge},
         "last_event": None
         if last_event is None
         else {
@@ -127,6 +127,12 @@ def status_report(
         "cost": cost.to_dict(),
         "cost_text": cost.describe(),
     }
+
+
+def _after_the_run(health: str) -> str:
+    """A finished run's service health: "not running (the run is finished)" for one that no
+    longer answers, as it should not."""
+    return health if health.startswith("ok") else "not running (the run is finished)"
 
 
 def render_status(report: dict[str, Any], console: Console) -> None:

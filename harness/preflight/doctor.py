@@ -188,7 +188,10 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
         f"harness.min_free_gb, else {DEFAULT_MIN_FREE_GB:g} trained / 5 frozen)",
     )
     parser.add_argument(
-        "--min-gpus", type=int, default=1, help="GPUs needed (default: %(default)s)"
+        "--min-gpus",
+        type=int,
+        help="GPUs needed (default: serve.yaml's inference.num-gpus, the GPUs run.sh gives "
+        "Reef; else 1)",
     )
     parser.add_argument(
         "--trial-environment",
@@ -233,6 +236,7 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
             "executor": args.executor or settings.executor_backend,
             "reasoning_effort": args.reasoning_effort or settings.gpt_oss_reasoning_effort,
             "min_free_gb": settings.min_free_gb if args.min_free_gb is None else args.min_free_gb,
+            "min_gpus": args.min_gpus or settings.num_gpus or 1,
         }
     )
 
@@ -279,7 +283,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         executor=executor,
         score_seed=score_seed,
         min_free_gb=DEFAULT_MIN_FREE_GB if args.min_free_gb is None else args.min_free_gb,
-        min_gpus=args.min_gpus,
+        min_gpus=args.min_gpus or 1,
         model_id=args.model_id,
         task_dir=args.task_dir,
         seed_file=args.seed_file,

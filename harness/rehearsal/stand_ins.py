@@ -63,12 +63,6 @@ _FACTOR = re.compile(r"factor = ([0-9.]+) \+ ([0-9.eE-]+) \* step")
 _FENCE = re.compile(r"```(?:cpp|c\+\+|cxx|python|py)\s*\n(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
-def _edit(source: str, old: str, new: str) -> str:
-    if old not in source:
-        raise ValueError(f"the seed program no longer contains {old!r}; update the variant")
-    return source.replace(old, new, 1)
-
-
 def _widths(source: str) -> tuple[int, float, float] | None:
     """The shelf packer's (S, A, D), or None when the program is not of that family."""
     steps, factor = _STEPS.search(source), _FACTOR.search(source)
@@ -112,7 +106,7 @@ PARAMETER_VARIANTS: dict[str, Callable[[str], str]] = {
 VARIANTS: dict[str, Callable[[str], str]] = {
     **PARAMETER_VARIANTS,
     "annotated": lambda s: "// variant: the parent, annotated\n" + s,
-    "broken": lambda s: _edit(s, "return best;", "return best"),  # a compile error
+    "broken": lambda s: s + "\n#error scripted compile error (the stand-in's broken variant)\n",
 }
 #: Executor answers that are not programs.
 NO_SOLUTION, REFUSED = "no_solution", "refused"
@@ -147,8 +141,13 @@ def apply_variant(name: str, program: str, comment: str = "//") -> tuple[str, st
     target, annotate the parent instead (and say so)."""
     if name in PARAMETER_VARIANTS and _widths(program) is not None:
         return PARAMETER_VARIANTS[name](program), f"applies {name.replace('_', ' ')}"
-    if name == "broken" and "return best;" in program:
-        return VARIANTS["broken"](program), "removes a semicolon (a scripted compile error)"
+    if name == "broken":
+        broken = (
+            VARIANTS["broken"](program)
+            if comment == "//"
+            else program + "\nscripted syntax error (the stand-in's broken variant\n"
+        )
+        return broken, "adds a scripted compile error"
     note = f"{comment} variant {name}: the parent, annotated (nothing to change for the stand-in)"
     return f"{note}\n{program}", "keeps the parent unchanged, with one comment added"
 

@@ -157,6 +157,12 @@ def run_steps(
             best_raw_score=_best_score(archive),
             guidance_model=settings.model,
             executor_model=services.executor.backend.model,
+            # Where this run's settings and services are: status, inspect and plot of this
+            # state directory read them instead of the defaults.
+            settings_file=str(settings.config_path),
+            reef_url=settings.reef_url,
+            judge_url=settings.judge_url,
+            scenario=settings.scenario,
         )
         harness = GuidanceHarness(
             archive=archive,

@@ -129,6 +129,8 @@ class RunSettings:
     executor_config: Mapping[str, Any] = field(default_factory=dict, hash=False)
     #: Free disk the preflight asks for, in GB (harness.min_free_gb, else by mode).
     min_free_gb: float = 100.0
+    #: GPUs a trained run needs (inference.num-gpus; 0 in frozen mode).
+    num_gpus: int = 0
 
     def executor(self, base_url: str | None = None) -> ExecutionBackend:
         """The configured executor (`base_url` replaces its URL: a run-time override)."""
@@ -266,6 +268,7 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         task=config.task,
         model=config.model,
         model_path=_absolute(serve.inference.model_path, base),
+        num_gpus=serve.inference.num_gpus,
         groups_per_step=serve.recipe.config.groups_per_step,
         rollouts_per_group=serve.recipe.config.rollouts_per_group,
         steps=config.steps,

@@ -95,6 +95,8 @@ class InferenceSection(ReefOwned):
 
     model_path: Text
     tensor_parallel_size: Integer = Field(ge=1)
+    #: GPUs Reef's Slime and SGLang use (run.sh makes them CUDA_VISIBLE_DEVICES 0,1).
+    num_gpus: Integer = Field(1, ge=1)
 
 
 class RecipeConfig(ReefOwned):
