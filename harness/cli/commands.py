@@ -21,7 +21,13 @@ from rich.console import Console
 from harness import results
 from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL
 from harness.cli import plot_series, plots
-from harness.cli.views import Services, render_inspect, render_status, status_report
+from harness.cli.views import (
+    Services,
+    inspect_report,
+    render_inspect,
+    render_status,
+    status_report,
+)
 from harness.observe.cost import ReefRecordUsage, Usage, load_prices
 from harness.settings.run_settings import RunSettings, RunSettingsError
 
@@ -157,8 +163,30 @@ def _cmd_status(args: argparse.Namespace, console: Console) -> int:
 
 def _cmd_inspect(args: argparse.Namespace, console: Console) -> int:
     view = results.load_run(args.state_dir)
+    if args.json:
+        console.print_json(json.dumps(inspect_report(view, args.top, args.cases)))
+        return 0
     render_inspect(view, console, args.top, args.cases)
     return 0
+
+
+def _cmd_show(args: argparse.Namespace, console: Console) -> int:
+    from harness.cli import show
+
+    return show.run(args, console, args.task or _run_task(args.state_dir))
+
+
+def _run_task(state_dir: Path) -> Path | None:
+    """The task directory of the run in `state_dir`, from its recorded settings; None when they
+    cannot say."""
+    from harness.settings.task_dirs import task_dir_of
+
+    for path in _recorded_run(state_dir).get("settings_files", []):
+        try:
+            return task_dir_of(RunSettings.load(path))
+        except (RunSettingsError, OSError):
+            continue
+    return None
 
 
 def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
@@ -256,6 +284,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
     "rehearse": _cmd_rehearse,
     "status": _cmd_status,
     "inspect": _cmd_inspect,
+    "show": _cmd_show,
     "plot": _cmd_plot,
     "export": _cmd_export,
 }

@@ -3,6 +3,7 @@
     guidance-ttt doctor [flags]      can this machine run? (exit 1 naming what is missing)
     guidance-ttt status STATE        where is the run: step, best, health, missing slots, cost
     guidance-ttt inspect STATE       what did it find: best, lineage, failures, case studies
+    guidance-ttt show STATE ENTRY    one rollout: guidance, summary, cases, --code, --diff-parent
     guidance-ttt plot STATE|CSV      PNGs: every rollout's score per step; the run's health
     guidance-ttt export STATE        results records: runs.json + trajectory.csv
     guidance-ttt judge [flags]       start the local judge
@@ -103,6 +104,16 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--cases", type=int, default=2, help="case studies to show (default: %(default)s)"
     )
+    inspect.add_argument(
+        "--json", action="store_true", help="print what inspect shows as JSON (default: tables)"
+    )
+    show = sub.add_parser(
+        "show",
+        help="one rollout in full: guidance, summary, verdict per case, program, diff, prompts",
+    )
+    from harness.cli.show import add_arguments as show_arguments
+
+    show_arguments(show)
     plot = sub.add_parser("plot", help="PNGs of every rollout's score and of the run's health")
     plot.add_argument("source", help="a state directory or a trajectory.csv")
     plot.add_argument(

@@ -164,7 +164,9 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
     parser.add_argument(
         "--executor",
         choices=list(EXECUTOR_CHOICES),
-        help="executor backend (default: serve.yaml's, set by $GUIDANCE_TTT_EXECUTOR)",
+        metavar="NAME",
+        help=f"executor backend: {', '.join(EXECUTOR_CHOICES)} (default: serve.yaml's, set by "
+        "$GUIDANCE_TTT_EXECUTOR)",
     )
     parser.add_argument(
         "--executor-model",
