@@ -196,7 +196,8 @@ def _cmd_plot(args: argparse.Namespace, console: Console) -> int:
         plot_series.check_comparable(series)
         reference = plot_series.reference_run(args.reference_dir, args.reference_task or problem)
     out = Path(args.output or f"{series.task}-trajectory.png")
-    data = plots.plot(series, out, args.title, reference)
+    line = None if args.reference_score is None else (args.reference_score, args.reference_label)
+    data = plots.plot(series, out, args.title, reference, line)
     best = f"{data.best_so_far[-1]:.4f}" if data.best_so_far else f"{data.seed:.4f} (the seed)"
     console.print(
         f"wrote {data.scores_png} and {data.health_png}: {series.task}, "

@@ -135,6 +135,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--reference-task", help="its task (default: the plotted run's task)")
     plot.add_argument(
+        "--reference-score",
+        type=float,
+        help="draw a labelled horizontal line at this score, e.g. the human-expert score "
+        "(default: none)",
+    )
+    plot.add_argument(
+        "--reference-label",
+        default="reference score",
+        help="the line's label (default: %(default)s)",
+    )
+    plot.add_argument(
         "--reference-dir",
         type=Path,
         default=REFERENCE_DIR,
