@@ -29,8 +29,8 @@ from typing import Any
 from harness.cli.plot_series import Reference, Series
 
 X_LABEL = "step"
-#: Where invalid rollouts are drawn, as a fraction of the score axis's height.
-INVALID_ROW = 0.03
+#: Where invalid rollouts are drawn in their strip (its height is 0..1).
+INVALID_ROW = 0.5
 MISSING_EXTRA = "needs matplotlib, from the `plot` extra: pip install -e '.[plot]'"
 
 
@@ -124,7 +124,12 @@ def plot(
     title = f"{base}: " + ("every rollout's score per step" if rollouts else "best so far per step")
 
     figure, (ax, strip) = plt.subplots(
-        2, 1, figsize=(9, 6), sharex=True, gridspec_kw={"height_ratios": [7, 1], "hspace": 0.05}
+        2,
+        1,
+        figsize=(9, 6),
+        sharex=True,
+        gridspec_kw={"height_ratios": [7, 1]},
+        layout="constrained",
     )
     try:
         ax.grid(alpha=0.3, zorder=0)
@@ -238,7 +243,7 @@ def plot(
         handles, names = ax.get_legend_handles_labels()
         more, more_names = strip.get_legend_handles_labels()
         ax.legend(handles + more, names + more_names, loc="best", fontsize=8)
-        figure.tight_layout()
+
         figure.savefig(path, dpi=120)
         drawn = {
             "steps": [round(float(x)) for x in run_line.get_xdata()],
