@@ -138,3 +138,28 @@ def test_a_preset_takes_settings_key_by_key_and_extra_body_fields():
     assert (backend.base_url, backend.concurrency) == ("http://10.0.0.5:8000/v1", 4)
     with pytest.raises(ValueError, match="OPENROUTER_API_KEY only"):
         configured_backend("openrouter_glm_5_2", api_key_env="OTHER_KEY")
+
+
+def test_frozen_mode_hints_name_serve_frozen_keys_and_ask_for_less_disk(tmp_path):
+    from harness.preflight.machine import check_disk
+    from harness.settings.run_settings import SETTINGS_BASE
+
+    env = {"GUIDANCE_TTT_GUIDANCE_URL": "http://127.0.0.1:9", "GUIDANCE_TTT_GUIDANCE_MODEL": "m"}
+    frozen = RunSettings.load(SETTINGS_BASE / "serve-frozen.yaml", environ=env)
+    trained = RunSettings.load(DEFAULT_SERVE_YAML, environ={})
+    assert (frozen.min_free_gb, trained.min_free_gb) == (5.0, 100.0)
+    disk = check_disk(tmp_path, 1e9, frozen.settings_key)
+    assert "set recipe.config.guidance-ttt.state_dir" in disk.fix
+    assert "recipe.config.guidance-ttt.harness.min_free_gb" in disk.fix
+    with OpenAIFixture("ok", model="served") as server:
+        backend = configured_backend("openai_compatible", base_url=server.v1_url, model="other")
+        row = check_executor(backend, settings_key=frozen.settings_key)
+    assert "recipe.config.guidance-ttt.harness.executor.model" in row.fix
+    copy = tmp_path / "serve.yaml"
+    text = DEFAULT_SERVE_YAML.read_text()
+    copy.write_text(
+        text.replace(
+            "      max_rollout_workers: 8", "      min_free_gb: 12\n      max_rollout_workers: 8"
+        )
+    )
+    assert RunSettings.load(copy, environ={}).min_free_gb == 12.0  # the file's key wins

@@ -86,7 +86,7 @@ def run_preflight(
         checks.append(("task", lambda: check_task(task_dir, seed_file)))
     checks += [
         ("judge", lambda: check_judge(judge_url, score_seed)),
-        ("executor", lambda: check_executor(executor)),
+        ("executor", lambda: check_executor(executor, settings_key=key)),
         ("git-lfs", check_git_lfs),
         ("disk", lambda: check_disk(state_dir, min_free_gb, key)),
     ]

@@ -100,7 +100,10 @@ def check_guidance(url: str) -> CheckResult:
 
 
 def check_executor(
-    backend: ExecutionBackend, *, timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S
+    backend: ExecutionBackend,
+    *,
+    timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S,
+    settings_key: Callable[[str], str] = lambda name: f"training.config.{name}",
 ) -> CheckResult:
     """The configured executor is usable: its key variable is set (when it names one),
     `GET <base_url>/models` lists its model (when the endpoint lists models at all), and it
@@ -113,12 +116,13 @@ def check_executor(
         return missing_check(
             "executor",
             f"{label}: the key variable {key_name} is not set",
-            f"export {key_name}=<your key> (harness.executor.api_key_env names the variable)",
+            f"export {key_name}=<your key> ({settings_key('harness.executor.api_key_env')} "
+            "names the variable)",
         )
     fix = (
-        f"start the executor at {backend.base_url}, or set harness.executor.base_url / "
-        "GUIDANCE_TTT_EXECUTOR_URL to where it runs (GUIDANCE_TTT_EXECUTOR picks a preset or "
-        "openai_compatible)"
+        f"start the executor at {backend.base_url}, or set "
+        f"{settings_key('harness.executor.base_url')} (GUIDANCE_TTT_EXECUTOR_URL) to where it "
+        "runs (GUIDANCE_TTT_EXECUTOR picks a preset or openai_compatible)"
     )
     listed = _listed_models(backend.base_url, key)
     if listed is not None and backend.model not in listed:
@@ -127,7 +131,8 @@ def check_executor(
             "executor",
             f"{label}: GET {backend.base_url}/models lists {shown or 'no models'}, not "
             f"{backend.model!r}",
-            "set harness.executor.model (GUIDANCE_TTT_EXECUTOR_MODEL) to a listed id",
+            f"set {settings_key('harness.executor.model')} (GUIDANCE_TTT_EXECUTOR_MODEL) to a "
+            "listed id",
         )
     probe_backend = replace(backend, timeout_s=min(backend.timeout_s, timeout_s), max_retries=0)
     try:
