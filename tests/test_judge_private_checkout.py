@@ -23,7 +23,7 @@ TASK = REPO / "harbor" / "treasure_packing"
 
 def test_a_checker_of_a_checkout_under_a_private_parent_compiles(tmp_path: Path) -> None:
     if not (FRONTIERCS / "problems" / "1" / "chk.cc").is_file():
-        pytest.skip(f"the FrontierCS problems are not in {FRONTIERCS}")
+        pytest.skip(f"the FrontierCS problems are absent from {FRONTIERCS}")
     home = tmp_path / "home"
     home.mkdir(mode=0o700)
     checkout = home / "Frontier-CS" / "algorithmic"

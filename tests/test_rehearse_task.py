@@ -37,7 +37,7 @@ def cli(*args: str, cwd: Path, timeout: float = 600) -> subprocess.CompletedProc
 
 def test_rehearse_task_runs_a_task_made_by_task_new(tmp_path: Path) -> None:
     if not (FRONTIERCS / "problems" / "1" / "config.yaml").is_file():
-        pytest.skip(f"the FrontierCS problems are not in {FRONTIERCS}")
+        pytest.skip(f"the FrontierCS problems are absent from {FRONTIERCS}")
     private = tmp_path / "home"
     private.mkdir(mode=0o700)
     task = private / "tasks" / "treasure_again"

@@ -20,7 +20,7 @@ SEED = "#include <cstdio>\nint main() { return 0; }\n"
 
 def frontiercs() -> Path:
     if not (FRONTIERCS / "problems" / "10" / "config.yaml").is_file():
-        pytest.skip(f"the FrontierCS problems are not in {FRONTIERCS}")
+        pytest.skip(f"the FrontierCS problems are absent from {FRONTIERCS}")
     return FRONTIERCS
 
 
