@@ -35,6 +35,15 @@ def _settings(serve_yaml: Path):  # imported lazily: --help must work without th
     return RunSettings.load(serve_yaml)  # relative paths: from the repository root
 
 
+def check_executor_key(settings: Any) -> None:
+    """Refuse to start when the configured executor needs an API key and its environment
+    variable is unset: `MissingAPIKeyError`, one line naming the variable."""
+    from harness.adapters.executor.client import require_api_key
+    from harness.run.services import executor_backend
+
+    require_api_key(executor_backend(settings, os.environ.get("GUIDANCE_TTT_EXECUTOR_URL")))
+
+
 def problem_id(override: str, task_dir: Path) -> str:
     """The judge problem of the run: serve.yaml's override, else the task's own (contract.json)."""
     if override:
@@ -45,8 +54,12 @@ def problem_id(override: str, task_dir: Path) -> str:
 
 
 def describe(serve_yaml: Path, task_dir: Path) -> str:
-    """The settings run.sh needs, one shell-quoted `KEY=value` per line."""
+    """The settings run.sh needs, one shell-quoted `KEY=value` per line. The task directory is
+    checked with the run's task text first (`harness.task_text`), as the run will load it."""
+    from harness.contract import load_task
+
     settings = _settings(serve_yaml)
+    load_task(Path(task_dir), settings.task_text)
     values = {
         "MODE": settings.mode,
         "GUIDANCE_URL": settings.guidance_upstream_url or "",
@@ -60,6 +73,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "MODEL": settings.model,
         "TASK_DIR": task_dir,
         "SEED_FILE": Path(task_dir) / settings.seed_file,
+        "TASK_TEXT": settings.task_text,
         "STEPS": settings.steps,
         "STARTUP_DEADLINE_S": settings.startup_deadline_s,
         "TRIAL": trial_environment(),
@@ -169,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     serve_yaml = args.serve_yaml.resolve()
     try:
         settings = _settings(serve_yaml)
-    except ValueError as exc:  # RunSettingsError: the message names the setting and the fix
+        check_executor_key(settings)  # before the stack starts: run.sh runs --describe first
+    except (ValueError, RuntimeError) as exc:  # the message names the setting and the fix
         print(f"run.py: {exc}", file=sys.stderr)
         return 2
     from harness.settings.task_dirs import task_dir_of

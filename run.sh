@@ -20,8 +20,8 @@
 #   GUIDANCE_TTT_EXECUTOR (a preset, or openai_compatible), GUIDANCE_TTT_EXECUTOR_URL,
 #   GUIDANCE_TTT_EXECUTOR_MODEL, GUIDANCE_TTT_EXECUTOR_KEY_ENV (the executor by endpoint,
 #   docs/executors.md), GUIDANCE_TTT_REASONING_EFFORT,
-#   GUIDANCE_TTT_TRIAL  where the Harbor trial runs: docker (default when docker is on PATH) or
-#                         local (bubblewrap on this host, the default without Docker)
+#   GUIDANCE_TTT_TRIAL  where the Harbor trial runs: docker (default when a Docker daemon
+#                         answers) or local (bubblewrap on this host, the default without one)
 #   GUIDANCE_TTT_STARTUP_DEADLINE_S (how long the stack may take to become healthy; 3600),
 #   OPENROUTER_API_KEY, FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, GUIDANCE_TTT_SEED
 #                         (see serve.yaml)
@@ -106,16 +106,9 @@ mkdir -p "$STATE_DIR"
 reef_log="$STATE_DIR/reef.log"
 # shellcheck source=scripts/reef-stack.sh
 source scripts/reef-stack.sh
-proxy_pid=""
-stop_all() {
-    stop_reef
-    if [ -n "$proxy_pid" ] && kill -0 "$proxy_pid" 2>/dev/null; then
-        kill -TERM "$proxy_pid" 2>/dev/null || true
-        wait "$proxy_pid" 2>/dev/null || true
-    fi
-}
-trap stop_all EXIT
-trap 'exit 130' INT TERM
+# Everything started from here on is stopped on exit, and on INT, TERM or HUP (a closed
+# terminal): the episode, the Reef stack and the key forwarder (scripts/reef-stack.sh).
+trap_signals
 
 # Frozen mode with a key: Reef would copy an upstream key into its runtime.yaml, so Reef's
 # upstream is a loopback forwarder that adds the key from the environment (docs/frozen.md).
@@ -138,4 +131,4 @@ if ! wait_for_reef "$REEF_URL" "$STARTUP_DEADLINE_S" "$reef_log"; then
 fi
 
 echo "run.sh: Reef is up; running the episode (STEPS=$STEPS, state in $STATE_DIR)"
-"$python" run.py --serve-yaml "$serve_yaml"
+run_episode "$python" run.py --serve-yaml "$serve_yaml"

@@ -41,6 +41,14 @@ from harness.validation import Section, error_lines, join, non_empty
 CONTRACT_FILE = "contract.json"
 INSTRUCTION_FILE = "instruction.md"
 TASK_TOML = "task.toml"
+#: The task text both models read by default: the task's own instruction.md and contract.json,
+#: which carry the reference's facts and instructions only (docs/differences.md).
+DEFAULT_TASK_TEXT = "reference"
+#: Other task texts live in `variants/<name>/`: an `instruction.md` and optionally a
+#: `contract.json` that may replace only the text keys of `VARIANT_KEYS`. Selected by serve.yaml's
+#: `harness.task_text`; the run records the choice in its identity.
+VARIANTS_DIR = "variants"
+VARIANT_KEYS = ("solution_contract", "mechanism_constraint", "objective", "raw_score_label")
 #: Code-fence tags that mark a C++ or a Python program in a model's answer.
 CPP_LANGUAGES = ("cpp", "c++", "cxx")
 PYTHON_LANGUAGES = ("python", "py")
@@ -269,8 +277,45 @@ def load_harbor_task(task_dir: Path) -> HarborTask:
     return task
 
 
-def load_task(task_dir: Path) -> tuple[TaskContract, str]:
-    """The contract and the problem text of a Harbor task directory, after validating all of it
-    (`load_harbor_task`)."""
+def task_text_names(task_dir: Path) -> tuple[str, ...]:
+    """The task texts a task offers: `reference` and every folder under `variants/`."""
+    variants = Path(task_dir) / VARIANTS_DIR
+    names = sorted(p.name for p in variants.iterdir() if p.is_dir()) if variants.is_dir() else []
+    return (DEFAULT_TASK_TEXT, *names)
+
+
+def load_variant(task_dir: Path, contract: TaskContract, name: str) -> tuple[TaskContract, str]:
+    """The contract and problem text of task text `name`: the task's own for `reference`, else
+    `variants/<name>/instruction.md` and its `contract.json`'s text keys over the task's."""
+    if name == DEFAULT_TASK_TEXT:
+        return contract, load_instruction(task_dir)
+    folder = Path(task_dir) / VARIANTS_DIR / name
+    if name not in task_text_names(task_dir):
+        raise ContractError(
+            f"{folder}: task_text {name!r} is not a text of this task; choose one of "
+            f"{', '.join(task_text_names(task_dir))}"
+        )
+    overlay: Any = {}
+    path = folder / CONTRACT_FILE
+    if path.exists():
+        try:
+            overlay = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise ContractError(f"{path} is not valid JSON: {exc}") from exc
+        if not isinstance(overlay, Mapping):
+            raise ContractError(f"{path} must hold a JSON object, got {type(overlay).__name__}")
+        extra = sorted(set(overlay) - set(VARIANT_KEYS))
+        if extra:
+            raise ContractError(
+                f"{path}: keys {extra} may not differ between task texts; a variant replaces "
+                f"only {', '.join(VARIANT_KEYS)}"
+            )
+    merged = TaskContract.from_dict({**contract.model_dump(), **overlay}, source=str(path))
+    return merged, load_instruction(folder)
+
+
+def load_task(task_dir: Path, text: str = DEFAULT_TASK_TEXT) -> tuple[TaskContract, str]:
+    """The contract and the problem text of a Harbor task directory for task text `text`
+    (`load_variant`), after validating all of it (`load_harbor_task`)."""
     task = load_harbor_task(task_dir)
-    return task.contract, task.instruction
+    return load_variant(task_dir, task.contract, text)

@@ -238,15 +238,9 @@ class Archive:
 
     # --- submission --------------------------------------------------------------------------
 
-    def submit(self, step: int, group: int, entry: LibraryEntry) -> LibraryNode | None:
-        """Record one finished rollout of `group` in `step` and return the node it became (None if
-        it is not archived: failed, no raw score, or a duplicate of an archive candidate).
-
-        The entry is always stored and always counts as a PUCT visit of its parent and every
-        ancestor. Refuses a group that was not selected, is full or finalized, and an entry whose
-        parent or timestep does not match the group. When this completes the step's batch, the
-        archive filter runs.
-        """
+    def check_submission(self, step: int, group: int, entry: LibraryEntry) -> ArchiveGroup:
+        """Raise `ArchiveError` when `submit(step, group, entry)` would refuse it; changes
+        nothing (the store checks before it journals, so a refused entry never reaches disk)."""
         t = step + 1
         uid = group_uid(t, group)
         current = self._groups.get(uid)
@@ -264,6 +258,20 @@ class Archive:
             )
         if entry.id in self._entries:
             raise ArchiveError(f"entry {entry.id} is already stored")
+        return current
+
+    def submit(self, step: int, group: int, entry: LibraryEntry) -> LibraryNode | None:
+        """Record one finished rollout of `group` in `step` and return the node it became (None if
+        it is not archived: failed, no raw score, or a duplicate of an archive candidate).
+
+        The entry is always stored and always counts as a PUCT visit of its parent and every
+        ancestor. Refuses a group that was not selected, is full or finalized, and an entry whose
+        parent or timestep does not match the group. When this completes the step's batch, the
+        archive filter runs.
+        """
+        t = step + 1
+        uid = group_uid(t, group)
+        current = self.check_submission(step, group, entry)
         parent = self._require_node(current.selected_node_id)
 
         self._entries[entry.id] = entry

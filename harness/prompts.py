@@ -2,7 +2,8 @@
 
 The guidance model sees the problem, the parent's canonical summary and its verdict, never its
 code; the executor sees the problem, the parent's full source and the guidance. Wording is this
-project's own; the block structure and order are the published method's. Pure functions: a
+project's own; the elements (the blocks, facts and instructions) and their order are the published
+method's, pinned by tests/test_prompt_elements.py. Pure functions: a
 `TaskContract`, the problem text and library entries in, strings and dicts out.
 """
 
@@ -18,24 +19,43 @@ GUIDANCE_MAX_TOKENS = 8192
 NO_PREVIOUS_SUMMARY = "No previous summary is attached to the selected candidate."
 
 GUIDANCE_SYSTEM = (
-    "You are the guidance model of an open-ended discovery process. You give evolutionary "
-    "direction, not code: propose high-level shifts of strategy, conceptual mutations and new "
-    "mechanisms that can carry the search past its current local optimum, and leave the "
-    "implementation to the execution model."
+    "You are the guidance model, the strategic navigator of an open-ended scientific discovery "
+    "process. You give evolutionary guidance, not final code and not low-level implementation "
+    "details."
 )
 
-EXECUTOR_SYSTEM = (
-    "You are the execution model of an open-ended discovery process. You improve the supplied "
-    "parent program by applying the guidance you are given, and you return one complete, "
-    "runnable candidate together with its canonical summary."
-)
+#: The language a candidate is written in, as the executor's system prompt names it.
+LANGUAGE_NAMES = {"cpp": "C++17", "python": "Python"}
+#: What the answer template's solution fence holds, by fence tag.
+SOLUTION_PLACEHOLDERS = {
+    "cpp": "// the complete executable program the problem asks for",
+    "python": "# the complete executable program the problem asks for",
+}
 
-SUMMARY_CONTRACT = (
-    "Describe the whole candidate in natural language, not only the change: the algorithm it "
-    "implements, what changed from the parent and what was kept, the search and refinement "
-    "mechanisms it contains, and any part of the guidance you simplified or left out. Write no "
-    "code, no code fences, no copied constants and no raw parameter values."
-)
+SUMMARY_CONTRACT = """A concise natural-language summary of the complete candidate that explains:
+1. the algorithmic idea it implements;
+2. what changed from the parent in answer to the guidance, and what was kept;
+3. the search, refinement or optimisation mechanisms it really contains.
+
+Give enough for a later model to understand the overall algorithm from this summary alone. Say \
+so where you simplified, approximated or left out a part of the guidance. Write no source code, \
+no code fences, no copied constants, no raw candidate parameters, no benchmark profiles and \
+none of these output instructions."""
+
+#: The `Verifier message` line the prompts show (docs/differences.md): a valid candidate shows
+#: `accepted`, as FrontierCS results carry no message; a failed one a fixed sentence for its
+#: status. The judge's own message (a compile log, a failed case's stderr or checker output) is
+#: text a candidate program controls, so it never reaches a model's prompt; it stays in the
+#: entry's `verifier_message` and in the report's feedback.
+ACCEPTED_MESSAGE = "accepted"
+FAILURE_MESSAGES = {
+    "invalid": "the judge rejected the candidate",
+    "parse_error": "the execution model's answer held no program",
+    "execution_error": "the execution model's call failed",
+    "guidance_format_error": "the guidance was malformed, so nothing was executed",
+    "environment_error": "the verifier was unavailable",
+}
+OTHER_FAILURE_MESSAGE = "the candidate failed verification"
 
 
 @dataclass(frozen=True)
@@ -57,26 +77,37 @@ class Prompt:
         return {"system": self.system, "user": self.user}
 
 
+def prompt_message(entry: LibraryEntry) -> str:
+    """The verifier message a prompt shows for `entry` (see `FAILURE_MESSAGES`)."""
+    if entry.verifier_status == "valid":
+        return ACCEPTED_MESSAGE
+    return FAILURE_MESSAGES.get(entry.verifier_status, OTHER_FAILURE_MESSAGE)
+
+
+def _number(value: float | None) -> str:
+    return "None" if value is None else repr(float(value))
+
+
 def score_block(entry: LibraryEntry, raw_score_label: str) -> str:
     """The four-line verdict of a candidate: status, raw score (under the task's label), reward,
-    verifier message."""
+    verifier message (`prompt_message`)."""
     return (
         f"Verifier status: {entry.verifier_status}\n"
-        f"{raw_score_label}: {entry.verifier_raw_score}\n"
-        f"Reward: {entry.verifier_reward}\n"
-        f"Verifier message: {entry.verifier_message}"
+        f"{raw_score_label}: {_number(entry.verifier_raw_score)}\n"
+        f"Reward: {_number(entry.verifier_reward)}\n"
+        f"Verifier message: {prompt_message(entry)}"
     )
 
 
 def summary_for_guidance(entry: LibraryEntry) -> str:
     """The summary the guidance model sees for a candidate: the executor's raw summary
     (`metadata.raw_model_summary`) if non-empty, else the stored `summary`, else a fixed
-    sentence. This is the only implementation context the guidance model ever gets."""
+    sentence (stripped). This is the only implementation context the guidance model ever gets."""
     raw = entry.metadata.get("raw_model_summary")
     if isinstance(raw, str) and raw.strip():
-        return raw
+        return raw.strip()
     if entry.summary.strip():
-        return entry.summary
+        return entry.summary.strip()
     return NO_PREVIOUS_SUMMARY
 
 
@@ -87,8 +118,8 @@ def guidance_prompt(contract: TaskContract, problem: str, parent: LibraryEntry) 
 {problem.strip()}
 </problem>
 
-The next block is a summary-only view of the candidate selected for expansion. It is the only \
-implementation context you get; the candidate's code is not shown.
+The next block is the summary-only view of the selected candidate: the only run-local \
+implementation context the guidance model gets.
 
 <selected_summary>
 {summary_for_guidance(parent)}
@@ -100,29 +131,39 @@ implementation context you get; the candidate's code is not shown.
 {contract.objective}
 
 # Evolutionary Guidelines
-1. Use the summary to work out what has been tried, what worked, and which bottleneck the next \
-attempt should attack.
-2. Stay at the level of algorithmic strategy: no code, no low-level implementation details, no \
-parameter schedules.
-3. Propose only mechanisms the execution model can implement and run. \
-{contract.mechanism_constraint}
-4. Answer with exactly one non-empty <guidance>...</guidance> block at the end of your response, \
-with nothing after it.
+1. Use <selected_summary> to find what has been tried, what worked, and which bottleneck the \
+next attempt should address.
+2. Stay at the level of algorithmic strategy: propose high-level algorithmic directions or \
+changes to important components, not code, low-level implementation details or parameter \
+schedules.
+3. Propose only executable mechanisms. {contract.mechanism_constraint}
+4. Return exactly one non-empty terminal <guidance>...</guidance> block, with no other custom \
+XML block, commentary, code or markdown after it.
 
 Required final-answer format:
 
 <guidance>
-The direction for the next attempt: the main algorithmic idea and why it should help, \
-conceptual and actionable.
+One conceptual, actionable evolutionary direction for the next execution attempt.
 </guidance>"""
     return Prompt(GUIDANCE_SYSTEM, user)
+
+
+def executor_system(contract: TaskContract) -> str:
+    """The execution model's system prompt; it names the candidate's language."""
+    language = LANGUAGE_NAMES[contract.fence_tag]
+    return (
+        f"You are the execution model. Improve the supplied parent {language} candidate by "
+        "applying the guidance, then return one complete runnable candidate and its canonical "
+        "summary."
+    )
 
 
 def executor_prompt(
     contract: TaskContract, problem: str, parent: LibraryEntry, guidance: str
 ) -> Prompt:
     """The execution model's prompt: the problem, the parent's verdict and full source, the
-    guidance, and the two-block answer contract (`<solution>` then `<summary>`)."""
+    guidance, the solution contract and the two-block answer contract (`<solution>` then
+    `<summary>`)."""
     tag = contract.fence_tag
     user = f"""<problem>
 {problem.strip()}
@@ -133,36 +174,34 @@ def executor_prompt(
 
 <parent_code>
 ```{tag}
-{parent.solution}
+{parent.solution.strip()}
 ```
 </parent_code>
 </selected_parent>
 
 <guidance>
-{guidance}
+{guidance.strip()}
 </guidance>
 
-The problem statement above is authoritative. The parent code is the runnable baseline: start \
-from it, apply the guidance faithfully, and preserve the behaviour the guidance does not touch. \
-Score direction: {contract.score_direction}.
-
-Reason carefully about the problem, the parent and the guidance before you write the improved \
-program: work out what the guidance asks for and how it fits the parent, then write the program.
+The problem statement is authoritative. Take the selected parent code as the runnable baseline, \
+apply the guidance faithfully and keep the working behaviour it does not touch. Score \
+direction: {contract.score_direction}.
 
 {contract.solution_contract}
 
-Reply with exactly two top-level blocks, in this order, and end your reply with </summary>:
+Think carefully before you write the improved program. Your final answer must hold exactly two \
+top-level XML blocks and end with </summary>:
 
 <solution>
 ```{tag}
-the complete program
+{SOLUTION_PLACEHOLDERS[tag]}
 ```
 </solution>
 
 <summary>
 {SUMMARY_CONTRACT}
 </summary>"""
-    return Prompt(EXECUTOR_SYSTEM, user)
+    return Prompt(executor_system(contract), user)
 
 
 def guidance_request_body(

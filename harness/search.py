@@ -26,7 +26,22 @@ GUIDANCE_EMPTY = "the <guidance> block is empty"
 
 NO_CANONICAL_SUMMARY = "The execution model emitted no usable canonical summary for this candidate."
 
-_FENCE = re.compile(r"```[ \t]*([^\s`]*)[^\n]*\n(.*?)```", re.DOTALL)
+#: A summary quoting this many of the program's lines (each at least `QUOTED_LINE_CHARS`
+#: characters once whitespace is collapsed) carries code, and is not shown to the guidance model.
+QUOTED_LINES_LIMIT = 3
+QUOTED_LINE_CHARS = 16
+
+#: A code fence as the reference reads one: three backticks, one of the language's tags (any
+#: case) right after them, then the body up to the next three backticks, surrounding whitespace
+#: dropped. Nothing else is special: a one-line fence counts, and whatever follows the tag on
+#: its line (`cpp17`'s `17`, an info string) is part of the body, as in the reference.
+_FENCES = {
+    tag: re.compile(
+        "```(?:" + "|".join(re.escape(t) for t in tags) + r")\s*(.*?)\s*```",
+        re.IGNORECASE | re.DOTALL,
+    )
+    for tag, tags in (("cpp", CPP_LANGUAGES), ("python", PYTHON_LANGUAGES))
+}
 
 
 class GuidanceFormatError(ValueError):
@@ -35,18 +50,16 @@ class GuidanceFormatError(ValueError):
 
 def parse_guidance(text: str) -> str:
     """The guidance of a policy answer: on the stripped text, exactly one `<guidance>` and one
-    `</guidance>` (in that order), only whitespace after the close tag, non-empty inner text.
+    `</guidance>` (else NOT_ONE_BLOCK), the close tag after the open tag with only whitespace
+    after it (else NOT_TERMINAL), non-empty inner text (else EMPTY).
     Text before the block (e.g. a thinking trace) is allowed. Returns the stripped inner text;
     raises `GuidanceFormatError` otherwise."""
     stripped = text.strip()
     start, end = stripped.find(GUIDANCE_OPEN), stripped.find(GUIDANCE_CLOSE)
-    if (
-        stripped.count(GUIDANCE_OPEN) != 1
-        or stripped.count(GUIDANCE_CLOSE) != 1
-        or end < start + len(GUIDANCE_OPEN)
-    ):
+    if stripped.count(GUIDANCE_OPEN) != 1 or stripped.count(GUIDANCE_CLOSE) != 1:
         raise GuidanceFormatError(GUIDANCE_NOT_ONE_BLOCK)
-    if stripped[end + len(GUIDANCE_CLOSE) :].strip():
+    # A close tag before the open tag is "not terminal", as in the reference.
+    if end < start + len(GUIDANCE_OPEN) or stripped[end + len(GUIDANCE_CLOSE) :].strip():
         raise GuidanceFormatError(GUIDANCE_NOT_TERMINAL)
     inner = stripped[start + len(GUIDANCE_OPEN) : end].strip()
     if not inner:
@@ -68,23 +81,46 @@ def extract_summary(text: str) -> str | None:
 
 
 def extract_solution(text: str, solution_language: str) -> str | None:
-    """The candidate program: the last code fence tagged for the task's language (cpp/c++/cxx or
-    python/py, any case). If a `<solution>...</solution>` block exists only its inside is
-    searched. None when no such fence exists."""
+    """The candidate program: the body of the last code fence tagged for the task's language
+    (cpp/c++/cxx or python/py, any case; see `_FENCES`), stripped. If a
+    `<solution>...</solution>` block exists only its inside is searched. None when no such
+    fence exists or its body is empty."""
     scope = text
     start = text.find(SOLUTION_OPEN)
     if start >= 0:
         end = text.find(SOLUTION_CLOSE, start)
         if end >= 0:
             scope = text[start + len(SOLUTION_OPEN) : end]
-    tags = CPP_LANGUAGES if fence_tag(solution_language) == "cpp" else PYTHON_LANGUAGES
-    code = None
-    for match in _FENCE.finditer(scope):
-        if match.group(1).lower() in tags:
-            code = match.group(2)
-    if code is None:
+    matches = list(_FENCES[fence_tag(solution_language)].finditer(scope))
+    return (matches[-1].group(1).strip() or None) if matches else None
+
+
+def _collapsed(text: str) -> str:
+    return " ".join(text.split())
+
+
+def summary_code_problem(raw_summary: str | None, solution: str | None) -> str | None:
+    """Why a summary may not reach the guidance model, or None when it may (docs/design.md §1).
+
+    The guidance model reads a parent's summary and score, never its code. A summary carries
+    code when it holds a code fence (```), a `<solution>` tag, or at least `QUOTED_LINES_LIMIT`
+    of the candidate's own lines of `QUOTED_LINE_CHARS`+ characters verbatim (whitespace
+    collapsed on both sides, so re-indenting does not hide a quote)."""
+    if not raw_summary:
         return None
-    return code.strip("\n").rstrip() or None
+    if "```" in raw_summary or SOLUTION_OPEN in raw_summary or SOLUTION_CLOSE in raw_summary:
+        return "it holds a code fence or a <solution> tag"
+    if not solution:
+        return None
+    body = _collapsed(raw_summary)
+    quoted = {
+        line
+        for line in (_collapsed(raw) for raw in solution.splitlines())
+        if len(line) >= QUOTED_LINE_CHARS and line in body
+    }
+    if len(quoted) >= QUOTED_LINES_LIMIT:
+        return f"it quotes {len(quoted)} lines of the candidate's program verbatim"
+    return None
 
 
 def canonical_summary(raw_summary: str | None) -> str:
@@ -112,7 +148,16 @@ def rollout_entry(
     `guidance` is None for malformed guidance (stored as ""); the canonical summary rule fills
     `summary` and `reusable_idea`, and the raw extraction is kept as
     `metadata.raw_model_summary`; `failure_mode` is the status unless the candidate is valid.
+    A summary that carries code (`summary_code_problem`) is withheld: the entry keeps the fixed
+    no-summary sentence, `metadata.raw_model_summary` is None, and the withheld text and the
+    reason are recorded as `metadata.withheld_model_summary` and `metadata.summary_withheld`.
+    The score and reward are untouched.
     """
+    withheld = summary_code_problem(raw_summary, solution)
+    extra: dict[str, Any] = {}
+    if withheld is not None:
+        extra = {"withheld_model_summary": raw_summary, "summary_withheld": withheld}
+        raw_summary = None
     summary = canonical_summary(raw_summary)
     return LibraryEntry(
         id=entry_id or str(uuid.uuid4()),
@@ -129,5 +174,5 @@ def rollout_entry(
         summary=summary,
         reusable_idea=summary,
         failure_mode=None if verification.valid else verification.status,
-        metadata={**metadata, "raw_model_summary": raw_summary},
+        metadata={**metadata, **extra, "raw_model_summary": raw_summary},
     )

@@ -28,6 +28,7 @@ from judges.judging import (
     JudgeFailure,
     case_record,
     excerpt,
+    raise_if_starved,
     run_limits,
 )
 from judges.outcome import INTERNAL_ERROR, Limits, RunOutcome
@@ -69,6 +70,7 @@ def judge_case(
             binds=[("ro", program.binary, f"/box/{program.mount}")],
             output_cap=STDOUT_CAP,
         )
+        raise_if_starved(outcome, f"case {case.number}")
         if outcome.status == INTERNAL_ERROR:
             raise JudgeFailure(f"case {case.number}: {outcome.detail}")
         if not outcome.accepted:
@@ -102,7 +104,22 @@ def _interactive_case(
     sandbox: Sandbox, program: Compiled, case: Case, interactor: Path, workdir: Path
 ) -> dict[str, Any]:
     """Candidate and interactor run at once in two sandboxes; each one's stdout is the other's
-    stdin. The interactor gets the input and answer files and 4x the candidate's limits."""
+    stdin. The interactor gets the input and answer files and 4x the candidate's limits. Their
+    runners share a 32-byte file through which each learns how long the other waited for a
+    CPU and whether it is ready to run, so neither is charged wall-clock time for its
+    partner's wait (host load)."""
+    assert program.binary is not None
+    share = os.memfd_create("judge-wait-share", os.MFD_CLOEXEC)
+    try:
+        os.ftruncate(share, 32)
+        return _run_pair(sandbox, program, case, interactor, workdir, share)
+    finally:
+        os.close(share)
+
+
+def _run_pair(
+    sandbox: Sandbox, program: Compiled, case: Case, interactor: Path, workdir: Path, share: int
+) -> dict[str, Any]:
     assert program.binary is not None
     to_interactor_read, to_interactor_write = os.pipe()
     to_candidate_read, to_candidate_write = os.pipe()
@@ -136,6 +153,7 @@ def _interactive_case(
                 stdout=to_candidate_write,
                 stderr=interactor_err,
                 binds=binds,
+                share=(share, 1),
             )
         except Exception as error:
             failures.append(error)
@@ -156,13 +174,16 @@ def _interactive_case(
             stdout=to_interactor_write,
             stderr=candidate_err,
             binds=[("ro", program.binary, f"/box/{program.mount}")],
+            share=(share, 0),
         )
         helper.join()
         if failures:
             raise failures[0]
         other = outcomes.get("interactor")
+        raise_if_starved(candidate, f"case {case.number}")
         if candidate.status == INTERNAL_ERROR or other is None:
             raise JudgeFailure(f"case {case.number}: {candidate.detail}")
+        raise_if_starved(other, f"case {case.number}: interactor")
         if other.status == INTERNAL_ERROR:
             raise JudgeFailure(f"case {case.number}: interactor sandbox failed: {other.detail}")
         if not candidate.accepted:

@@ -1,4 +1,4 @@
-"""A memory and process bound for a whole sandboxed run: one cgroup (or v1 group pair) per run.
+"""A memory, process and CPU bound for a whole sandboxed run: one cgroup (or v1 group set) per run.
 
 Per-process rlimits cannot bound what a program and its children take together (forked
 children, tmpfs and memfd pages, page tables). A control group does: every process of the run
@@ -14,6 +14,9 @@ outside it.
                 pids.max = processes (the `pids` hierarchy)
                 peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
 
+and, where the `cpu` controller can be used, one CPU at most per run, all runs alike
+(`judges.cgroup_cpu`; without it runs are bounded in memory and processes only).
+
 Groups live under the judge's own cgroup (from /proc/self/cgroup), in a directory
 `guidance-ttt-judge-<pid>` that `CgroupBound.close` removes (and the next judge removes, should
 a judge be killed without cleanup); for v2, where the own cgroup does not offer both
@@ -25,6 +28,7 @@ descriptor before it executes bubblewrap — the kernel checks the opener's cred
 writer's.
 
 `detect(mode)` returns the bound or raises `CgroupUnavailable` naming every reason none works.
+File helpers shared with `judges.cgroup_cpu` are in `judges.cgroup_files`.
 """
 
 from __future__ import annotations
@@ -33,14 +37,23 @@ import contextlib
 import errno
 import itertools
 import os
-import re
-import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from judges.cgroup_cpu import CpuBound, enable_v2, setup_v1
+from judges.cgroup_files import (
+    cgroup_mounts,
+    judge_dir_name,
+    kill_members,
+    own_paths,
+    read_int,
+    sweep_stale,
+    write,
+    write_if_present,
+)
+
 MODES = ("auto", "v2", "v1", "off")
-_JUDGE_DIR = re.compile(r"guidance-ttt-judge-(\d+)(-service)?")
 _PIDS_SLACK = 8  # bubblewrap's two processes, the entering shell and the runner
 _V1_CONTROLLERS = ("memory", "pids")
 
@@ -83,13 +96,13 @@ class RunGroup:
 
     def usage(self) -> GroupUsage:
         """The peak charge and OOM kills so far (0 where the kernel does not report them)."""
-        return GroupUsage(_read_int(self._peak), _oom_kills(self._events), self.limit)
+        return GroupUsage(read_int(self._peak), _oom_kills(self._events), self.limit)
 
     def remove(self) -> None:
         """Kill whatever is left in the groups and remove them (waits briefly for the exits)."""
         self.close_fds()
         for directory in self.directories:
-            _kill_members(directory)
+            kill_members(directory)
             for _ in range(200):
                 try:
                     directory.rmdir()
@@ -99,16 +112,29 @@ class RunGroup:
                         break
                     if error.errno != errno.EBUSY:
                         raise
-                    _kill_members(directory)
+                    kill_members(directory)
                     threading.Event().wait(0.01)
 
 
 class CgroupBound:
-    """Creates one group per run below the judge's own cgroup, for one cgroup version."""
+    """Creates one group per run below the judge's own cgroup, for one cgroup version.
 
-    def __init__(self, version: int, parents: list[Path]) -> None:
+    `parents` are the judge's directories: v2 [unified]; v1 [memory, pids] and, with a CPU
+    bound, the `cpu` hierarchy's (`cpu.parent`). `cpu` is that bound, or None and `cpu_missing`
+    says why.
+    """
+
+    def __init__(
+        self,
+        version: int,
+        parents: list[Path],
+        cpu: CpuBound | None = None,
+        cpu_missing: str = "",
+    ) -> None:
         self.version = version
-        self.parents = parents  # v2: [unified]; v1: [memory, pids]
+        self.parents = parents
+        self.cpu = cpu
+        self.cpu_missing = cpu_missing
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
 
@@ -119,14 +145,27 @@ class CgroupBound:
             files = "memory.max, memory.swap.max = 0, pids.max"
         else:
             files = "memory.limit_in_bytes = memory.memsw.limit_in_bytes, pids.max"
+        if self.cpu is not None:
+            cpu = self.cpu.describe()
+        else:
+            cpu = (
+                f"CPU NOT BOUNDED ({self.cpu_missing}): a run's processes can take CPUs from "
+                "the programs judged beside it"
+            )
         return (
             f"cgroup v{self.version}: each sandboxed run gets its own group under {where} "
             f"({files}); a run's memory (all its processes, tmpfs and memfd pages) is bounded "
-            "by its memory limit, without swap"
+            f"by its memory limit, without swap; {cpu}"
         )
 
+    def weigh(self, workers: int) -> None:
+        """Weigh the judge's runs together as `workers` ordinary groups (no-op without CPU)."""
+        if self.cpu is not None:
+            self.cpu.weigh(workers)
+
     def create(self, memory_bytes: int, processes: int) -> RunGroup:
-        """A fresh group bounding `memory_bytes` (no swap) and `processes` (+ a small slack)."""
+        """A fresh group bounding `memory_bytes` (no swap), `processes` (+ a small slack) and,
+        with a CPU bound, its CPU to one."""
         with self._lock:
             name = f"run-{next(self._counter)}"
         directories = [parent / name for parent in self.parents]
@@ -134,18 +173,20 @@ class CgroupBound:
             directory.mkdir()
         try:
             pids_max = str(processes + _PIDS_SLACK)
+            if self.cpu is not None:
+                self.cpu.limit(self.cpu.parent / name)
             if self.version == 2:
                 unified = directories[0]
-                _write(unified / "memory.max", str(memory_bytes))
-                _write_if_present(unified / "memory.swap.max", "0")
-                _write(unified / "pids.max", pids_max)
+                write(unified / "memory.max", str(memory_bytes))
+                write_if_present(unified / "memory.swap.max", "0")
+                write(unified / "pids.max", pids_max)
                 return RunGroup(
                     directories, unified / "memory.peak", unified / "memory.events", memory_bytes
                 )
-            memory, pids = directories
-            _write(memory / "memory.limit_in_bytes", str(memory_bytes))
-            _write_if_present(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
-            _write(pids / "pids.max", pids_max)
+            memory, pids = directories[:2]
+            write(memory / "memory.limit_in_bytes", str(memory_bytes))
+            write_if_present(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
+            write(pids / "pids.max", pids_max)
             return RunGroup(
                 directories,
                 memory / "memory.max_usage_in_bytes",
@@ -160,13 +201,22 @@ class CgroupBound:
 
     def close(self) -> None:
         """Remove the judge's directories (after every run group was removed)."""
-        for parent in self.parents:
+        for parent in dict.fromkeys(self.parents):
             for child in parent.glob("run-*"):
-                _kill_members(child)
+                kill_members(child)
                 with contextlib.suppress(OSError):
                     child.rmdir()
             with contextlib.suppress(OSError):
                 parent.rmdir()
+
+    def without_cpu(self, reason: str) -> CgroupBound:
+        """The same memory and process bound, with no CPU bound (`reason` says why)."""
+        parents = list(self.parents)
+        if self.version == 1 and self.cpu is not None and len(parents) > len(_V1_CONTROLLERS):
+            parents.remove(self.cpu.parent)
+            with contextlib.suppress(OSError):
+                self.cpu.parent.rmdir()
+        return CgroupBound(self.version, parents, None, reason)
 
 
 def detect(mode: str = "auto") -> CgroupBound:
@@ -174,56 +224,35 @@ def detect(mode: str = "auto") -> CgroupBound:
     none (`off`, for comparisons).
 
     Creates the judge's directory and checks that a group can be bounded; raises
-    CgroupUnavailable naming why each version cannot be used.
+    CgroupUnavailable naming why each version cannot be used. A CPU bound that cannot be set
+    leaves the memory and process bound in force, without CPU (`CgroupBound.cpu_missing`).
     """
     if mode not in MODES:
         raise ValueError(f"cgroup mode {mode!r} is not one of {', '.join(MODES)}")
     if mode == "off":
         raise CgroupUnavailable("cgroups are turned off (--cgroup off)")
-    mounts = _cgroup_mounts()
-    own = _own_paths()
+    mounts = cgroup_mounts()
+    own = own_paths()
     reasons = []
     for version, setup in ((2, _setup_v2), (1, _setup_v1)):
         if mode not in ("auto", f"v{version}"):
             continue
         try:
-            bound = CgroupBound(version, setup(mounts, own))
-            _probe(bound)
+            bound = setup(mounts, own)
+            try:
+                _probe(bound)
+            except OSError as error:
+                if bound.cpu is None:
+                    raise
+                bound = bound.without_cpu(f"cannot bound a run's CPU: {error}")
+                _probe(bound)
             return bound
         except (CgroupUnavailable, OSError) as error:
             reasons.append(f"cgroup v{version}: {error}")
     raise CgroupUnavailable("; ".join(reasons))
 
 
-def _judge_dir_name() -> str:
-    return f"guidance-ttt-judge-{os.getpid()}"
-
-
-def _sweep_stale(base: Path) -> None:
-    """Remove the groups a judge killed without cleanup (SIGKILL) left under `base`: those of
-    a judge process that no longer exists. Groups still holding processes stay."""
-    for stale in base.glob("guidance-ttt-judge-*"):
-        match = _JUDGE_DIR.fullmatch(stale.name)
-        if match is None or not stale.is_dir() or _alive(int(match[1])):
-            continue
-        for child in stale.glob("run-*"):
-            with contextlib.suppress(OSError):
-                child.rmdir()
-        with contextlib.suppress(OSError):
-            stale.rmdir()
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
+def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> CgroupBound:
     parents = []
     for controller in _V1_CONTROLLERS:
         mount = mounts.get(controller)
@@ -232,14 +261,17 @@ def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
         base = mount / own.get(controller, "/").lstrip("/")
         if not base.is_dir() or not os.access(base, os.W_OK):
             raise CgroupUnavailable(f"{base} is not writable by uid {os.geteuid()}")
-        parents.append(base / _judge_dir_name())
+        parents.append(base / judge_dir_name())
     for parent in parents:
-        _sweep_stale(parent.parent)
+        sweep_stale(parent.parent)
         parent.mkdir(exist_ok=True)
-    return parents
+    cpu, missing = setup_v1(mounts, own)
+    if cpu is not None and cpu.parent not in parents:  # (cpu may share a hierarchy)
+        parents.append(cpu.parent)
+    return CgroupBound(1, parents, cpu, missing)
 
 
-def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
+def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> CgroupBound:
     """The judge's parent group: below its own cgroup, else below the nearest ancestor that can
     bound children (e.g. the root, where the own cgroup does not offer `pids`)."""
     mount = mounts.get("cgroup2")
@@ -254,17 +286,19 @@ def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> list[Path]:
         except (CgroupUnavailable, OSError) as error:
             reasons.append(str(error))
             continue
-        _sweep_stale(base)
-        parent = base / _judge_dir_name()
+        sweep_stale(base)
+        parent = base / judge_dir_name()
         parent.mkdir(exist_ok=True)
-        _write(parent / "cgroup.subtree_control", "+memory +pids")
-        return [parent]
+        write(parent / "cgroup.subtree_control", "+memory +pids")
+        cpu, missing = enable_v2(parent)
+        return CgroupBound(2, [parent], cpu, missing)
     raise CgroupUnavailable("; ".join(reasons))
 
 
 def _bounding_base(base: Path, *, is_own: bool, is_root: bool) -> None:
-    """Check that `base` can hold groups bounded by memory and pids, enabling them for its
-    children where that is ours to do; CgroupUnavailable naming what is missing otherwise."""
+    """Check that `base` can hold groups bounded by memory and pids, enabling them (and cpu,
+    where it is offered) for its children where that is ours to do; CgroupUnavailable naming
+    what is missing otherwise. Failing to enable cpu only leaves the runs without a CPU bound."""
     available = (base / "cgroup.controllers").read_text().split()
     missing = [name for name in ("memory", "pids") if name not in available]
     if missing:
@@ -278,35 +312,51 @@ def _bounding_base(base: Path, *, is_own: bool, is_root: bool) -> None:
             "delegated cgroup (e.g. systemd-run --user --scope -p Delegate=yes)"
         )
     enabled = (base / "cgroup.subtree_control").read_text().split()
-    if "memory" in enabled and "pids" in enabled:
+    wanted = ["memory", "pids", *(["cpu"] if "cpu" in available else [])]
+    todo = [name for name in wanted if name not in enabled]
+    needed = [name for name in todo if name != "cpu"]
+    if not todo:
         return
+    try:
+        _enable_for_children(base, todo, enabled, is_own=is_own, is_root=is_root)
+    except (CgroupUnavailable, OSError):
+        if needed == todo:
+            raise
+        if needed:  # without cpu, then: the runs get no CPU bound (said at start-up)
+            _enable_for_children(base, needed, enabled, is_own=is_own, is_root=is_root)
+
+
+def _enable_for_children(
+    base: Path, controllers: list[str], enabled: list[str], *, is_own: bool, is_root: bool
+) -> None:
+    text = " ".join(f"+{name}" for name in controllers)
     if is_root:  # the root may enable controllers while it holds processes
-        _write(base / "cgroup.subtree_control", "+memory +pids")
+        write(base / "cgroup.subtree_control", text)
     elif is_own:
-        _enable_children(base)
+        _enable_children(base, text)
     else:
         raise CgroupUnavailable(
-            f"{base} does not enable memory and pids for its children "
+            f"{base} does not enable {' and '.join(controllers)} for its children "
             f"(cgroup.subtree_control: {' '.join(enabled) or 'none'})"
         )
 
 
-def _enable_children(base: Path) -> None:
-    """Enable memory and pids for the children of the judge's own cgroup; when it holds
-    processes (v2 forbids controllers then), move them into a leaf
+def _enable_children(base: Path, controllers: str) -> None:
+    """Enable `controllers` ("+memory +pids …") for the children of the judge's own cgroup;
+    when it holds processes (v2 forbids controllers then), move them into a leaf
     `guidance-ttt-judge-<pid>-service` first."""
     try:
-        _write(base / "cgroup.subtree_control", "+memory +pids")
+        write(base / "cgroup.subtree_control", controllers)
         return
     except OSError as error:
         if error.errno != errno.EBUSY:
             raise
-    leaf = base / f"{_judge_dir_name()}-service"
+    leaf = base / f"{judge_dir_name()}-service"
     leaf.mkdir(exist_ok=True)
     for pid in (base / "cgroup.procs").read_text().split():
         with contextlib.suppress(ProcessLookupError):
-            _write(leaf / "cgroup.procs", pid)
-    _write(base / "cgroup.subtree_control", "+memory +pids")
+            write(leaf / "cgroup.procs", pid)
+    write(base / "cgroup.subtree_control", controllers)
 
 
 def _probe(bound: CgroupBound) -> None:
@@ -316,53 +366,6 @@ def _probe(bound: CgroupBound) -> None:
         group.usage()
     finally:
         group.remove()
-
-
-def _cgroup_mounts() -> dict[str, Path]:
-    """Mount points by controller (`cgroup2` for the unified hierarchy) from mountinfo."""
-    mounts: dict[str, Path] = {}
-    for line in Path("/proc/self/mountinfo").read_text().splitlines():
-        before, _, after = line.partition(" - ")
-        fields, tail = before.split(), after.split()
-        if len(fields) < 5 or len(tail) < 3:
-            continue
-        point = Path(fields[4].replace("\\040", " "))
-        if tail[0] == "cgroup2":
-            mounts.setdefault("cgroup2", point)
-        elif tail[0] == "cgroup":
-            for option in tail[2].split(","):
-                mounts.setdefault(option, point)
-    return mounts
-
-
-def _own_paths() -> dict[str, str]:
-    """This process's cgroup path per v1 controller, and under "" its v2 path."""
-    paths: dict[str, str] = {}
-    for line in Path("/proc/self/cgroup").read_text().splitlines():
-        _, controllers, path = line.split(":", 2)
-        for controller in controllers.split(",") if controllers else [""]:
-            paths[controller] = path
-    return paths
-
-
-def _write(path: Path, value: str) -> None:
-    fd = os.open(path, os.O_WRONLY)
-    try:
-        os.write(fd, value.encode())
-    finally:
-        os.close(fd)
-
-
-def _write_if_present(path: Path, value: str) -> None:
-    if path.exists():
-        _write(path, value)
-
-
-def _read_int(path: Path) -> int:
-    try:
-        return int(path.read_text().split()[0])
-    except (OSError, ValueError, IndexError):
-        return 0
 
 
 def _oom_kills(path: Path) -> int:
@@ -375,13 +378,3 @@ def _oom_kills(path: Path) -> int:
         if key == "oom_kill":
             return int(value)
     return 0
-
-
-def _kill_members(directory: Path) -> None:
-    try:
-        members = (directory / "cgroup.procs").read_text().split()
-    except OSError:
-        return
-    for pid in members:
-        with contextlib.suppress(ProcessLookupError, ValueError):
-            os.kill(int(pid), signal.SIGKILL)

@@ -3,7 +3,8 @@
 A submission is persisted (source and meta) before its sid is returned, then waits in a FIFO
 queue of at most `max_queue` submissions; a full queue refuses new ones (the service answers 503
 with Retry-After). Two dispatchers take submissions in order, so one compiles while the other
-runs cases. Every sandboxed program — a compile or a case — holds one of `workers` slots, so no
+runs cases. Every sandboxed program — a compile or a case — holds one of `workers` slots, and
+an interactive case two (its candidate and its interactor run at once; `judges.slots`), so no
 more than `workers` programs run at once and a case's CPU time is not stretched by
 oversubscription; the cases of one submission run in parallel within that bound.
 
@@ -15,9 +16,11 @@ Submissions that were accepted but not finished when the service stopped are que
 it starts.
 
 When the judge itself runs out of descriptors, memory or disk while judging (an OSError that
-`is_resource_exhaustion` names), the submission is not failed: it stays queued and is judged
+`is_resource_exhaustion` names), or host load keeps a run from its CPU until its real-time
+backstop (`HostOverloaded`), the submission is not failed: it stays queued and is judged
 again after RESOURCE_RETRY_S, doubling, up to RESOURCE_RETRIES times (about two minutes in all);
-only then is it recorded as a `judge` error naming the cause. A final record the disk refuses
+only then is it recorded as a `judge` error naming the cause (an infrastructure fault for the
+harness, never a score). A final record the disk refuses
 is served from memory and written again after every later result, so it is not lost once the
 disk has room.
 """
@@ -39,6 +42,7 @@ from judges.cases import judge_case
 from judges.judging import (
     OUTPUT_FIELD_CAP,
     CompileLimits,
+    HostOverloaded,
     JudgeFailure,
     aggregate,
     error_record,
@@ -48,6 +52,7 @@ from judges.outcome import is_resource_exhaustion
 from judges.problem_programs import ProgramCache
 from judges.problems import Problem
 from judges.sandbox import Sandbox
+from judges.slots import WorkerSlots
 from judges.store import SubmissionStore
 
 log = logging.getLogger("judges.engine")
@@ -58,6 +63,7 @@ CPP_LANGS = frozenset({"cpp", "c++", "cxx", "cpp17", "gnu++17", "g++"})
 PYTHON_LANGS = frozenset({"python", "py", "python3"})
 RESOURCE_RETRIES = 6
 RESOURCE_RETRY_S = 2.0
+ECHO_CHARS = 64  # of an unknown pid or lang, quoted back in a 400
 
 
 class SubmissionRefused(Exception):
@@ -99,7 +105,7 @@ class JudgeEngine:
         self._unsaved: dict[int, bytes] = {}  # final records the disk refused
         self._attempts: dict[int, int] = {}  # resource-exhaustion retries so far, by sid
         self._ready = asyncio.Event()
-        self._slots = asyncio.Semaphore(settings.workers)
+        self._slots = WorkerSlots(settings.workers)
         self._threads = ThreadPoolExecutor(settings.workers + 1, thread_name_prefix="sandbox")
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -130,14 +136,16 @@ class JudgeEngine:
         """
         if pid not in self.problems:
             known = ", ".join(sorted(self.problems)) or "none"
-            raise SubmissionRefused(400, f"unknown problem id {pid!r}; this judge serves: {known}")
+            raise SubmissionRefused(
+                400, f"unknown problem id {_prefix(pid)}; this judge serves: {known}"
+            )
         language = "cpp" if lang.lower() in CPP_LANGS else None
         language = "python" if lang.lower() in PYTHON_LANGS else language
         if language != self.problems[pid].language:
             accepted = CPP_LANGS if self.problems[pid].language == "cpp" else PYTHON_LANGS
             raise SubmissionRefused(
                 400,
-                f"unsupported lang {lang!r} for problem {pid}: it takes "
+                f"unsupported lang {_prefix(lang)} for problem {pid}: it takes "
                 f"{self.problems[pid].language} (lang one of {', '.join(sorted(accepted))})",
             )
         if len(self._queue) >= self.settings.max_queue:
@@ -177,7 +185,7 @@ class JudgeEngine:
             sid = self._queue.popleft()
             try:
                 record = await self._judge(sid)
-            except OSError as error:  # only resource exhaustion gets here (see `_judge`)
+            except (OSError, HostOverloaded) as error:  # passing faults only (see `_judge`)
                 record = self._retry_later(sid, error)
                 if record is None:
                     continue  # still pending: queued again after a delay
@@ -187,21 +195,21 @@ class JudgeEngine:
             finally:
                 self._pending.discard(sid)
 
-    def _retry_later(self, sid: int, error: OSError) -> dict[str, Any] | None:
+    def _retry_later(self, sid: int, error: Exception) -> dict[str, Any] | None:
         """Queue `sid` again after a delay (None), or its final error record once the retries
         are used up."""
         attempt = self._attempts.get(sid, 0) + 1
+        loaded = isinstance(error, HostOverloaded)
         if attempt > RESOURCE_RETRIES:
-            log.error("submission %d: the judge is still out of resources: %s", sid, error)
-            return error_record(
-                f"judge failure: out of resources in {attempt} attempts: {error}", "judge"
-            )
+            cause = "the host was too loaded to judge it" if loaded else "out of resources"
+            log.error("submission %d: %s, still: %s", sid, cause, error)
+            return error_record(f"judge failure: {cause} in {attempt} attempts: {error}", "judge")
         self._attempts[sid] = attempt
         delay = RESOURCE_RETRY_S * 2 ** (attempt - 1)
+        cause = "the host is too loaded to judge it" if loaded else "the judge ran out of resources"
         log.warning(
-            "submission %d: the judge ran out of resources (%s); judging it again in %g s "
-            "(retry %d of %d)",
-            sid, error, delay, attempt, RESOURCE_RETRIES,
+            "submission %d: %s (%s); judging it again in %g s (retry %d of %d)",
+            sid, cause, error, delay, attempt, RESOURCE_RETRIES,
         )  # fmt: skip
         asyncio.get_running_loop().call_later(delay, self._requeue, sid)
         return None
@@ -243,6 +251,8 @@ class JudgeEngine:
             else:
                 language = meta.get("lang", "cpp")
                 record = await self._judge_problem(problem, code, language, workdir)
+        except HostOverloaded:
+            raise  # passing: `_dispatch` judges it again later
         except JudgeFailure as failure:
             log.error("submission %d: judge failure: %s", sid, failure)
             record = error_record(f"judge failure: {failure}", "judge")
@@ -270,10 +280,14 @@ class JudgeEngine:
         checker, origin = await self._in_slot(self.programs.program, problem)
         checked = time.monotonic()
         keep = self.settings.output_field_bytes
+        slots = 2 if problem.kind == "interactive" else 1  # the candidate and its interactor
         runs = [
-            self._in_slot(judge_case, self.sandbox, compiled, case, problem, workdir, checker, keep)
+            self._in_slot(
+                judge_case, self.sandbox, compiled, case, problem, workdir, checker, keep,
+                slots=slots,
+            )
             for case in problem.cases
-        ]
+        ]  # fmt: skip
         # Every case finishes before the work directory is removed, even when one failed.
         outcomes = await asyncio.gather(*runs, return_exceptions=True)
         for outcome in outcomes:
@@ -288,10 +302,17 @@ class JudgeEngine:
         }
         return record
 
-    async def _in_slot(self, function: Any, *args: Any) -> Any:
-        async with self._slots:
+    async def _in_slot(self, function: Any, *args: Any, slots: int = 1) -> Any:
+        async with self._slots.hold(slots):
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._threads, function, *args)
+
+
+def _prefix(value: str, keep: int = ECHO_CHARS) -> str:
+    """A client's value as a refusal echoes it: quoted, at most `keep` characters of it."""
+    if len(value) <= keep:
+        return repr(value)
+    return f"{value[:keep]!r}… ({len(value)} characters)"
 
 
 def _encode(record: dict[str, Any]) -> bytes:

@@ -9,8 +9,10 @@ with score = 100 x mean(scoreRatio), summed in case order as the FrontierCS orch
 Each case carries FrontierCS's fields — `ok`, `status` ("Correct" when the ratio is exactly 1,
 else "Wrong Answer"), `time` (wall ns), `memory` (bytes), `msg`, `output` (checked runs only),
 `scoreRatio`, `scoreRatioUnbounded` — plus ours: `runStatus` (go-judge style: Accepted, Time
-Limit Exceeded, …), `cpuTime` (ns), `checkerExitCode`, `stderr`, and for checked runs
-`outputBytes`, `outputSha256`, `outputTruncated`: `output` is only the first 4 KiB of stdout.
+Limit Exceeded, …), `cpuTime` (ns), `waitTime` (ns the run was ready but waited for a CPU:
+host load, not counted against its wall-clock limit), `checkerExitCode`, `stderr`, and for
+checked runs `outputBytes`, `outputSha256`, `outputTruncated`: `output` is only the first 4 KiB
+of stdout.
 
 Where this judge deliberately differs from FrontierCS (docs/design.md §11):
 - `msg` of a run that was not accepted is our own text, `"<runStatus>: <detail>"`; the
@@ -30,7 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
+from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, STARVED, Limits, RunOutcome
 from judges.problems import Case
 from judges.sandbox import Sandbox
 
@@ -50,6 +52,17 @@ _RATIO_UNBOUNDED = re.compile(r"RatioUnbounded: ([\d.]+)")
 
 class JudgeFailure(RuntimeError):
     """The judge itself failed (sandbox could not start, I/O error): not the candidate's fault."""
+
+
+class HostOverloaded(JudgeFailure):
+    """A run was kept from its CPU by host load until its real-time backstop: no verdict can be
+    given; the engine judges the submission again later (see `judges.engine`)."""
+
+
+def raise_if_starved(outcome: RunOutcome, where: str) -> None:
+    """Raise HostOverloaded naming `where` when the run was starved of CPU (status STARVED)."""
+    if outcome.status == STARVED:
+        raise HostOverloaded(f"{where}: {outcome.detail}")
 
 
 @dataclass(frozen=True)
@@ -132,6 +145,7 @@ def compile_cpp(
         binds=binds,
         workdir="/box",
     )
+    raise_if_starved(outcome, "compile")
     if outcome.status == INTERNAL_ERROR:
         raise JudgeFailure(f"compile sandbox failed: {outcome.detail}")
     binary = build / "a"
@@ -190,6 +204,7 @@ def case_record(
     record["status"] = "Correct" if ratio == 1.0 else "Wrong Answer"
     record["runStatus"] = outcome.status
     record["cpuTime"] = outcome.cpu_ns
+    record["waitTime"] = outcome.wait_ns
     if checker_exit is not None:
         record["checkerExitCode"] = checker_exit
     else:

@@ -17,6 +17,14 @@ OUTPUT_LIMIT = "Output Limit Exceeded"
 NONZERO_EXIT = "Nonzero Exit Status"
 SIGNALLED = "Signalled"
 INTERNAL_ERROR = "Internal Error"
+# Ours, never a case verdict: the host kept the run from its CPU until the real-time backstop
+# (see `Limits.backstop_seconds`); the engine judges the submission again later.
+STARVED = "Starved of CPU"
+
+# The real-time backstop of a run, in multiples of its wall-clock limit: the wall-clock limit
+# counts only the time the program ran or was idle, never the time it waited for a CPU (host
+# load), so on a loaded host a run may take longer than that limit, up to this many times it.
+BACKSTOP_FACTOR = 10
 
 _RESOURCE_ERRNOS = frozenset(
     {errno.EMFILE, errno.ENFILE, errno.ENOMEM, errno.ENOBUFS, errno.ENOSPC, errno.EDQUOT}
@@ -49,6 +57,11 @@ class Limits:
     # (e.g. Python with numpy); only sound where a cgroup bounds the run's memory.
     address_space: bool = True
 
+    @property
+    def backstop_seconds(self) -> float:
+        """Real time after which the run is stopped however long it waited for a CPU."""
+        return self.wall_seconds * BACKSTOP_FACTOR
+
 
 @dataclass(frozen=True)
 class RunOutcome:
@@ -62,6 +75,7 @@ class RunOutcome:
     wall_ns: int
     memory_bytes: int
     stdout_bytes: int
+    wait_ns: int = 0  # time the run was ready to run but waited for a CPU (host load)
 
     @property
     def accepted(self) -> bool:
@@ -71,7 +85,8 @@ class RunOutcome:
 
 @dataclass(frozen=True)
 class Report:
-    """The runner's account of the program: exit status or signal, usage, wall-clock kill."""
+    """The runner's account of the program: exit status or signal, usage, wall-clock kill, the
+    time it waited for a CPU and whether the real-time backstop stopped it first (`starved`)."""
 
     exit_code: int | None
     signal: int | None
@@ -79,6 +94,8 @@ class Report:
     wall_ns: int
     memory_bytes: int
     timed_out: bool
+    wait_ns: int = 0
+    starved: bool = False
 
     @classmethod
     def parse(cls, text: str) -> Report | None:
@@ -96,6 +113,8 @@ class Report:
                 wall_ns=int(fields["wall_ns"]),
                 memory_bytes=int(fields["maxrss_kb"]) * 1024,
                 timed_out=fields["timed_out"] == "1",
+                wait_ns=int(fields["wait_ns"]),
+                starved=fields["starved"] == "1",
             )
         except (KeyError, ValueError):
             return None
@@ -110,18 +129,26 @@ def classify(
 ) -> tuple[str, str]:
     """Status and human-readable detail of a finished program (pure function).
 
-    Order: memory (the run's cgroup killed a process at its bound), time (wall-clock kill, CPU
-    over the limit, SIGXCPU), output (over the cap, SIGXFSZ), memory (failed near the limit),
-    signal, exit status, accepted. `report.memory_bytes` is the run's peak (the group's).
+    Order: memory (the run's cgroup killed a process at its bound), time (CPU over the limit,
+    SIGXCPU), starved (the real-time backstop stopped it before its own time reached the
+    wall-clock limit: not a verdict), time (wall-clock kill), output (over the cap, SIGXFSZ),
+    memory (failed near the limit), signal, exit status, accepted. `report.memory_bytes` is the
+    run's peak (the group's).
     """
     cpu = report.cpu_ns / 1e9
     sig = report.signal
     if oom_kills:
         return MEMORY_LIMIT, memory_exceeded(oom_kills, limits.memory_bytes)
-    if report.timed_out:
-        return TIME_LIMIT, f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
     if cpu > limits.cpu_seconds or sig == signal.SIGXCPU:
         return TIME_LIMIT, f"CPU time {cpu:.3f} s exceeds the limit of {limits.cpu_seconds:g} s"
+    if report.starved:
+        return STARVED, starved(report.wall_ns, report.cpu_ns, report.wait_ns, limits)
+    if report.timed_out:
+        return TIME_LIMIT, (
+            f"killed at the wall-clock limit of {limits.wall_seconds:g} s "
+            f"({cpu:.3f} s of CPU; {report.wait_ns / 1e9:.3f} s spent waiting for a CPU "
+            "are not counted)"
+        )
     if stdout_bytes > output_cap:
         return OUTPUT_LIMIT, f"output exceeds the limit of {output_cap} bytes"
     if sig == signal.SIGXFSZ:
@@ -142,6 +169,16 @@ def classify(
     if report.exit_code != 0:
         return NONZERO_EXIT, f"exit status {report.exit_code}"
     return ACCEPTED, "exit status 0"
+
+
+def starved(wall_ns: int, cpu_ns: int, wait_ns: int, limits: Limits) -> str:
+    """The detail of a run the host kept from its CPU until the real-time backstop."""
+    return (
+        f"stopped by the real-time backstop of {limits.backstop_seconds:g} s after "
+        f"{wall_ns / 1e9:.3f} s, with {cpu_ns / 1e9:.3f} s of CPU and {wait_ns / 1e9:.3f} s "
+        f"waiting for a CPU: the host is too loaded to judge it within its "
+        f"{limits.wall_seconds:g} s wall-clock limit"
+    )
 
 
 def memory_exceeded(oom_kills: int, limit_bytes: int) -> str:

@@ -32,6 +32,7 @@ from judges.judging import (
     JudgeFailure,
     compile_cpp,
     excerpt,
+    raise_if_starved,
 )
 from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
 from judges.problems import Case, Problem
@@ -219,6 +220,7 @@ def run_checker(
         outcome = sandbox.execute(
             command, limits=limits, stdin=None, stdout=stdout, stderr=stderr, binds=binds
         )
+        raise_if_starved(outcome, f"case {case.number}: checker")
         if outcome.status == INTERNAL_ERROR:
             raise JudgeFailure(f"case {case.number}: checker sandbox failed: {outcome.detail}")
         message = excerpt(stdout, MESSAGE_CAP) or excerpt(stderr, MESSAGE_CAP)

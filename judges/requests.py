@@ -12,7 +12,11 @@ invalid JSON, JSON nested deeper than MAX_JSON_DEPTH, a multipart body of more t
 parts or MAX_BODY_BYTES, a lone UTF-16 surrogate in a JSON string, and any field that is not
 valid UTF-8 (or the declared charset): the judge compiles exactly the bytes it was sent or
 nothing, never a silently repaired copy, and the message names the byte offset. A body still
-arriving after `body_timeout` seconds is a 408.
+arriving after `body_timeout` seconds is a 408. A body over MAX_BODY_BYTES is a 413 naming the
+limit: at once when its Content-Length says so (`oversize`; no `100 Continue` is sent for it),
+else as soon as the bytes read pass it; `refuse_oversize` answers it and then discards what
+the client is still sending for up to OVERSIZE_DRAIN_S, so that the client, busy uploading,
+is not cut off (a reset) before it reads the answer.
 
 Bodies are read into memory (never spooled to temporary files) and parsed in worker threads.
 Running out of descriptors or memory while reading is not the client's fault: that OSError
@@ -27,6 +31,7 @@ import binascii
 import codecs
 import itertools
 import json
+import logging
 from typing import Any
 from urllib.parse import parse_qsl
 
@@ -36,9 +41,12 @@ from judges.outcome import is_resource_exhaustion
 
 BODY_TIMEOUT_S = 30.0
 MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
+OVERSIZE_DRAIN_S = 5.0
 MAX_JSON_DEPTH = 64
 MAX_PARTS = 16
 FIELDS = ("pid", "lang", "code")
+
+log = logging.getLogger("judges.requests")
 
 
 class BadRequest(Exception):
@@ -61,6 +69,8 @@ async def submission_fields(
         raise BadRequest(
             f"the request body did not arrive within {body_timeout:g} s", status=408
         ) from None
+    except web.HTTPRequestEntityTooLarge:
+        raise BadRequest(_too_large(), status=413) from None
     except (BadRequest, web.HTTPException):
         raise
     except OSError as error:
@@ -77,6 +87,43 @@ async def submission_fields(
     if not raw.get("code") and raw.get("codeBase64") is not None:
         raw["code"] = _base64_field(raw["codeBase64"])
     return {name: _field(name, raw.get(name), charsets.get(name, charset)) for name in FIELDS}
+
+
+def oversize(request: web.BaseRequest) -> str | None:
+    """The 413 message when the declared Content-Length is over the limit, else None."""
+    size = request.content_length
+    return _too_large(f"request body of {size} bytes") if size and size > MAX_BODY_BYTES else None
+
+
+async def refuse_oversize(
+    request: web.BaseRequest, message: str, *, drain: bool = True
+) -> web.StreamResponse:
+    """Answer 413 with `message` and close, after discarding for at most OVERSIZE_DRAIN_S what
+    the client is still sending (closing with unread data would reset the connection, and a
+    client still uploading would lose the answer). `drain=False` for a client that waits for
+    `100 Continue` and so sends nothing."""
+    response = web.json_response(
+        {"error": message, "limitBytes": MAX_BODY_BYTES},
+        status=413,
+        headers={"Connection": "close"},
+    )
+    await response.prepare(request)  # type: ignore[arg-type]
+    await response.write_eof()
+    if drain and request.can_read_body:
+        try:
+            async with asyncio.timeout(OVERSIZE_DRAIN_S):
+                while await request.content.readany():
+                    pass
+        except Exception:  # gone, still sending, or a broken body: the connection closes now
+            log.debug("stopped discarding an over-size body", exc_info=True)
+    return response
+
+
+def _too_large(what: str = "request body") -> str:
+    return (
+        f"{what} exceeds the limit of {MAX_BODY_BYTES} bytes (10 MiB, as on FrontierCS); "
+        "send a smaller program"
+    )
 
 
 def _charset(request: web.Request) -> str:
@@ -129,7 +176,7 @@ async def _multipart(request: web.Request, raw: dict[str, Any], charsets: dict[s
         while chunk := await part.read_chunk():
             total += len(chunk)
             if total > MAX_BODY_BYTES:
-                raise BadRequest(f"multipart body exceeds {MAX_BODY_BYTES} bytes")
+                raise BadRequest(_too_large("multipart body"), status=413)
             chunks.append(chunk)
         data = part.decode(b"".join(chunks))  # Content-Transfer-Encoding / -Encoding only
         if part.name:

@@ -11,8 +11,12 @@ program can neither kill nor stop it, and it is not dumpable, so its report desc
 reach. It sets the rlimits on the program only — CPU seconds, address space (= the memory
 limit), stack, processes, file size (this also caps stdout and stderr, which are files opened by
 the judge) and no core dumps — kills it at the wall-clock limit, kills its leftovers and reports
-exit status, signal, CPU time and peak memory, which bubblewrap alone would lose. A timer in the
-judge kills the whole sandbox a few seconds later still, should anything hang.
+exit status, signal, CPU time, peak memory and the time the run waited for a CPU, which
+bubblewrap alone would lose. The wall-clock limit counts only the program's own time (running
+or idle), not the time it waited for a CPU that host load held; a run the real-time backstop
+(`Limits.backstop_seconds`) stops first is STARVED, the host's fault, never a verdict. A timer
+in the judge kills the whole sandbox a few seconds after the backstop still, should anything
+hang.
 
 With a cgroup bound (`judges.cgroups`), each run gets its own group before bubblewrap starts:
 the memory of all its processes together — tmpfs and memfd pages included — is held to the
@@ -49,6 +53,7 @@ from judges.outcome import (
     INTERNAL_ERROR,
     MEMORY_LIMIT,
     SIGNALLED,
+    STARVED,
     TIME_LIMIT,
     Limits,
     Report,
@@ -56,6 +61,7 @@ from judges.outcome import (
     classify,
     is_resource_exhaustion,
     memory_exceeded,
+    starved,
 )
 from judges.sandbox_argv import SANDBOX_PATH, bwrap_argv
 from judges.sandbox_io import close_descriptors, drain, open_output, sealed_input
@@ -66,7 +72,7 @@ log = logging.getLogger("judges.sandbox")
 DEFAULT_SANDBOX_UID = 65534
 MIN_BWRAP_VERSION = (0, 8)
 RUNNER_SOURCE = Path(__file__).with_name("runner.cpp")
-_REPORT_FD_GRACE = 5.0  # seconds the judge waits past the wall limit before killing bwrap
+_REPORT_FD_GRACE = 5.0  # seconds the judge waits past the backstop before killing bwrap
 
 
 class SandboxUnavailable(RuntimeError):
@@ -149,6 +155,7 @@ class Sandbox:
         binds: list[tuple[str, Path, str]],
         workdir: str = "/tmp",
         output_cap: int | None = None,
+        share: tuple[int, int] | None = None,
     ) -> RunOutcome:
         """Run `command` in a fresh sandbox and wait; candidate faults are outcomes, not errors.
 
@@ -161,7 +168,11 @@ class Sandbox:
         page) is held to `limits.memory_bytes` and `limits.processes`, `memory_bytes` of the
         outcome is the group's peak, and reaching the bound is Memory Limit Exceeded.
         stdin and stdout may instead be pipe descriptors (an interactive run): `execute`
-        takes ownership and closes them when the run ends.
+        takes ownership and closes them when the run ends; `share` is then (descriptor, slot)
+        of the 32-byte file through which the two runs' runners tell each other how long they
+        waited for a CPU and whether they are ready to run (the caller keeps and closes the
+        descriptor).
+        Status STARVED means the host kept the run from its CPU until the real-time backstop.
         Status INTERNAL_ERROR means the sandbox itself failed, not the program. When the
         judge itself runs out of descriptors, memory or disk (`is_resource_exhaustion`), the
         OSError is raised instead: that is passing, and the engine judges the submission again
@@ -189,6 +200,7 @@ class Sandbox:
                 workdir,
                 group,
                 limits.file_bytes - 1 if output_cap is None else output_cap,
+                share,
             )
         finally:
             if group is not None:
@@ -208,13 +220,16 @@ class Sandbox:
         workdir: str,
         group: RunGroup | None,
         cap: int,
+        share: tuple[int, int] | None,
     ) -> RunOutcome:
         try:
             report_read, report_write = os.pipe()
         except OSError:
             close_descriptors(stdin, stdout)
             raise
-        argv = bwrap_argv(self._bwrap, self.runner, command, limits, binds, workdir, report_write)
+        argv = bwrap_argv(
+            self._bwrap, self.runner, command, limits, binds, workdir, report_write, share
+        )
         if group is not None:
             argv = [*group.enter_argv(self.runner), *argv]
         try:
@@ -228,7 +243,11 @@ class Sandbox:
                     stdin=stdin_file,
                     stdout=stdout_file,
                     stderr=stderr_file,
-                    pass_fds=(report_write, *(group.procs_fds if group else ())),
+                    pass_fds=(
+                        report_write,
+                        *(group.procs_fds if group else ()),
+                        *((share[0],) if share else ()),
+                    ),
                     start_new_session=True,
                     env={"PATH": SANDBOX_PATH, "LANG": "C"},
                     **self._identity(),
@@ -250,7 +269,7 @@ class Sandbox:
             if self._closed:
                 _kill_group(process.pid)
         backstop = threading.Timer(
-            limits.wall_seconds + _REPORT_FD_GRACE, _kill_group, (process.pid,)
+            limits.backstop_seconds + _REPORT_FD_GRACE, _kill_group, (process.pid,)
         )
         backstop.start()
         started = time.monotonic()
@@ -276,7 +295,7 @@ class Sandbox:
         status, detail = classify(report, limits, stdout_bytes, cap, oom_kills)
         return RunOutcome(
             status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
-            report.memory_bytes, stdout_bytes,
+            report.memory_bytes, stdout_bytes, report.wait_ns,
         )  # fmt: skip
 
     def _unreported(
@@ -290,7 +309,8 @@ class Sandbox:
         usage: GroupUsage | None,
     ) -> RunOutcome:
         """No runner report: a sandbox that never started is the judge's fault; a started one
-        whose runner vanished was killed at the memory bound (the group counted OOM kills), or
+        whose runner vanished was killed at the memory bound (the group counted OOM kills), by
+        the judge's timer after the backstop (the runner itself got no CPU: STARVED), or
         stopped or killed from inside, which is the program's fault."""
         wall_ns = round(wall * 1e9)
         peak = usage.peak_bytes if usage is not None else 0
@@ -304,6 +324,9 @@ class Sandbox:
                 INTERNAL_ERROR, f"bwrap failed (status {returncode}): {message}", None, None, 0,
                 wall_ns, 0, size,
             )  # fmt: skip
+        if wall >= limits.backstop_seconds:
+            detail = starved(wall_ns, 0, 0, limits)
+            return RunOutcome(STARVED, detail, None, None, 0, wall_ns, peak, size)
         if wall >= limits.wall_seconds:
             detail = f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
             return RunOutcome(TIME_LIMIT, detail, None, None, 0, wall_ns, peak, size)

@@ -31,12 +31,15 @@ def bwrap_argv(
     binds: list[tuple[str, Path, str]],
     workdir: str,
     report_fd: int,
+    share: tuple[int, int] | None = None,
 ) -> list[str]:
     """The full argv that runs `command` under `bwrap` with `runner` (the host binary of
     judge-runner) as PID 1, writing its report to `report_fd`. `binds` are (kind, host path,
     sandbox path) with kind `ro` or `rw`; `workdir` is the program's working directory inside.
-    The runner gets the wall limit in ms, the CPU soft and hard limits in seconds, the address
-    space (0: unlimited), processes, file size and stack, in that order."""
+    The runner gets the wall limit and the real-time backstop in ms, the CPU soft and hard
+    limits in seconds, the address space (0: unlimited), processes, file size, stack, and the
+    descriptor and slot of the file shared with an interactive partner (`share`; -1 0 without
+    one), in that order."""
     argv = [
         bwrap,
         "--unshare-all",
@@ -72,11 +75,13 @@ def bwrap_argv(
     argv += ["--chdir", workdir, "--", RUNNER_INSIDE, str(report_fd)]
     argv += [
         str(math.ceil(limits.wall_seconds * 1000)),
+        str(math.ceil(limits.backstop_seconds * 1000)),
         str(cpu_soft),
         str(cpu_soft + 1),
         str(limits.memory_bytes if limits.address_space else 0),
         str(limits.processes),
         str(limits.file_bytes),
         str(limits.stack_bytes),
+        *(str(value) for value in (share or (-1, 0))),
     ]
     return [*argv, "--", *command]

@@ -11,12 +11,14 @@
 | GET /health           | {"ok": true}                                                    |
 | GET /problems         | {"problems": [{"id": "0", "cases": N, "suite": {...}}]}         |
 | POST /submit          | {"sid": <int>}; 400 malformed request, missing field, unknown pid  |
-|                       | or lang; 408 body too slow; 503 queue full                        |
+|                       | or lang; 408 body too slow; 413 body over 10 MiB; 503 queue full  |
 | GET /result/{sid}     | {"status": "queued"} until final; the final record; 404 unknown |
 
 `/submit` takes `pid`, `lang`, `code` as multipart (a file part named `code`, or text fields),
 JSON or urlencoded, like FrontierCS (`judges.requests` reads and validates them). Any call may
-be answered 503 with Retry-After under overload (`judges.connections`). It prints
+be answered 503 with Retry-After under overload (`judges.connections`), and, where the token
+GUIDANCE_TTT_JUDGE_TOKEN is set (required to bind anything but loopback), any call but /health
+401 without `Authorization: Bearer <token>` (`judges.auth`). It prints
 `judge listening on http://HOST:PORT` once ready (`--port 0` picks a free port) and stops
 cleanly on SIGTERM or SIGINT (exit status 0).
 
@@ -30,7 +32,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import errno
-import ipaddress
 import json
 import logging
 import os
@@ -44,12 +45,27 @@ from pathlib import Path
 
 from aiohttp import web
 
-from judges.cgroups import MODES, CgroupBound, CgroupUnavailable, detect
+from judges.auth import (
+    authorized,
+    require_token_off_loopback,
+    token_from_env,
+    token_middleware,
+    unauthorized,
+)
+from judges.cgroups import MODES
 from judges.connections import descriptor_budget, error_middleware, listen
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
 from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
 from judges.problems import ProblemError, parse_memory_limit
-from judges.requests import BODY_TIMEOUT_S, MAX_BODY_BYTES, BadRequest, submission_fields
+from judges.requests import (
+    BODY_TIMEOUT_S,
+    MAX_BODY_BYTES,
+    BadRequest,
+    oversize,
+    refuse_oversize,
+    submission_fields,
+)
+from judges.run_bounds import memory_bound
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
 from judges.sources import add_problem_arguments, load_served_problems
 from judges.store import SubmissionStore
@@ -58,19 +74,45 @@ log = logging.getLogger("judges.service")
 
 ENGINE_KEY = web.AppKey("engine", JudgeEngine)
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
+TOKEN_KEY = web.AppKey("token", str)
 
 
-def create_app(engine: JudgeEngine, body_timeout: float = BODY_TIMEOUT_S) -> web.Application:
-    """The aiohttp application serving `engine` (routes only; no background work)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=[error_middleware])
+def create_app(
+    engine: JudgeEngine, body_timeout: float = BODY_TIMEOUT_S, token: str | None = None
+) -> web.Application:
+    """The aiohttp application serving `engine` (routes only; no background work); with a
+    `token`, every call but /health needs it (`judges.auth`)."""
+    middlewares = [error_middleware, *([token_middleware(token)] if token else [])]
+    app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     app[ENGINE_KEY] = engine
     app[BODY_TIMEOUT_KEY] = body_timeout
+    app[TOKEN_KEY] = token or ""
     app.router.add_get("/health", _health)
     app.router.add_get("/problems", _problems)
     app.router.add_get("/problem/{pid}/statement", _statement)
-    app.router.add_post("/submit", _submit)
+    app.router.add_post("/submit", _submit, expect_handler=_expect_continue)
     app.router.add_get("/result/{sid}", _result)
     return app
+
+
+async def _expect_continue(request: web.Request) -> web.StreamResponse | None:
+    """`Expect: 100-continue` (before any middleware): 401 without the token, 413 for a body
+    declared over the limit, else `100 Continue` — never for a body that will be refused."""
+    token = request.app[TOKEN_KEY]
+    if token and not authorized(request, token):
+        return unauthorized()
+    message = oversize(request)
+    if message is not None:
+        return await refuse_oversize(request, message, drain=False)
+    expect = request.headers.get("Expect", "")
+    if request.version != (1, 1) or expect.lower() != "100-continue":
+        return web.json_response(
+            {"error": f"unknown expectation {expect[:64]!r}; send Expect: 100-continue or none"},
+            status=417,
+        )
+    await request.writer.write(b"HTTP/1.1 100 Continue\r\n\r\n")
+    request.writer.output_size = 0  # the final answer's head has not started yet
+    return None
 
 
 async def _health(request: web.Request) -> web.Response:
@@ -92,10 +134,15 @@ async def _statement(request: web.Request) -> web.Response:
     return web.Response(text=path.read_text(), content_type="text/plain")
 
 
-async def _submit(request: web.Request) -> web.Response:
+async def _submit(request: web.Request) -> web.StreamResponse:
+    message = oversize(request)
+    if message is not None:
+        return await refuse_oversize(request, message)
     try:
         fields = await submission_fields(request, request.app[BODY_TIMEOUT_KEY])
     except BadRequest as refusal:
+        if refusal.status == 413:
+            return await refuse_oversize(request, str(refusal))
         return web.json_response({"error": str(refusal)}, status=refusal.status)
     missing = [name for name in ("pid", "lang", "code") if not fields.get(name)]
     if missing:
@@ -231,13 +278,6 @@ def _cores() -> int:
     return len(os.sched_getaffinity(0)) or 1
 
 
-def _is_loopback(host: str) -> bool:
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return host == "localhost"
-
-
 async def serve(args: argparse.Namespace) -> None:
     """Start everything, announce the address, serve until SIGTERM/SIGINT, then stop cleanly.
 
@@ -254,8 +294,8 @@ async def serve(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--output-field-bytes {args.output_field_bytes} is outside 0..{STDOUT_CAP}"
         )
-    if not _is_loopback(args.host):
-        log.warning("binding %s: the judge has no authentication; keep it private", args.host)
+    token = token_from_env()
+    require_token_off_loopback(args.host, token)
     state = Path(args.state_dir)
     if state.exists() and not state.is_dir():
         raise ValueError(
@@ -268,7 +308,9 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stop.set)
     problems = await asyncio.to_thread(load_served_problems, args)
     store = SubmissionStore(args.state_dir)
-    bound = await asyncio.to_thread(memory_bound, args.cgroup, args.accept_per_process_limits)
+    bound = await asyncio.to_thread(
+        memory_bound, args.cgroup, args.accept_per_process_limits, args.workers
+    )
     scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
     try:
         sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid, None, bound)
@@ -287,7 +329,7 @@ async def serve(args: argparse.Namespace) -> None:
         engine = JudgeEngine(problems, store, sandbox, settings)
         await engine.start()
         runner = web.AppRunner(
-            create_app(engine, args.body_timeout),
+            create_app(engine, args.body_timeout, token),
             access_log=logging.getLogger("judges.access"),
             keepalive_timeout=args.idle_timeout,
             lingering_time=0,  # an unread (malformed or stalled) body is not waited for
@@ -308,6 +350,12 @@ async def serve(args: argparse.Namespace) -> None:
                 sorted(problems),
                 args.workers,
                 args.state_dir,
+            )
+            log.info(
+                "access: %s",
+                "every call but /health needs Authorization: Bearer <the token>"
+                if token
+                else "open to any local client (loopback only; no token set)",
             )
             print(f"judge listening on http://{host}:{port}", flush=True)
             await stop.wait()
@@ -353,28 +401,6 @@ def port_taken(host: str, port: int) -> None:
         f"port {port} on {host} is already in use: {who}; or start with --port 0 to pick a "
         "free port"
     )
-
-
-def memory_bound(mode: str, accept_per_process: bool) -> CgroupBound | None:
-    """The cgroup bound for every sandboxed run, announced on stderr; None (per-process
-    rlimits only) where none can be set up and `accept_per_process` allows it, else
-    SandboxUnavailable naming why each cgroup version failed and the flag that accepts it."""
-    try:
-        bound = detect(mode)
-    except CgroupUnavailable as error:
-        if not accept_per_process:
-            raise SandboxUnavailable(
-                f"no cgroup can bound a run's memory here ({error}); fix that, or start with "
-                "--accept-per-process-limits to run with per-process rlimits only"
-            ) from None
-        log.warning(
-            "sandbox bound: PER-PROCESS RLIMITS ONLY (--accept-per-process-limits): %s; a "
-            "candidate's processes, tmpfs and memfd files together can exceed its memory limit",
-            error,
-        )
-        return None
-    log.info("sandbox bound: %s", bound.describe())
-    return bound
 
 
 def main(argv: list[str] | None = None, prog: str = "guidance-ttt-judge") -> None:

@@ -7,10 +7,18 @@
 #                                    (1), or DEADLINE_S seconds pass (1: the stack is stopped);
 #                                    on failure the end of LOG goes to stderr
 #   stop_reef                        SIGTERM the stack and wait for it (safe to call twice)
+#   run_episode COMMAND...           run COMMAND in the background and wait for it, so that a
+#                                    signal to run.sh is handled at once; returns its status
+#   stop_all                         stop the episode, the Reef stack and the key forwarder
+#                                    ($proxy_pid), each SIGTERM and wait (safe to call twice)
+#   trap_signals                     stop_all on exit; INT, TERM and HUP (a closed terminal)
+#                                    exit with 128 + the signal after stopping everything
 #
 # Reads $python (the interpreter with httpx) and, for tests, REEF_HEALTH_POLL_S (default 5).
 
 reef_pid=""
+episode_pid=""
+proxy_pid="${proxy_pid:-}"
 : "${python:?set python to the interpreter with httpx before sourcing reef-stack.sh}"
 
 start_reef() {
@@ -44,17 +52,50 @@ wait_for_reef() {
         if ! kill -0 "$reef_pid" 2>/dev/null; then
             wait "$reef_pid" || true
             echo "run.sh: reef serve exited before it was healthy; the end of $log:" >&2
-            tail -n 40 "$log" >&2
+            tail -n 100 "$log" >&2
             return 1
         fi
         if ((SECONDS - started >= deadline_s)); then
             echo "run.sh: reef serve was not healthy at $url/healthz within ${deadline_s}s" \
                 "(startup_deadline_s in serve.yaml, or GUIDANCE_TTT_STARTUP_DEADLINE_S);" \
                 "stopping the stack; the end of $log:" >&2
-            tail -n 40 "$log" >&2
+            tail -n 100 "$log" >&2
             stop_reef >&2
             return 1
         fi
         sleep "${REEF_HEALTH_POLL_S:-5}"
     done
+}
+
+_stop_pid() {
+    local pid=$1 what=$2
+    if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+        echo "run.sh: stopping $what (pid $pid)" >&2
+        kill -TERM "$pid" 2>/dev/null || true
+        wait "$pid" 2>/dev/null || true
+    fi
+}
+
+run_episode() {
+    "$@" &
+    episode_pid=$!
+    local status=0
+    wait "$episode_pid" || status=$?
+    episode_pid=""
+    return "$status"
+}
+
+stop_all() {
+    _stop_pid "$episode_pid" "the episode"
+    episode_pid=""
+    stop_reef
+    _stop_pid "$proxy_pid" "the guidance key forwarder"
+    proxy_pid=""
+}
+
+trap_signals() {
+    trap stop_all EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+    trap 'exit 129' HUP
 }

@@ -2,12 +2,13 @@
 # Install the system packages the project needs, if any are missing:
 #   git-lfs (Reef's artifact store), bubblewrap (the judge sandbox; 0.8 or newer, which Debian 12
 #   and Ubuntu 24.04 ship), g++ (compiling candidates), the shell linter (linting the
-#   project's shell scripts in the test suite), and the system Python's numpy (Python candidates
-#   run in the judge sandbox under /usr/bin/python3). The judge's cgroup bound needs no package: it
+#   project's shell scripts in the test suite), the system Python's numpy (Python candidates
+#   run in the judge sandbox under /usr/bin/python3), and chromium (the headless browser the
+#   tests of `guidance-ttt browse` drive through Playwright; they skip without it). The judge's cgroup bound needs no package: it
 #   writes the cgroup file system directly (as root, or in a delegated cgroup v2 subtree).
 set -euo pipefail
 
-declare -A command_of=([git-lfs]=git-lfs [bubblewrap]=bwrap [g++]=g++ [shellcheck]=shellcheck)
+declare -A command_of=([git-lfs]=git-lfs [bubblewrap]=bwrap [g++]=g++ [shellcheck]=shellcheck [chromium]=chromium)
 missing=()
 for package in "${!command_of[@]}"; do
     command -v "${command_of[$package]}" >/dev/null 2>&1 || missing+=("$package")

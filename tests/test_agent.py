@@ -246,6 +246,48 @@ def test_dead_executor_fails_each_rollout_and_is_counted_in_the_step_summary(
     assert summary["degenerate_step"] is True  # every group constant at 0
 
 
+class RevokedAfter:
+    """The stand-in executor, answering `good` requests and then 401 (a revoked key)."""
+
+    def __init__(self, good: int) -> None:
+        self.good = good
+        self.calls = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, request: RecordedRequest) -> Reply:
+        with self._lock:
+            self.calls += 1
+            call = self.calls
+        if call > self.good:
+            return Reply(status=401, error="invalid API key (scripted: a key revoked mid-run)")
+        return executor_reply(request)
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_key_revoked_mid_run_stops_the_run_instead_of_scoring_zeros(
+    stack: Stack, tmp_path: Path
+) -> None:
+    settings = settings_for(stack, tmp_path, "revoked_key")
+    task = task_dir()
+    problem = (task / "instruction.md").read_text()
+    with OpenAIFixture(RevokedAfter(good=1)) as executor:
+        adapters = services(settings, executor.v1_url, task)
+        try:
+            with pytest.raises(StepInterrupted, match=RESUME_HINT) as stopped:
+                run_steps(settings, task, problem, adapters, controller_overrides=CONTROLLER)
+        finally:
+            adapters.close()
+    message = str(stopped.value)
+    assert "HTTP 401" in message and "revoked key" in message and "\n" not in message
+    done = journal(settings.state_dir)
+    # No rollout was scored 0 because of the refused key: each journaled one either had its
+    # executor answer or never reached the executor (a malformed guidance).
+    assert all("ExecutorAccessError" not in j.entry["verifier_message"] for j in done)
+    assert len(done) < 4
+    assert not (settings.state_dir / "guidance-run" / "resume-state.json").exists()
+
+
 class CountingExecutor:
     """The stand-in executor, holding each answer `hold_s` and counting the requests it holds."""
 

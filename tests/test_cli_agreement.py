@@ -224,3 +224,15 @@ def test_a_frozen_run_is_labelled_frozen_with_its_suite_in_status_export_and_plo
     assert run_row.endswith("(frozen)") and "state" in run_row
     assert "suite          generated:11:2" in text
     assert drawn.labels["scores"]["title"].endswith("frozen run, suite generated:11:2")
+
+
+def test_status_and_export_show_what_both_models_read(tmp_path, capsys):
+    """The run's task text (`harness.task_text`, from its resume identity) is shown by status
+    and export."""
+    fixture = build_state_dir(tmp_path / "state", committed_steps=1, in_flight_slots=0)
+    text = _status(fixture.state_dir, capsys)
+    report = json.loads(_status(fixture.state_dir, capsys, "--json"))
+    _run(["export", str(fixture.state_dir), "--out", str(tmp_path / "r")], capsys)
+    record = json.loads((tmp_path / "r" / "runs.json").read_text())["runs"][0]
+    assert report["task_text"] == record["task_text"] == "reference"
+    assert "task text      reference" in text

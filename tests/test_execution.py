@@ -160,7 +160,7 @@ def call(backend: ExecutionBackend, messages: list[dict[str, str]] = MESSAGES) -
 # ------------------------------------------------------------------------- request bodies
 
 
-def test_gpt_oss_body_has_model_temperature_effort_and_no_auth_or_max_tokens(server):
+def test_gpt_oss_body_has_model_temperature_effort_placeholder_bearer_and_no_max_tokens(server):
     backend = backend_from_name("gpt_oss_120b", base_url=server.url, reasoning_effort="medium")
     server.script.append(Reply(body=completion("answer", reasoning_content="thoughts")))
 
@@ -173,7 +173,7 @@ def test_gpt_oss_body_has_model_temperature_effort_and_no_auth_or_max_tokens(ser
         "temperature": 0.0,
         "reasoning_effort": "medium",
     }
-    assert "authorization" not in seen.headers
+    assert seen.headers["authorization"] == "Bearer local-executor"  # the reference's placeholder
     assert (result.text, result.reasoning, result.finish_reason) == ("answer", "thoughts", "stop")
     assert result.usage == {"prompt_tokens": 11, "completion_tokens": 7}
     assert result.attempts == 1
@@ -314,7 +314,7 @@ def test_openrouter_gives_up_on_error_bodies_after_six_retries(server, monkeypat
     backend = fast(backend_from_name("openrouter_glm_5_2", base_url=server.url), retry_backoff_s=0)
     server.script.extend([Reply(body={"error": {"message": "overloaded"}})] * 7)
 
-    with pytest.raises(ExecutionResponseError, match=r"error object.*attempt 7.*overloaded"):
+    with pytest.raises(ExecutionResponseError, match=r"error in the body.*attempt 7.*overloaded"):
         call(backend)
     assert len(server.seen) == 7
 
@@ -425,6 +425,37 @@ def test_choice_text_and_reasoning_field_are_fallbacks(server):
 
     assert (result.text, result.reasoning, result.finish_reason) == ("legacy text", "why", "length")
     assert result.usage is None
+
+
+def test_whitespace_only_content_is_an_error_as_in_the_reference(server):
+    backend = backend_from_name("gpt_oss_120b", base_url=server.url)
+    server.script.append(Reply(body=completion(" \n\t ")))
+
+    with pytest.raises(ExecutionResponseError, match="empty content"):
+        call(backend)
+
+
+def test_reasoning_on_the_choice_is_the_last_fallback(server):
+    backend = backend_from_name("gpt_oss_120b", base_url=server.url)
+    body = {"choices": [{"message": {"content": "answer"}, "reasoning_content": "on choice"}]}
+    server.script.append(Reply(body=body))
+    assert call(backend).reasoning == "on choice"
+    server.script.append(Reply(body={"choices": [{"text": "t", "reasoning": "plain"}]}))
+    assert call(backend).reasoning == "plain"
+
+
+@pytest.mark.parametrize(
+    "body",
+    [[1, 2], '"a JSON string"', {"error": "upstream overloaded", "choices": []}],
+    ids=["json-list", "json-string", "string-error"],
+)
+def test_a_200_that_is_not_an_answer_object_is_retried_as_in_the_reference(server, body):
+    backend = fast(backend_from_name("gpt_oss_120b", base_url=server.url), max_retries=1)
+    server.script.extend([Reply(body=body), Reply(body=completion("answer"))])
+
+    result = call(backend)
+
+    assert (result.text, result.attempts) == ("answer", 2)
 
 
 # -------------------------------------------------------------------------- concurrency

@@ -144,6 +144,7 @@ def test_trial_context_carries_the_documented_reef_fields(trial: dict) -> None:
     reef = trial["result"].agent_result.metadata["reef"]
     assert set(reef) == {
         "agent_record_ids",
+        "all_agent_record_ids",
         "start_step",
         "next_step",
         "runtime_load_id",

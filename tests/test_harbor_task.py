@@ -33,6 +33,7 @@ from harness.scorer import JudgeUnavailableError
 from judges.polyomino import checker
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
+FULL_TEXT = TASK_DIR / "variants" / "full"
 SEED_PROGRAM = (TASK_DIR / "solution" / "solution.cpp").read_text()
 
 
@@ -45,7 +46,11 @@ def test_task_toml_is_accepted_by_harbors_own_task_config() -> None:
     assert config.environment.cpus == 1 and config.environment.memory_mb == 4096
     assert config.environment.network_mode is NetworkMode.ALLOWLIST
     assert config.environment.allowed_hosts == ["host.docker.internal"]
-    assert set(config.verifier.env) == {"FRONTIERCS_JUDGE_URL", "FRONTIERCS_PROBLEM_ID"}
+    assert set(config.verifier.env) == {
+        "FRONTIERCS_JUDGE_URL",
+        "FRONTIERCS_PROBLEM_ID",
+        "GUIDANCE_TTT_JUDGE_TOKEN",  # the judge's access token, where it needs one
+    }
     _assert_no_key_ignored(raw, config.model_dump(), "task.toml")
 
 
@@ -78,6 +83,12 @@ def test_contract_and_instruction_load_through_the_harness() -> None:
             "judge_problem_id",
         ]
     )
+    assert instruction == (TASK_DIR / "instruction.md").read_text()
+    assert "FrontierCS algorithmic problem 0" in instruction
+    assert contract.raw_score_label == "FrontierCS score"
+    full, statement = load_task(TASK_DIR, "full")
+    assert (full.solution_language, full.judge_problem_id) == ("cpp", "0")
+    assert full.raw_score_label == "Packing score" and full.objective != contract.objective
     for needed in (
         "## Input",
         "## Output",
@@ -86,16 +97,17 @@ def test_contract_and_instruction_load_through_the_harness() -> None:
         "[0, W) × [0, H)",
         "W · H",
     ):
-        assert needed in instruction, f"instruction.md lost {needed!r}"
-    assert "g++ main.cpp -O2 -pipe -std=gnu++17" in instruction
-    assert "256 MiB" in instruction and "2 seconds" in instruction
+        assert needed in statement, f"variants/full/instruction.md lost {needed!r}"
+    assert "g++ main.cpp -O2 -pipe -std=gnu++17" in statement
+    assert "256 MiB" in statement and "2 seconds" in statement
 
 
-def test_instruction_carries_every_rule_of_the_frontiercs_statement() -> None:
-    """The facts of FrontierCS problem 0's statement, in this project's words: the tie rule, the
-    transform order, the input bounds, the holes, the generation rule, the statement's W = H
-    remark and leaderboard formula next to what the judge actually scores."""
-    instruction = " ".join((TASK_DIR / "instruction.md").read_text().split())
+def test_full_text_carries_every_rule_of_the_frontiercs_statement() -> None:
+    """The facts of FrontierCS problem 0's statement, in this project's words (the `full` task
+    text): the tie rule, the transform order, the input bounds, the holes, the generation rule,
+    the statement's W = H remark and leaderboard formula next to what the judge actually
+    scores."""
+    instruction = " ".join((FULL_TEXT / "instruction.md").read_text().split())
     for fact in (
         "the one with the smaller `H` is preferred, and when `H` is equal too, the one with the "
         "smaller `W`",
@@ -115,10 +127,10 @@ def test_instruction_carries_every_rule_of_the_frontiercs_statement() -> None:
         assert fact in instruction, f"instruction.md lost {fact!r}"
 
 
-def test_instruction_example_is_a_valid_answer_with_ratio_one(monkeypatch) -> None:
-    """The worked example of instruction.md, judged by the project's checker (whose piece-count
+def test_full_text_example_is_a_valid_answer_with_ratio_one(monkeypatch) -> None:
+    """The worked example of the full text, judged by the project's checker (whose piece-count
     floor of 100 is lowered for this three-piece example)."""
-    instruction = (TASK_DIR / "instruction.md").read_text()
+    instruction = (FULL_TEXT / "instruction.md").read_text()
     example = instruction[instruction.index("## Example") : instruction.index("## Scoring")]
     blocks = example.split("```")[1::2]
     assert len(blocks) == 2

@@ -14,10 +14,10 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import resource
 import socket
 import subprocess
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -28,6 +28,7 @@ import pytest
 
 from judges.polyomino.generator import generate_instance
 from judges.process import JudgeProcess, cgroup_missing
+from judges.requests import MAX_BODY_BYTES
 
 PROGRAMS = Path(__file__).parent / "programs"
 ROOT = Path(__file__).resolve().parents[1]
@@ -35,6 +36,7 @@ FEW_DESCRIPTORS = 3  # 0-2 stay open, so every new descriptor fails with EMFILE
 IDLE_TIMEOUT_S = 2.0
 BODY_TIMEOUT_S = 3.0
 FLOOD_CASES = 24
+HEALTH_BOUND_S = 10.0  # generous: a probe never waits for judging, however loaded the host
 
 pytestmark = pytest.mark.slow
 CGROUP_MISSING = cgroup_missing()
@@ -170,14 +172,86 @@ def test_source_bytes_that_are_not_utf8_are_refused_naming_the_offset(judge: Jud
     assert "byte 0xff at byte offset 14" in refused_without_trace(judge, send)
 
 
+CLIENT_TIMEOUT_S = 60.0  # a socket the server never closes fails the test with a timeout
+
+
+def test_over_size_body_is_a_413_naming_the_limit_and_consumes_nothing(
+    judge: JudgeProcess,
+) -> None:
+    """A client that sends its whole 11 MiB body before reading (as httpx does) still reads the
+    413: the judge answers at once and discards the rest instead of resetting the connection."""
+    body = b"x" * (MAX_BODY_BYTES + (1 << 20))
+    for kind in ("text/x-c++src", "application/json", "multipart/form-data; boundary=b"):
+        answer = post(judge, body, kind)
+        assert answer.status_code == 413, answer.text
+        assert answer.json()["limitBytes"] == MAX_BODY_BYTES
+        assert f"exceeds the limit of {MAX_BODY_BYTES} bytes" in answer.json()["error"]
+    error = refused_without_trace(judge, lambda: post(judge, body, "text/x-c++src"), status=413)
+    assert f"request body of {len(body)} bytes" in error
+
+
+def test_over_size_body_without_a_length_is_a_413_once_it_passes_the_limit(
+    judge: JudgeProcess,
+) -> None:
+    def chunks() -> Iterator[bytes]:
+        for _ in range(MAX_BODY_BYTES // (1 << 20) + 2):
+            yield b"x" * (1 << 20)
+
+    answer = httpx.post(
+        f"{judge.url}/submit?pid=0&lang=cpp", content=chunks(), timeout=30,
+        headers={"Content-Type": "text/x-c++src"},
+    )  # fmt: skip
+    assert answer.status_code == 413, answer.text
+    assert f"exceeds the limit of {MAX_BODY_BYTES} bytes" in answer.json()["error"]
+
+
+def test_expect_continue_for_an_over_size_body_gets_413_not_100_continue(
+    judge: JudgeProcess,
+) -> None:
+    sock = connect(judge)
+    sock.sendall(
+        b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nExpect: 100-continue\r\n\r\n" % (2 * MAX_BODY_BYTES)
+    )
+    data, _ = closed_after(sock)
+    sock.close()
+    assert data.startswith(b"HTTP/1.1 413 "), data[:200]
+    assert b"100 Continue" not in data
+    assert b'"limitBytes": %d' % MAX_BODY_BYTES in data
+
+
+def test_expect_continue_for_an_acceptable_body_gets_100_continue(judge: JudgeProcess) -> None:
+    body = json.dumps({"pid": "0", "lang": "cpp", "code": "int main() {}\n"}).encode()
+    sock = connect(judge)
+    sock.sendall(
+        b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/json\r\n"
+        b"Content-Length: %d\r\nExpect: 100-continue\r\nConnection: close\r\n\r\n" % len(body)
+    )
+    assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    sock.sendall(body)
+    data, _ = closed_after(sock)
+    sock.close()
+    assert data.startswith(b"HTTP/1.1 200 ") and b'"sid"' in data, data[:300]
+
+
+def test_a_400_echoes_only_a_short_prefix_of_an_unknown_pid_or_lang(judge: JudgeProcess) -> None:
+    for field in ("pid", "lang"):
+        fields = {"pid": "0", "lang": "cpp", "code": "int main() {}\n", field: "z" * 100_000}
+        answer = httpx.post(f"{judge.url}/submit", json=fields, timeout=30)
+        assert answer.status_code == 400
+        error = answer.json()["error"]
+        assert len(error) < 500 and "(100000 characters)" in error, error[:600]
+
+
 def connect(judge: JudgeProcess) -> socket.socket:
     host, port = judge.url.removeprefix("http://").rsplit(":", 1)
-    sock = socket.create_connection((host, int(port)), timeout=30)
+    sock = socket.create_connection((host, int(port)), timeout=CLIENT_TIMEOUT_S)
     return sock
 
 
 def closed_after(sock: socket.socket) -> tuple[bytes, float]:
-    """Read until the server closes the connection; what it sent and after how long."""
+    """Read until the server closes the connection; what it sent and after how long. Raises
+    (socket timeout) when the server keeps it open for CLIENT_TIMEOUT_S."""
     started = time.monotonic()
     data = b""
     while chunk := sock.recv(65536):
@@ -190,19 +264,19 @@ def test_idle_connection_and_partial_request_head_are_closed(judge: JudgeProcess
     partial = connect(judge)
     partial.sendall(b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/")
     for sock in (idle, partial):
-        data, waited = closed_after(sock)
-        assert data == b"" and waited < IDLE_TIMEOUT_S + 3, waited
+        data, _ = closed_after(sock)  # the server closed it: the client did not time out
+        assert data == b""
         sock.close()
 
 
 def test_request_head_trickled_byte_by_byte_is_cut_off(judge: JudgeProcess) -> None:
+    """The whole head would take 34 s at one byte per 0.25 s; the server cuts it off (its idle
+    timer runs from the connection's start), so a send fails long before the head is done."""
     sock = connect(judge)
-    started = time.monotonic()
     with pytest.raises(OSError):
         for byte in b"GET /health HTTP/1.1\r\nHost: judge\r\nX-Slow: " + b"a" * 100:
             sock.sendall(bytes([byte]))
-            time.sleep(0.25)
-    assert time.monotonic() - started < IDLE_TIMEOUT_S + 3
+            time.sleep(0.25)  # the pace of the trickle, not a wait for the server
     sock.close()
 
 
@@ -217,7 +291,7 @@ def test_body_that_never_arrives_is_a_408_and_consumes_nothing(judge: JudgeProce
     sock.close()
     assert data.startswith(b"HTTP/1.1 408 "), data[:200]
     assert b"did not arrive within 3 s" in data
-    assert BODY_TIMEOUT_S - 0.5 < waited < BODY_TIMEOUT_S + 3
+    assert waited > BODY_TIMEOUT_S - 0.5  # not before the body timeout (later is load, not a bug)
     assert stored_entries(judge) == before
 
 
@@ -226,10 +300,14 @@ def test_descriptor_limit_caps_connections_and_the_excess_gets_503(tmp_path: Pat
     judge.command = ["prlimit", "--nofile=200:200", *judge.command]
     with judge:
         log = judge.log_path.read_text()
-        cap = int(log.split("at most ")[1].split(" connections")[0])
+        found = re.search(r"at most (\d+) connections at once", log)
+        assert found, log[-2000:]
+        cap = int(found[1])
         assert 20 < cap < 200 - 64
         held = [connect(judge) for _ in range(cap)]
-        time.sleep(0.5)  # the server has accepted them all
+        for sock in held:  # each is served (an answer on it), so the server counts it now
+            sock.sendall(b"GET /health HTTP/1.1\r\nHost: judge\r\n\r\n")
+            assert sock.recv(65536).startswith(b"HTTP/1.1 200 ")
         extra = []
         for _ in range(30):  # each sends its request at once, as clients do
             sock = connect(judge)
@@ -240,43 +318,34 @@ def test_descriptor_limit_caps_connections_and_the_excess_gets_503(tmp_path: Pat
             answers.append(closed_after(sock)[0])
             sock.close()
         refused = [answer for answer in answers if answer.startswith(b"HTTP/1.1 503 ")]
-        assert len(refused) >= 25, answers[:3]
+        assert len(refused) == len(extra), answers[:3]
         assert all(b"\r\nRetry-After: 2\r\n" in answer for answer in refused)
-        assert not any(b" 500 " in answer.split(b"\r\n")[0] for answer in answers)
         for sock in held:
             sock.close()
-        time.sleep(0.5)
-        assert httpx.get(f"{judge.url}/health", timeout=10).json() == {"ok": True}
+        assert health_once_room(judge) == {"ok": True}
         assert "Traceback" not in judge.log_path.read_text()
 
 
 def test_control_byte_flood_stores_a_bounded_result_and_health_stays_quick(
     judge: JudgeProcess,
 ) -> None:
+    """While the flood is judged, health probes go out one after another, each followed by a
+    poll of the result. Every probe must be answered (within the client's timeout, a generous
+    HEALTH_BOUND_S), and at least one probe must be answered while the submission is still
+    being judged — seen by the poll after it still answering `queued` — so the probes really
+    ran beside the judging, however fast or slow this machine is."""
     code = (PROGRAMS / "control_bytes_flood.cpp").read_text()
-    answer = submit(judge, code.encode())
-    sid = answer.json()["sid"]
-    latencies: list[float] = []
-    done = threading.Event()
-
-    def poll_health() -> None:
-        with httpx.Client(timeout=10) as client:
-            while not done.is_set():
-                started = time.monotonic()
-                assert client.get(f"{judge.url}/health").status_code == 200
-                latencies.append(time.monotonic() - started)
-                time.sleep(0.05)
-
-    poller = threading.Thread(target=poll_health)
-    poller.start()
-    try:
-        result = wait_final(judge, sid)
-        started = time.monotonic()
-        final = httpx.get(f"{judge.url}/result/{sid}", timeout=10)
-        read_s = time.monotonic() - started
-    finally:
-        done.set()
-        poller.join()
+    sid = submit(judge, code.encode()).json()["sid"]
+    probes_during_judging = 0
+    with httpx.Client(timeout=HEALTH_BOUND_S) as client:
+        while True:
+            assert client.get(f"{judge.url}/health").json() == {"ok": True}
+            result = client.get(f"{judge.url}/result/{sid}").json()
+            if result["status"] != "queued":
+                break
+            probes_during_judging += 1
+        final = client.get(f"{judge.url}/result/{sid}")
+    assert probes_during_judging >= 1
     flood = bytes(1 + i % 31 for i in range(1 << 20))
     assert result["status"] == "done" and len(result["cases"]) == FLOOD_CASES
     for case in result["cases"]:
@@ -286,8 +355,18 @@ def test_control_byte_flood_stores_a_bounded_result_and_health_stays_quick(
         assert case["output"].encode() == flood[:4096]
     assert len(final.content) < FLOOD_CASES * 32 * 1024  # 1 MiB each would be ~6 MiB each
     assert json.loads(final.content) == result
-    assert read_s < 1.0
-    assert len(latencies) > 10 and max(latencies) < 1.0, max(latencies)
+
+
+def health_once_room(judge: JudgeProcess) -> dict[str, Any]:
+    """/health as soon as the server has room again (closed connections take a moment to be
+    counted out; until then it may answer 503)."""
+    deadline = time.monotonic() + CLIENT_TIMEOUT_S
+    while time.monotonic() < deadline:
+        answer = httpx.get(f"{judge.url}/health", timeout=10)
+        if answer.status_code != 503:
+            return answer.json()
+        time.sleep(0.1)
+    raise AssertionError(f"/health still 503 after {CLIENT_TIMEOUT_S:g} s")
 
 
 def wait_final(judge: JudgeProcess, sid: int, timeout: float = 300.0) -> dict[str, Any]:
@@ -374,9 +453,9 @@ def test_descriptors_running_out_inside_the_submit_handler_is_a_503_consuming_no
 
 def test_descriptors_running_out_while_judging_retries_instead_of_failing(tmp_path: Path) -> None:
     """Two submissions are queued (one sleeping 1 s per case, so both wait a while); then the
-    judge's descriptors run short for 3 s. Every sandbox start in that window fails with EMFILE;
-    the engine must judge those submissions again later, not record a `judge` error, and both
-    end with their true results."""
+    judge's descriptors run short until the log says a sandbox start failed for it. Every
+    sandbox start in that window fails with EMFILE; the engine must judge those submissions
+    again later, not record a `judge` error, and both end with their true results."""
     args = ["--generated-cases", "3", "--seed", "5", "--workers", "1"]
     with JudgeProcess(tmp_path / "state", *args) as judge:
         pid = judge.process.pid  # type: ignore[union-attr]
@@ -388,8 +467,10 @@ def test_descriptors_running_out_while_judging_retries_instead_of_failing(tmp_pa
             sids.append(answer.json()["sid"])
         limits = resource.prlimit(pid, resource.RLIMIT_NOFILE)
         resource.prlimit(pid, resource.RLIMIT_NOFILE, (FEW_DESCRIPTORS, limits[1]))
-        time.sleep(3.0)
-        resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
+        try:
+            wait_logged(judge, "the judge ran out of resources")
+        finally:
+            resource.prlimit(pid, resource.RLIMIT_NOFILE, limits)
         sleeping, seeded = (wait_final(judge, sid) for sid in sids)
         log = judge.log_path.read_text()
         assert "the judge ran out of resources ([Errno 24] Too many open files" in log
@@ -402,6 +483,16 @@ def test_descriptors_running_out_while_judging_retries_instead_of_failing(tmp_pa
         submit(judge, seed)
         assert wait_final(judge, again + 1)["score"] == seeded["score"]
         assert "Traceback" not in log
+
+
+def wait_logged(judge: JudgeProcess, text: str, timeout: float = 120.0) -> None:
+    """Return once the judge's log holds `text`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if text in judge.log_path.read_text():
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the judge's log did not say {text!r} within {timeout:g} s")
 
 
 def stored_entries_under(state: Path) -> list[str]:

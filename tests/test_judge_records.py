@@ -7,6 +7,7 @@ score arithmetic, its `ok`/`status` conventions on problem 0, and our rule that 
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -21,6 +22,7 @@ from judges.outcome import (
     NONZERO_EXIT,
     OUTPUT_LIMIT,
     SIGNALLED,
+    STARVED,
     TIME_LIMIT,
     Limits,
     Report,
@@ -77,9 +79,31 @@ def test_a_kill_at_the_run_cgroup_bound_is_memory_limit_exceeded_even_after_exit
     assert "memory limit of 268435456 bytes" in detail and "killed 3" in detail
 
 
+def test_a_run_stopped_by_the_backstop_is_starved_not_a_verdict() -> None:
+    """Host load kept it from its CPU until the real-time backstop (10 x its wall limit) with
+    its CPU time far below the limit: the judge's fault, reported as such, never TLE."""
+    starved = report(exit_code=None, signal=9, wall_ns=40 * 10**9, wait_ns=39 * 10**9)
+    status, detail = classify(dataclasses.replace(starved, starved=True), LIMITS, 0, 1 << 20)
+    assert status == STARVED
+    assert "backstop of 40 s" in detail and "39.000 s waiting for a CPU" in detail
+
+
+def test_cpu_over_the_limit_is_a_verdict_even_when_the_backstop_stopped_it() -> None:
+    over = report(exit_code=None, signal=9, cpu_ns=2_500_000_000, starved=True)
+    assert classify(over, LIMITS, 0, 1 << 20)[0] == TIME_LIMIT
+
+
+def test_a_wall_clock_kill_of_an_idle_program_is_a_time_limit_verdict() -> None:
+    """The wall-clock limit counted only its own time (it slept, it did not wait for a CPU)."""
+    idle = report(exit_code=None, signal=9, cpu_ns=10**6, timed_out=True, wait_ns=10**7)
+    status, detail = classify(idle, LIMITS, 0, 1 << 20)
+    assert status == TIME_LIMIT and "killed at the wall-clock limit of 4 s" in detail
+    assert "0.001 s of CPU; 0.010 s spent waiting for a CPU are not counted" in detail
+
+
 def test_runner_report_needs_exactly_its_two_lines() -> None:
-    line = "exit=0 signal=0 cpu_ns=5 wall_ns=6 maxrss_kb=7 timed_out=0\n"
-    assert Report.parse("started\n" + line) == Report(0, None, 5, 6, 7 * 1024, False)
+    line = "exit=0 signal=0 cpu_ns=5 wall_ns=6 maxrss_kb=7 timed_out=0 wait_ns=8 starved=0\n"
+    assert Report.parse("started\n" + line) == Report(0, None, 5, 6, 7 * 1024, False, 8, False)
     assert Report.parse("started\n") is None  # the runner vanished
     assert Report.parse("started\n" + line + line) is None  # a second report is not believed
     assert Report.parse(line) is None
@@ -110,6 +134,7 @@ def test_checked_case_reads_its_ratio_from_the_checker_message() -> None:
     # FrontierCS defect 4, kept on purpose: partial points are not "ok".
     assert (record["ok"], record["status"]) == (False, "Wrong Answer")
     assert (record["time"], record["memory"], record["cpuTime"]) == (2000, 3000, 1000)
+    assert record["waitTime"] == 0
 
 
 def test_output_of_control_bytes_contributes_a_bounded_prefix_its_size_and_digest() -> None:

@@ -123,10 +123,11 @@ def only_case(results: dict[str, dict[str, Any]], name: str) -> dict[str, Any]:
 
 
 def test_infinite_loop_is_stopped_at_the_time_limit(results: dict) -> None:
+    """Stopped for its CPU time (however long a loaded host took to give it that much)."""
     case = only_case(results, "infinite_loop")
     assert case["runStatus"] == "Time Limit Exceeded"
-    assert case["cpuTime"] > 0
-    assert case["time"] <= (2 * TIME_LIMIT_S + 1.0) * 1e9  # within the wall-clock limit
+    assert case["cpuTime"] > TIME_LIMIT_S * 1e9
+    assert f"exceeds the limit of {TIME_LIMIT_S:g} s" in case["msg"], case["msg"]
 
 
 def test_memory_bomb_fails_at_the_memory_limit(results: dict) -> None:
@@ -167,7 +168,7 @@ def test_fork_bomb_is_contained_by_the_process_limit(results: dict) -> None:
 def test_stdout_flood_is_cut_at_the_output_limit(results: dict) -> None:
     case = only_case(results, "stdout_flood")
     assert case["runStatus"] == "Output Limit Exceeded"
-    assert case["time"] <= 2 * TIME_LIMIT_S * 1e9
+    assert re.search(r"limit of 13421772[89] bytes", case["msg"]), case["msg"]  # 128 MiB
 
 
 def test_host_secrets_and_judge_files_are_unreadable(results: dict) -> None:

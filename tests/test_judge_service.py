@@ -228,6 +228,9 @@ def test_startup_failure_is_one_line_and_exit_status_2(tmp_path: Path) -> None:
 def test_startup_names_the_cgroup_bound_in_force(judge: JudgeProcess) -> None:
     log = judge.log_path.read_text()
     assert re.search(r"sandbox bound: cgroup v[12]: each sandboxed run gets its own group", log)
+    # and which CPU bound is in force, and how time limits are judged
+    assert re.search(r"; CPU: each run at most one CPU, all runs equal|CPU NOT BOUNDED", log)
+    assert "time limits: a case's CPU time against its limit" in log
 
 
 def test_without_a_cgroup_the_judge_refuses_to_start_unless_told(tmp_path: Path) -> None:

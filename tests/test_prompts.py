@@ -41,13 +41,15 @@ def parent(**changes) -> LibraryEntry:
 
 def test_score_block_has_four_lines_in_order():
     assert score_block(parent(), "Packing score") == (
-        "Verifier status: valid\n"
-        "Packing score: 61.5\n"
-        "Reward: 0.615\n"
-        "Verifier message: all 70 cases ok"
+        "Verifier status: valid\nPacking score: 61.5\nReward: 0.615\nVerifier message: accepted"
     )
     failed = parent(verifier_status="invalid", verifier_raw_score=None, verifier_reward=0.0)
     assert "Packing score: None\nReward: 0.0" in score_block(failed, "Packing score")
+    # The judge's own message is candidate-controlled text: a prompt shows a fixed sentence.
+    assert score_block(failed, "Packing score").endswith(
+        "Verifier message: the judge rejected the candidate"
+    )
+    assert "all 70 cases ok" not in score_block(failed, "Packing score")
 
 
 def test_guidance_prompt_never_contains_the_parent_code():
@@ -68,7 +70,7 @@ def test_guidance_prompt_blocks_come_in_the_specified_order():
         "# Objective\nOBJECTIVE: maximise density.",
         "# Evolutionary Guidelines",
         "MECHANISM-CONSTRAINT",
-        "exactly one non-empty <guidance>",
+        "exactly one non-empty terminal <guidance>",
         "<guidance>\n",
     ]
     positions = [user.index(m) for m in markers]
@@ -96,15 +98,15 @@ def test_executor_prompt_always_contains_the_parent_code_and_the_guidance():
         "</selected_parent>",
         "<guidance>\nGUIDANCE: use a skyline\n</guidance>",
         "Score direction: max.",
-        "Reason carefully about the problem, the parent and the guidance before you write",
         "SOLUTION-CONTRACT",
+        "Think carefully before you write the improved program.",
         "<solution>\n```cpp",
         "<summary>",
     ]
     positions = [user.index(m) for m in markers]
     assert positions == sorted(positions)
     assert user.endswith("</summary>")
-    assert "execution model" in prompt.system
+    assert "execution model" in prompt.system and "C++17 candidate" in prompt.system
 
 
 def test_executor_prompt_uses_a_python_fence_for_python_tasks_and_the_min_direction():

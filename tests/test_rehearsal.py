@@ -291,6 +291,7 @@ def test_result_lists_receipts_of_well_formed_rollouts(rehearsal: Rehearsal) -> 
     )
     assert set(reef) == {
         "agent_record_ids",
+        "all_agent_record_ids",
         "start_step",
         "next_step",
         "runtime_load_id",

@@ -49,6 +49,9 @@ def test_rehearse_runs_one_frozen_step_and_prints_how_to_look(rehearsed: tuple[P
     assert "frozen guidance (nothing trained)" in output
     settings = (state / "serve-frozen.yaml").read_text()
     assert "tttd.recipe:TTTDReportsRecipe" in settings and "mode: frozen" in settings
+    # observability.wandb is off by default: neither Reef nor the harness logged anything.
+    assert "enabled: false" in settings
+    assert not (state / "wandb").exists()
 
 
 def test_status_and_inspect_show_the_mode_and_the_suite(rehearsed: tuple[Path, str]) -> None:

@@ -67,6 +67,7 @@ CHANGED = {
     "lora_rank": 16,
     "inference_tensor_parallel_size": 2,
     "megatron_tensor_parallel_size": 1,
+    "task_text": "full",  # what both models read: another text is another experiment
 }
 
 

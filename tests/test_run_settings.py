@@ -197,6 +197,7 @@ def test_identity_holds_the_resume_fields():
         "lora_rank": 32,
         "inference_tensor_parallel_size": 1,
         "megatron_tensor_parallel_size": 2,
+        "task_text": "reference",
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -159,6 +160,49 @@ def test_startup_deadline_stops_the_stack_and_prints_the_end_of_reef_log(tmp_pat
     stack = int(pid_file.read_text())
     with pytest.raises(ProcessLookupError):
         os.kill(stack, 0)  # the stand-in stack was stopped (and reaped by the shell)
+
+
+SLEEPER = """import os, sys, time
+with open(sys.argv[1], "w") as out:
+    out.write(str(os.getpid()))
+time.sleep(600)
+"""
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize(("signame", "status"), [("TERM", 143), ("HUP", 129)])
+def test_a_signal_to_run_sh_stops_the_episode_the_stack_and_the_forwarder(
+    tmp_path: Path, signame: str, status: int
+) -> None:
+    # run.sh's life cycle (scripts/reef-stack.sh: trap_signals, start_reef, run_episode) with
+    # stand-ins for `reef serve`, the key forwarder and `run.py` that only sleep.
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(SLEEPER)
+    pids = {name: tmp_path / f"{name}.pid" for name in ("stack", "proxy", "episode")}
+    script = (
+        "set -euo pipefail; source scripts/reef-stack.sh; trap_signals; "
+        'start_reef "$TMP/reef.log" "$python" "$SLEEPER" "$TMP/stack.pid"; '
+        '"$python" "$SLEEPER" "$TMP/proxy.pid" & proxy_pid=$!; '
+        'run_episode "$python" "$SLEEPER" "$TMP/episode.pid"'
+    )
+    env = {**os.environ, "python": sys.executable, "SLEEPER": str(sleeper), "TMP": str(tmp_path)}
+    shell = subprocess.Popen(
+        ["bash", "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not all(p.is_file() and p.read_text() for p in pids.values()):
+            assert time.monotonic() < deadline, "the stand-ins did not start"
+            time.sleep(0.1)
+        shell.send_signal(getattr(signal, f"SIG{signame}"))
+        _, stderr = shell.communicate(timeout=60)
+    finally:
+        if shell.poll() is None:
+            shell.kill()
+    assert shell.returncode == status, stderr.decode()[-2000:]
+    for pid_file in pids.values():
+        with pytest.raises(ProcessLookupError):
+            os.kill(int(pid_file.read_text()), 0)  # stopped and reaped by the shell
 
 
 def test_run_py_describes_the_settings_run_sh_reads() -> None:

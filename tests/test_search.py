@@ -51,7 +51,7 @@ def test_guidance_is_accepted_with_leading_text_and_surrounding_whitespace(text,
         ("Use a skyline.", GUIDANCE_NOT_ONE_BLOCK),
         ("<guidance>Use a skyline.", GUIDANCE_NOT_ONE_BLOCK),  # unclosed
         ("Use a skyline.</guidance>", GUIDANCE_NOT_ONE_BLOCK),
-        ("</guidance>x<guidance>", GUIDANCE_NOT_ONE_BLOCK),  # closed before opened
+        ("</guidance>x<guidance>", GUIDANCE_NOT_TERMINAL),  # closed before opened (reference)
         ("<guidance>a</guidance>\n<guidance>b</guidance>", GUIDANCE_NOT_ONE_BLOCK),  # two blocks
         ("<guidance>a<guidance>b</guidance>", GUIDANCE_NOT_ONE_BLOCK),  # nested open
         ("<guidance>a</guidance> Hope this helps!", GUIDANCE_NOT_TERMINAL),  # trailing text
@@ -183,3 +183,18 @@ def test_rollout_entry_of_an_executor_failure_is_not_valid():
         metadata={},
     )
     assert entry.verifier_status == EXECUTION_ERROR and entry.failure_mode == EXECUTION_ERROR
+
+
+@pytest.mark.parametrize(
+    ("text", "code"),
+    [
+        ("```cpp int main() {} ```", "int main() {}"),  # a one-line fence counts
+        ("```cpp17\nint main() {}\n```", "17\nint main() {}"),  # the tag's tail is body
+        ("```cpp title=a.cpp\nint x;\n```", "title=a.cpp\nint x;"),  # so is an info string
+        ("  ```cpp\n    int x;\n  ```", "int x;"),  # the body is stripped, indentation too
+        ("```CXX\nint y;\n```", "int y;"),
+        ("```cpp\n\n```", None),  # an empty body is no program
+    ],
+)
+def test_code_fence_edge_cases_read_as_the_reference_reads_them(text: str, code: str | None):
+    assert extract_solution(f"<solution>\n{text}\n</solution>", "cpp") == code

@@ -149,7 +149,7 @@ def test_one_missing_slot_keeps_the_step_incomplete_and_status_names_it():
     ]
     grouping = harness.pipeline.record2record.step_grouping
     assert grouping.missing_slots(0) == ((1, 3),)
-    harness.run.rollout(0, 1, 3, 12.0)
+    harness.rollout(0, 1, 3, 12.0)
     assert harness.pipeline.ready()
     assert harness.status()["open_steps"] == []
     assert grouping.missing_slots(0) == ()
@@ -157,8 +157,8 @@ def test_one_missing_slot_keeps_the_step_incomplete_and_status_names_it():
 
 def test_status_lists_every_missing_slot_of_each_open_step():
     harness = Harness()
-    harness.run.rollout(0, 0, 0, 1.0)
-    harness.run.rollout(1, 1, 2, 1.0)
+    harness.rollout(0, 0, 0, 1.0)
+    harness.rollout(1, 1, 2, 1.0)
     open_steps = {entry["step"]: entry for entry in harness.status()["open_steps"]}
     assert open_steps[0]["filled"] == 1
     assert {"group": 0, "rollout": 0} not in open_steps[0]["missing"]
@@ -169,8 +169,8 @@ def test_status_lists_every_missing_slot_of_each_open_step():
 
 def test_duplicate_slot_keeps_the_first_report():
     harness = Harness()
-    first = harness.run.rollout(0, 0, 0, 3.0)
-    duplicate = harness.run.rollout(0, 0, 0, 99.0)
+    first = harness.rollout(0, 0, 0, 3.0)
+    duplicate = harness.rollout(0, 0, 0, 99.0)
     harness.grid(0, SCORES, skip={(0, 0)})
     batch = harness.pipeline.build_batch()
     assert trajectory_reward(batch.items[0]) == 3.0
@@ -184,14 +184,14 @@ def test_mixed_releases_discard_the_step_with_the_documented_status():
     for group, row in enumerate(SCORES):
         for rollout, score in enumerate(row):
             release = "release-1" if rollout < 2 else "release-2"
-            harness.run.rollout(0, group, rollout, score, release=release)
+            harness.rollout(0, group, rollout, score, release=release)
     assert not harness.pipeline.ready()
     assert harness.status()["failed_steps"] == [
         {"step": 0, "reason": "mixed_release_ids", "release_ids": ["release-1", "release-2"]}
     ]
     assert harness.status()["open_steps"] == []
     # Every report of the discarded step is released, and a late report for it is refused too.
-    late = harness.run.rollout(0, 0, 0, 1.0)
+    late = harness.rollout(0, 0, 0, 1.0)
     assert set(harness.reports.values()) <= harness.pipeline.releasable_record_ids()
     assert late in harness.pipeline.releasable_record_ids()
 

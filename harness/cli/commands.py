@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from harness.cli.views import (
 )
 from harness.observe.cost import ReefRecordUsage, Usage, load_prices
 from harness.settings.run_settings import RunSettings, RunSettingsError
+from harness.storage.library_json import write_library_json
 
 DEFAULT_REEF_URL = "http://127.0.0.1:8900"
 
@@ -222,9 +224,13 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
     rows = results.trajectory(view.archive, task, view.committed_step)
     out = Path(args.out) if args.out else Path(args.state_dir) / "results"
     results.write_records(out, record, rows)
+    archive = results.exported_archive_path(out, record["run_name"])
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    write_library_json(view.archive, archive)
     search = record["search"]
     console.print(
-        f"wrote {out / 'runs.json'} and {out / 'trajectory.csv'}: {task}, "
+        f"wrote {out / 'runs.json'}, {out / 'trajectory.csv'} and "
+        f"{archive}: {task}, "
         f"{search['updates']} steps, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
         f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid",
         soft_wrap=True,
@@ -233,6 +239,7 @@ def _cmd_export(args: argparse.Namespace, console: Console) -> int:
 
 
 def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
+    from harness.cli.termination import Terminated, stopping_on_signals
     from harness.rehearsal.rehearse import (
         RehearsalOptions,
         default_state_dir,
@@ -251,10 +258,15 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
         judge_url=args.judge_url,
         frontiercs=args.frontiercs,
         seed=args.seed,
+        wandb=(("enabled", True), ("mode", args.wandb)) if args.wandb else (),
     )
     args.state_dir = args.state_dir or default_state_dir(options)
     try:
-        result = rehearse(args.state_dir, options, console)
+        with stopping_on_signals():
+            result = rehearse(args.state_dir, options, console)
+    except Terminated as exc:
+        print(f"guidance-ttt rehearse: {exc}; every process it started is stopped", file=sys.stderr)
+        return int(exc.code)
     except ResumeRefused as exc:
         if "already finished" not in str(exc):
             raise
@@ -271,6 +283,9 @@ def _cmd_rehearse(args: argparse.Namespace, console: Console) -> int:
     console.print("look at it:")
     for command in next_commands(args.state_dir):
         console.print(f"  {command}", markup=False, highlight=False, soft_wrap=True)
+    if args.wandb == "offline":
+        runs = Path(args.state_dir) / "wandb" / "wandb" / "offline-run-*"
+        console.print(f"  wandb sync {runs}", markup=False, highlight=False, soft_wrap=True)
     return 0
 
 

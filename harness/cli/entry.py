@@ -11,6 +11,7 @@
     guidance-ttt rehearse [STATE]    frozen-guidance run on CPU with scripted stand-in models
                                      (--task DIR: any task, with a generic stand-in executor)
     guidance-ttt score FILE          score one program through the configured judge
+    guidance-ttt browse RUN          the archive as a self-contained HTML page (tree, diffs)
 
 Everything but `doctor` and `judge` only reads the state directory (no lock, safe while a run
 writes it). Exit status: 0 on success, 1 when the command ran but found a problem (doctor), 2 for
@@ -56,6 +57,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub.add_parser("doctor", help="can this machine run? (guidance-ttt doctor --help)")
     sub.add_parser("judge", help="start the local judge (guidance-ttt judge --help)")
     sub.add_parser("task", help="check a task or record its seed (guidance-ttt task --help)")
+    sub.add_parser("browse", help="the archive as an HTML page (guidance-ttt browse --help)")
 
     def services(p: argparse.ArgumentParser) -> None:
         p.add_argument(
@@ -233,11 +235,17 @@ def build_parser() -> argparse.ArgumentParser:
     rehearse.add_argument(
         "--judge-seed", type=int, default=11, help="generated suite seed (default: %(default)s)"
     )
+    rehearse.add_argument(
+        "--wandb",
+        choices=("offline", "online"),
+        help="log to W&B in this mode, under STATE/wandb (default: off, as serve-frozen.yaml)",
+    )
     return parser
 
 
 def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand's own parser, by name (`doctor` and `judge` included)."""
+    from harness.cli import browse
     from harness.preflight import doctor as preflight
     from judges import service
 
@@ -246,6 +254,7 @@ def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     parsers = dict(choices)
     parsers["doctor"] = preflight.build_parser(prog="guidance-ttt doctor")
     parsers["judge"] = service.build_parser(prog="guidance-ttt judge")
+    parsers["browse"] = browse.build_parser()
     return parsers
 
 
@@ -260,6 +269,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from harness.cli import task as task_files
 
         return task_files.main(argv[1:])
+    if argv and argv[0] == "browse":
+        from harness.cli import browse
+
+        return browse.main(argv[1:])
     if argv and argv[0] == "judge":
         from judges import service
 

@@ -30,6 +30,7 @@ import yaml
 
 from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL, FrontierCSScorer
 from harness.adapters.judge.suites import suite_name
+from harness.adapters.judge.token import judge_headers
 from harness.contract import ContractError, TaskContract, load_contract
 from harness.preflight.task_files import SEED_RECORD, Finding, task_findings
 from harness.scorer import JudgeUnavailableError
@@ -43,7 +44,9 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
     """The judge serves the task's problem on `suite` and reproduces the seed's recorded score."""
     where = f"{SEED_RECORD}: entry.verifier_raw_score"
     try:
-        listing = httpx.get(f"{judge_url.rstrip('/')}/problems", timeout=30).json()
+        listing = httpx.get(
+            f"{judge_url.rstrip('/')}/problems", timeout=30, headers=judge_headers()
+        ).json()
     except (httpx.HTTPError, ValueError) as exc:
         return Finding(False, "judge", f"{judge_url} unreachable ({exc}); start it or --judge-url")
     problems = {str(p.get("id")): p for p in listing.get("problems", [])}

@@ -98,6 +98,7 @@ def status_report(
     return {
         "state_dir": str(view.state_dir),
         "mode": results.run_mode(view),
+        "task_text": results.run_task_text(view),
         "suite": results.run_suite(view),
         "seed_rescored_from": results.seed_rescored(view),
         "next_step": view.next_step,
@@ -145,6 +146,7 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     g, r = report["grid"]
     table.add_row("run", f"{report['state_dir']} ({report.get('mode', 'trained')})")
     table.add_row("suite", suite_text(report.get("suite"), report.get("seed_rescored_from")))
+    table.add_row("task text", str(report.get("task_text", "full")))
     table.add_row("step", step_text(report))
     table.add_row("best score", best_text(report))
     last = report["last_step"]

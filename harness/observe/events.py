@@ -7,7 +7,7 @@ observer failing cannot be allowed to lose a rollout.
 
 Kinds and their fields (every event also gets `ts`, seconds since the epoch):
 - `run_started`: state_dir, start_step, steps, groups, rollouts, best_raw_score (the
-  archive's best when the run starts), guidance_model, executor_model
+  archive's best when the run starts), guidance_model, executor_model, task_text
 - `step_started`: step, groups, rollouts, parents (list of node ids), resumed_slots
 - `rollout_stage`: step, group, rollout, stage (`guidance`, `executor`, `judge`, `reported`,
   `failed`)
@@ -35,6 +35,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from harness.storage.atomic import SymlinkRefusedError, open_nofollow
 from harness.storage.state_files import StateFileError, decode_object, exists, iter_lines
 
 log = logging.getLogger(__name__)
@@ -81,9 +82,11 @@ class EventLog:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC
+        flags = os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK
         try:
-            fd = os.open(self.path, flags, 0o644)
+            fd = open_nofollow(self.path, flags)
+        except SymlinkRefusedError:
+            raise
         except OSError as exc:
             raise StateFileError(f"{self.path} cannot be opened for appending: {exc}") from exc
         mode = os.fstat(fd).st_mode

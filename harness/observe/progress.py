@@ -82,7 +82,8 @@ def summary_line(
     cost: CostEstimate | None = None,
 ) -> str:
     """The one-line step summary from a `step_summary` event (keys in docs/observability.md;
-    `best_raw_score` is the step's own best). It shows the step's best, and the run's best after
+    `step_best_raw_score` is the step's own best, `best_raw_score` the archive's). It
+    shows the step's best, and the run's best after
     the step with its change from `previous_best` (the run's best before it, the seed included)
     when that is known; tokens by role and `cost` when given."""
     sampled = summary.get("sampled_rollouts", 0)
@@ -91,7 +92,7 @@ def summary_line(
         f"valid {summary.get('valid_rollouts')}/{sampled}",
         f"well-formed {summary.get('well_formed_guidance')}/{sampled}",
     ]
-    step_best = summary.get("best_raw_score")
+    step_best = summary.get("step_best_raw_score", summary.get("best_raw_score"))
     parts.append("step best --" if step_best is None else f"step best {step_best:.4f}")
     if previous_best is not None:
         best = run_best(direction, previous_best, step_best)
@@ -275,7 +276,7 @@ class ProgressDisplay:
             f, previous_best=self._best, direction=self._direction, usage=usage, cost=cost
         )
         self.console.print(Text(line, style="bold"), soft_wrap=True)
-        step_best = f.get("best_raw_score")
+        step_best = f.get("step_best_raw_score", f.get("best_raw_score"))
         self._best = run_best(
             self._direction, self._best, float(step_best) if step_best is not None else None
         )

@@ -18,6 +18,7 @@ import httpx
 from harness.adapters.executor.backends import ExecutionBackend
 from harness.adapters.executor.client import ExecutionClient, ExecutionError, MissingAPIKeyError
 from harness.adapters.judge.suites import suite_name
+from harness.adapters.judge.token import TOKEN_ENV, judge_headers, unauthorized_hint
 from harness.preflight.report import CheckResult, missing_check, ready_check
 from harness.state import VerificationResult
 
@@ -43,6 +44,14 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
         healthy, answer = False, f"{type(exc).__name__}: {exc}"
     if not healthy:
         return missing_check("judge", f"GET {url}/health failed: {answer}", fix)
+    refused = token_refused(url)
+    if refused is not None:
+        return missing_check(
+            "judge",
+            f"{url} healthy but refuses the run's requests: {refused}",
+            f"export {TOKEN_ENV} with the judge's token, here and where the task verifier runs "
+            "(task.toml passes it into the container)",
+        )
     if score_seed is None:
         return ready_check("judge", f"{url} healthy (seed scoring skipped)")
     try:
@@ -60,6 +69,19 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
             "else judge_problem_id in the task's contract.json)",
         )
     return ready_check("judge", f"{url} healthy; " + seed_on_suite(verdict))
+
+
+def token_refused(url: str) -> str | None:
+    """Why the judge refuses a request that needs its token (`GET /problems`, sent as the run's
+    client and the task verifier send it), or None when it accepts it. The token is never
+    shown, only its variable's name."""
+    try:
+        response = httpx.get(f"{url}/problems", timeout=HEALTH_TIMEOUT_S, headers=judge_headers())
+    except httpx.HTTPError as exc:
+        return f"GET {url}/problems failed: {type(exc).__name__}: {exc}"
+    if response.status_code == 401:
+        return f"GET {url}/problems answered 401" + unauthorized_hint(401)
+    return None
 
 
 def seed_on_suite(verdict: VerificationResult) -> str:

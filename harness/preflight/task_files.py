@@ -44,7 +44,7 @@ REQUIRED_FILES = (
 #: task.toml: the tables and keys this project's tasks may use (Harbor's schema 1.4 subset);
 #: None means any key (free-form tables). Required keys are listed in TOML_REQUIRED.
 TOML_KEYS: dict[str, set[str] | None] = {
-    "": {"schema_version", "task", "metadata", "agent", "verifier", "environment"},
+    "": {"schema_version", "artifacts", "task", "metadata", "agent", "verifier", "environment"},
     "task": {"name", "description", "keywords"},
     "metadata": None,
     "agent": {"timeout_sec"},

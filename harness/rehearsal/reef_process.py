@@ -34,6 +34,7 @@ from pathlib import Path
 import httpx
 
 from harness.rehearsal.openai_server import OpenAIFixture
+from harness.storage.atomic import open_nofollow
 
 #: The recipe that validates tttd reports without training (no GPU, no Ray).
 RECORD_ONLY_RECIPE = "tttd.recipe:TTTDReportsRecipe"
@@ -119,7 +120,7 @@ def running_reef(
         command = _record_only_command(fixture, port, token, recipe, recipe_config)
         command += list(extra_args)
     log_path = workdir / "reef-serve.log"
-    log_file = log_path.open("wb")
+    log_file = os.fdopen(open_nofollow(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC), "wb")
     process = subprocess.Popen(
         command,
         cwd=workdir,

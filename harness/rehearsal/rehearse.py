@@ -45,7 +45,9 @@ from harness.rehearsal.stand_ins import (
 )
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import production_services
+from harness.run.watchers import wandb_sink
 from harness.settings.run_settings import FROZEN_SECTION, RunSettings
+from harness.storage.atomic import atomic_write_bytes
 from harness.storage.run_files import event_log_path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,6 +70,8 @@ class RehearsalOptions:
     cases: int = 2
     judge_seed: int = 11
     workers: int | None = None
+    #: Keys of `observability.wandb` to set in the written settings file (e.g. enabled, mode).
+    wandb: tuple[tuple[str, object], ...] = ()
     #: Rehearse this task (any directory) instead of the template's, with a generic stand-in
     #: executor that edits the task's own seed; its judge is `judge_url`, else a local judge
     #: serving `frontiercs` (a FrontierCS checkout), else the task's own judge packages.
@@ -109,6 +113,9 @@ def write_settings(
     recipe.update({"groups-per-step": options.groups, "rollouts-per-group": options.rollouts})
     run = recipe[FROZEN_SECTION[-1]]
     run.update(steps=options.steps, state_dir=str(state_dir), task=task or run["task"])
+    if options.wandb:
+        block = document.setdefault("observability", {}).setdefault("wandb", {})
+        block.update(dict(options.wandb))
     run["harness"].update(
         executor_backend="gpt_oss_120b",
         gpt_oss_reasoning_effort="high",
@@ -121,7 +128,7 @@ def write_settings(
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
         "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"
     )
-    path.write_text(header + yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    atomic_write_bytes(path, (header + yaml.safe_dump(document, sort_keys=False)).encode("utf-8"))
     return RunSettings.load(path, environ={}, base_dir=path.parent)
 
 
@@ -174,8 +181,9 @@ def rehearse(
             models=(settings.model, backend.model),
             direction=contract.score_direction,
         )
-        services.events = Fanout(log_file, display)
-        services.closers += [display.close, log_file.close]
+        watcher = wandb_sink(settings, models=(settings.model, backend.model))
+        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
+        services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         stack.callback(services.close)
         suite = (
             f"judge suite generated:{options.judge_seed}:{options.cases}"
@@ -223,5 +231,6 @@ def next_commands(state_dir: Path) -> list[str]:
         f"guidance-ttt inspect {state}",
         f"guidance-ttt plot    {state} -o {png}",
         f"guidance-ttt export  {state} --out {results}",
+        f"guidance-ttt browse  {state} -o {shlex.quote(str(Path(state_dir) / 'run.html'))}",
         f"python {shlex.quote(check)} {results} --state-dir {state}",
     ]

@@ -27,12 +27,15 @@ from harness.results.inspection import (
     run_mode,
     run_note,
     run_suite,
+    run_task_text,
     seed_rescored,
     selected_case,
 )
 from harness.results.records import (
+    EXPORTED_ARCHIVES,
     SCHEMA_VERSION,
     UNKNOWN_MODEL,
+    exported_archive_path,
     models,
     provenance,
     read_runs_json,
@@ -65,6 +68,7 @@ from harness.results.score_trajectory import (
 
 __all__ = [
     "COMMITTED_LIBRARY",
+    "EXPORTED_ARCHIVES",
     "RUN_DIR",
     "SCHEMA_VERSION",
     "STORE_CANDIDATES",
@@ -79,6 +83,7 @@ __all__ = [
     "best_update",
     "better",
     "case_studies",
+    "exported_archive_path",
     "failure_modes",
     "find_store",
     "lineage",
@@ -93,6 +98,7 @@ __all__ = [
     "run_note",
     "run_record",
     "run_suite",
+    "run_task_text",
     "run_usage",
     "seed_entry",
     "seed_rescored",

@@ -120,6 +120,15 @@ def run_mode(view: RunView) -> str:
     return str(started[-1].get("mode", "trained")) if started else "trained"
 
 
+def run_task_text(view: RunView) -> str:
+    """What both models read (`harness.task_text`): the resume state's identity, else the last
+    `run_started` event; a run from before task texts were recorded read the `full` text."""
+    if view.resume is not None:
+        return view.resume.identity.task_text
+    started = view.events_of("run_started")
+    return str(started[-1].get("task_text", "full")) if started else "full"
+
+
 def run_suite(view: RunView) -> str | None:
     """The suite the run's scores were measured on (`harness.adapters.judge.suites`): the seed
     entry's label,

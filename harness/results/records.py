@@ -27,7 +27,7 @@ from harness.observe.cost import (
     total_usage,
     usage_by_step,
 )
-from harness.results.inspection import run_mode, run_suite, selected_case
+from harness.results.inspection import run_mode, run_suite, run_task_text, selected_case
 from harness.results.run_view import RunView
 from harness.results.score_trajectory import (
     TrajectoryRow,
@@ -137,6 +137,7 @@ def run_record(
         "task": task,
         "run_name": run_name or view.state_dir.resolve().name,
         "mode": run_mode(view),
+        "task_text": run_task_text(view),
         "suite": run_suite(view),
         "framework": "Reef",
         "status": "completed" if finished and not view.in_flight else "in_progress",
@@ -166,6 +167,16 @@ def run_record(
         "selected_case": selected_case(view.archive),
         "provenance": provenance(view),
     }
+
+
+#: Where `export` puts each run's archive (the Discover `library.json` layout) in its folder,
+#: so that an exported folder can be browsed (`guidance-ttt browse OUT`) without the state.
+EXPORTED_ARCHIVES = "archives"
+
+
+def exported_archive_path(out_dir: Path, run_name: str) -> Path:
+    """`<out_dir>/archives/<run_name>.library.json`."""
+    return Path(out_dir) / EXPORTED_ARCHIVES / f"{run_name}.library.json"
 
 
 def write_records(out_dir: Path, record: Mapping[str, Any], rows: Sequence[TrajectoryRow]) -> None:

@@ -17,10 +17,12 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+from harness.adapters.executor.client import ExecutorAccessError
 from harness.adapters.reef.channel import ReefChannel
 from harness.library import Archive
 from harness.observe.events import EventSink, NullSink
@@ -36,6 +38,7 @@ from harness.run.rollout import (
 )
 from harness.scorer import JudgeUnavailableError, Scorer
 from harness.state import EXECUTION_ERROR, LibraryEntry
+from harness.storage.atomic import DiskFullError
 from harness.storage.resume_state import StepOutcome
 from harness.storage.store import ArchiveStore, JournalRecord
 
@@ -187,16 +190,13 @@ class GuidanceHarness:
                 )
 
         with ThreadPoolExecutor(self.workers, thread_name_prefix=f"rollout-s{step}") as pool:
-            list(pool.map(work, tasks))
+            try:
+                list(pool.map(work, tasks))
+            except BaseException:
+                stop.set()  # interrupted (a signal): rollouts not yet started do not start
+                raise
         if fault:
-            first = next((f for f in fault if isinstance(f, JudgeUnavailableError)), fault[0])
-            if isinstance(first, JudgeUnavailableError):
-                raise StepInterrupted(
-                    f"step {step} stopped: the judge is unavailable ({first}); the slots it could "
-                    f"not score were neither journaled nor reported — start the judge, then "
-                    f"{RESUME_HINT}"
-                ) from first
-            raise first
+            raise _step_stop(step, fault)
 
     def _journal_and_report(self, finished: FinishedRollout) -> None:
         slot, entry = finished.slot, finished.entry
@@ -251,6 +251,44 @@ class GuidanceHarness:
 # --- outcome of a step (pure) ----------------------------------------------------------------
 
 
+def _judge_down(exc: JudgeUnavailableError) -> str:
+    return (
+        f"the judge is unavailable ({exc}); the slots it could not score were neither journaled "
+        "nor reported — start the judge, then "
+    )
+
+
+def _executor_refused(exc: ExecutorAccessError) -> str:
+    return (
+        f"the executor refused the request with HTTP {exc.status} (a wrong or revoked key, or no "
+        f"credit left): {exc.body} — fix the key or the account, then "
+    )
+
+
+def _disk_full(exc: DiskFullError) -> str:
+    return f"{exc}; rollouts that did not fit were neither journaled nor reported — "
+
+
+#: Faults that stop a step with a one-line reason and leave it to resume, first match wins.
+_STOPPING_FAULTS: tuple[tuple[type[BaseException], Callable[[Any], str]], ...] = (
+    (JudgeUnavailableError, _judge_down),
+    (ExecutorAccessError, _executor_refused),
+    (DiskFullError, _disk_full),
+)
+
+
+def _step_stop(step: int, fault: Sequence[BaseException]) -> BaseException:
+    """What a step's pool raises for its faults: `StepInterrupted` with the reason for a fault
+    the same command recovers from once it is fixed, else the first fault itself."""
+    for kind, reason in _STOPPING_FAULTS:
+        match = next((f for f in fault if isinstance(f, kind)), None)
+        if match is not None:
+            stopped = StepInterrupted(f"step {step} stopped: {reason(match)}{RESUME_HINT}")
+            stopped.__cause__ = match
+            return stopped
+    return fault[0]
+
+
 def step_entries(archive: Archive, step: int) -> list[LibraryEntry]:
     """The entries of `step`, group-major and by rollout index within a group."""
     entries = [
@@ -268,7 +306,8 @@ def executor_failures(archive: Archive, step: int) -> int:
 
 def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
     """The controller's view of a complete step: rewards per group in rollout order, counts of
-    valid rollouts and well-formed guidance, and the best raw score of a valid candidate."""
+    valid rollouts and well-formed guidance, the best raw score of a valid candidate of the
+    step, and the archive's best after it (the seed included), the reference's `best_raw_score`."""
     g, r = archive.config.groups_per_batch, archive.config.rollout_n
     entries = step_entries(archive, step)
     slots = [(int(e.metadata["group"]), int(e.metadata["rollout"])) for e in entries]
@@ -277,6 +316,7 @@ def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
         raise RuntimeError(f"step {step} is incomplete: slots {slots} instead of the {g}x{r} grid")
     valid = [e for e in entries if e.is_valid]
     best = max(valid, key=lambda e: archive.config.signed(e.verifier_raw_score), default=None)
+    overall = archive.best_entry()
     return StepOutcome(
         step=step,
         elapsed_s=elapsed_s,
@@ -284,4 +324,5 @@ def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
         valid_rollouts=len(valid),
         well_formed_guidance=sum(1 for e in entries if e.metadata.get("guidance_format_ok")),
         best_raw_score=None if best is None else best.verifier_raw_score,
+        archive_best_raw_score=None if overall is None else overall.verifier_raw_score,
     )

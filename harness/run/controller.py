@@ -64,6 +64,17 @@ class ControllerSettings:
     prompt_mode: str = "summary_only"
     megatron_dir: Path | None = None  # Slime's `save` dir; default <state>/checkpoints/megatron
 
+    def __post_init__(self) -> None:
+        # As the reference's training bridge: a deadline that cannot be met is refused at once.
+        if not self.deadline_s > 0:
+            raise ValueError(
+                f"the training timeout (deadline_s) must be positive, got {self.deadline_s!r}"
+            )
+        if not self.poll_interval_s >= 0:
+            raise ValueError(
+                f"the training poll interval must be non-negative, got {self.poll_interval_s!r}"
+            )
+
     @property
     def checkpoint_marker(self) -> Path:
         """Slime's `latest_checkpointed_iteration.txt`, which the gate requires to exist."""

@@ -13,7 +13,7 @@ Configuration (agent kwargs win over environment variables, which win over the d
 | kwarg             | environment variable            | default                              |
 |-------------------|---------------------------------|--------------------------------------|
 | `serve_yaml`      | `GUIDANCE_TTT_SERVE_YAML`       | `serve.yaml` at the repository root  |
-| `task_dir`        | `GUIDANCE_TTT_TASK_DIR`         | `<serve.yaml dir>/harbor/<task>`     |
+| `task_dir`        | `GUIDANCE_TTT_TASK_DIR`         | the settings' task (name or path)    |
 | `executor_url`    | `GUIDANCE_TTT_EXECUTOR_URL`     | the backend's own URL                |
 | `judge_url`       | `GUIDANCE_TTT_JUDGE_URL`        | serve.yaml's judge_url               |
 | `training_bridge` | `GUIDANCE_TTT_TRAINING_BRIDGE`  | Reef's Ray bridge (runtime.yaml)     |
@@ -22,12 +22,13 @@ Configuration (agent kwargs win over environment variables, which win over the d
 How many rollouts run at once and how many executor requests may be in flight are run settings,
 read from serve.yaml like every other (`max_rollout_workers`, `executor_max_in_flight`).
 
-Relative paths inside serve.yaml are taken from the serve.yaml's directory (where `run.sh`
-starts `reef serve`). `judge_url` exists because the host and the task container reach the same
-judge by different addresses (`127.0.0.1` vs `host.docker.internal`): `run.py` pins the host's
-view here and gives the container its own through `FRONTIERCS_JUDGE_URL`. `training_bridge` is
-a `module:callable` import path; the callable takes the `RunSettings` and returns a
-`TrainingBridge` (the CPU rehearsal plugs its fake in here).
+Relative paths inside serve.yaml are taken from the repository root, wherever the file lies
+(where `run.sh` starts `reef serve`; docs/running.md). `judge_url` exists because the host
+and the task container reach the same judge by different addresses (`127.0.0.1` vs
+`host.docker.internal`): `run.py` pins the host's view here and gives the container its own
+through `FRONTIERCS_JUDGE_URL`. `training_bridge` is a `module:callable` import path; the
+callable takes the `RunSettings` and returns a `TrainingBridge` (the CPU rehearsal plugs its
+fake in here).
 """
 
 from __future__ import annotations
@@ -50,13 +51,15 @@ from harbor.agents.base import BaseAgent
 from harbor.environments.base import BaseEnvironment
 from harbor.models.agent.context import AgentContext
 
+from harness.adapters.executor.client import require_api_key
 from harness.adapters.reef.training_bridge import TrainingBridge
 from harness.contract import load_contract, load_harbor_task
 from harness.observe.cost import PriceTable, load_prices
 from harness.observe.events import EventLog, Fanout
 from harness.observe.progress import ProgressDisplay
 from harness.run.runner import RunResult, run_steps
-from harness.run.services import production_services
+from harness.run.services import executor_backend, production_services
+from harness.run.watchers import wandb_sink
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.settings.task_dirs import task_dir_of
 from harness.storage.run_files import event_log_path
@@ -183,6 +186,8 @@ class HarborAgent(BaseAgent):
                 f"agent model_name {self.model_name!r} differs from serve.yaml "
                 f"training.config.model {settings.model!r}; serve.yaml is the source of truth"
             )
+        # A missing executor key stops the trial here, before any step (one line naming it).
+        require_api_key(executor_backend(settings, self.options.executor_url))
         task_dir = self.options.task_dir or task_dir_of(settings)
         result = await asyncio.to_thread(self._run_steps, settings, task_dir, instruction)
         context.metadata = {**(context.metadata or {}), "reef": result.reef_metadata()}
@@ -198,13 +203,15 @@ class HarborAgent(BaseAgent):
             settings, task_dir, executor_url=self.options.executor_url, bridge=bridge
         )
         log_file = EventLog(event_log_path(settings.state_dir))
+        prices = _prices(settings)
+        models = (settings.model, services.executor.backend.model)
         display = ProgressDisplay(
-            prices=_prices(settings),
-            models=(settings.model, services.executor.backend.model),
-            direction=load_contract(task_dir).score_direction,
+            prices=prices, models=models, direction=load_contract(task_dir).score_direction
         )
-        services.events = Fanout(log_file, display)  # a failing display never reaches the run
-        services.closers += [display.close, log_file.close]
+        watcher = wandb_sink(settings, prices=prices, models=models)  # None unless enabled
+        # A failing display or W&B never reaches the run.
+        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
+        services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         overrides = {}
         if self.options.poll_interval_s is not None:
             overrides["poll_interval_s"] = self.options.poll_interval_s

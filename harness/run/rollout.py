@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from harness.adapters.executor.backends import ExecutionBackend
-from harness.adapters.executor.client import ExecutionResult
+from harness.adapters.executor.client import ExecutionResult, ExecutorAccessError
 from harness.contract import TaskContract
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
 from harness.scorer import Scorer
@@ -179,14 +179,17 @@ def _execute(
     timings: dict[str, float],
 ) -> _Candidate:
     """Executor call, solution extraction, judge. Executor exceptions are `execution_error`, a
-    missing program is `parse_error`; the scorer's infrastructure error propagates."""
+    missing program is `parse_error`; the scorer's infrastructure error and an executor that
+    refuses the key or the account (401/402/403) propagate."""
     contract = settings.contract
     prompt = executor_prompt(contract, settings.problem, task.parent_entry, guidance_text)
     on_stage("executor")
     mark = time.monotonic()
     try:
         result = executor.complete(prompt.messages())
-    except Exception as exc:  # any executor failure is this rollout's execution_error
+    except ExecutorAccessError:
+        raise  # the key or the account is refused: the run stops (harness.run.agent)
+    except Exception as exc:  # any other executor failure is this rollout's execution_error
         failure = VerificationResult.failure(EXECUTION_ERROR, f"{type(exc).__name__}: {exc}")
         return _Candidate(failure)
     finally:

@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.adapters.executor.client import require_api_key
 from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
 from harness.adapters.reef.channel import ReefChannel
-from harness.contract import load_task
+from harness.contract import DEFAULT_TASK_TEXT, load_task
 from harness.library import Archive
 from harness.observe.cost import usage_by_step
 from harness.observe.events import EventSink
@@ -59,11 +60,16 @@ class RunResult:
     agent_record_ids: tuple[str, ...]
     runtime_load_id: str | None
     best: LibraryEntry | None
+    #: Ours: the receipts of every well-formed rollout of the run, all invocations included.
+    all_agent_record_ids: tuple[str, ...] = ()
 
     def reef_metadata(self) -> dict[str, Any]:
-        """The documented `context.metadata["reef"]` block (JSON values only)."""
+        """The documented `context.metadata["reef"]` block (JSON values only): as the
+        reference's, `agent_record_ids` are this invocation's well-formed rollouts (the steps
+        from `start_step` on); `all_agent_record_ids` (ours) adds earlier invocations'."""
         return {
             "agent_record_ids": list(self.agent_record_ids),
+            "all_agent_record_ids": list(self.all_agent_record_ids),
             "start_step": self.start_step,
             "next_step": self.next_step,
             "runtime_load_id": self.runtime_load_id,
@@ -88,7 +94,13 @@ def run_steps(
     journal errors. Nothing is lost by any of them: finished rollouts are journaled, committed
     steps are committed.
     """
-    contract, _ = load_task(task_dir)  # the whole task directory is checked before anything runs
+    require_api_key(services.executor.backend)  # a missing key stops the run before any step
+    # The whole task directory is checked before anything runs. The default task text is the
+    # task's own instruction.md (what Harbor hands the agent as `problem`); a variant
+    # (`harness.task_text`, docs/differences.md) brings its own problem text.
+    contract, text = load_task(task_dir, settings.task_text)
+    if settings.task_text != DEFAULT_TASK_TEXT:
+        problem = text
     run_dir = settings.state_dir / RUN_DIR
     run_dir.mkdir(parents=True, exist_ok=True)
     remove_stale_temps(run_dir)  # a resume-state write cut short leaves only its temp file
@@ -157,6 +169,7 @@ def run_steps(
             best_raw_score=_best_score(archive),
             guidance_model=settings.model,
             executor_model=services.executor.backend.model,
+            task_text=settings.task_text,
             # Where this run's settings and services are: status, inspect and plot of this
             # state directory read them instead of the defaults.
             settings_file=str(settings.config_path),
@@ -195,7 +208,8 @@ def run_steps(
             start_step=start.start_step,
             next_step=controller.next_step,
             step_summaries=tuple(summaries),
-            agent_record_ids=well_formed_receipts(archive),
+            agent_record_ids=well_formed_receipts(archive, from_step=start.start_step),
+            all_agent_record_ids=well_formed_receipts(archive),
             runtime_load_id=_runtime_load_id(services.reef),
             best=archive.best_entry(),
         )
@@ -247,12 +261,13 @@ def _emit_step_end(
     events.emit("step_committed", step=step, next_step=step + 1)
 
 
-def well_formed_receipts(archive: Archive) -> tuple[str, ...]:
-    """The receipts of every rollout with well-formed guidance, in step, group, rollout order."""
+def well_formed_receipts(archive: Archive, from_step: int = 0) -> tuple[str, ...]:
+    """The receipts of the rollouts with well-formed guidance of steps `from_step` on, in step,
+    group, rollout order."""
     rollouts = [
         e
         for e in archive.entries.values()
-        if e.timestep >= 1 and e.metadata.get("guidance_format_ok")
+        if e.timestep >= from_step + 1 and e.metadata.get("guidance_format_ok")
     ]
     rollouts.sort(
         key=lambda e: (e.timestep, e.metadata.get("group", 0), e.metadata.get("rollout", 0))

@@ -40,6 +40,7 @@ from typing import Literal
 from pydantic import Field, field_validator, model_validator
 
 from harness.settings.document import FROZEN_SECTION
+from harness.settings.observability import ObservabilitySection
 from harness.settings.serve import (
     ReefOwned,
     ReefSection,
@@ -104,6 +105,7 @@ class FrozenServeSettings(Section):
     inference: FrozenInference
     recipe: FrozenRecipe
     training: dict | None = None
+    observability: ObservabilitySection = ObservabilitySection()
 
     @model_validator(mode="after")
     def _nothing_to_train(self) -> FrozenServeSettings:

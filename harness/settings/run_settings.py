@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.adapters.executor.backends import ExecutionBackend, configured_backend
+from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
@@ -28,6 +29,7 @@ from harness.settings.document import (
     ServeDocument,
 )
 from harness.settings.frozen import FrozenServeSettings
+from harness.settings.observability import WandbSection
 from harness.settings.serve import (
     DEFAULT_RAY_ACTOR_NAME,
     DEFAULT_RAY_NAMESPACE,
@@ -118,6 +120,8 @@ class RunSettings:
     executor_max_in_flight: int
     startup_deadline_s: int
     seed_file: str = DEFAULT_SEED_FILE
+    #: What both models read (`harness.task_text`): `reference` or a variant of the task.
+    task_text: str = DEFAULT_TASK_TEXT
     reef_token: str | None = field(default=None, repr=False)
     #: `trained` (serve.yaml: Reef trains the guidance LoRA) or `frozen` (serve-frozen.yaml:
     #: any OpenAI-compatible endpoint behind Reef's record-only service; harness.settings.frozen).
@@ -145,6 +149,10 @@ class RunSettings:
         serve.yaml, ``recipe.config.guidance-ttt.<key>`` in serve-frozen.yaml."""
         prefix = ".".join(FROZEN_SECTION) if self.frozen else "training.config"
         return f"{prefix}.{key}"
+
+    #: ``observability.wandb`` (harness.settings.observability), as plain values: Reef's W&B
+    #: block, which the harness's search metrics follow into the same project and group.
+    wandb: Mapping[str, Any] = field(default_factory=lambda: WandbSection().as_mapping())
 
     @property
     def frozen(self) -> bool:
@@ -187,6 +195,7 @@ class RunSettings:
             "lora_rank": self.lora_rank,
             "inference_tensor_parallel_size": self.inference_tensor_parallel_size,
             "megatron_tensor_parallel_size": self.megatron_tensor_parallel_size,
+            "task_text": self.task_text,
         }
 
     def safe_dict(self) -> dict[str, Any]:
@@ -235,6 +244,14 @@ def _token(value: object) -> str | None:
     return (str(value).strip() or None) if value is not None else None
 
 
+def _wandb(section: WandbSection, base: Path) -> dict[str, Any]:
+    """``observability.wandb`` as plain values, its ``directory`` made absolute."""
+    values = section.as_mapping()
+    if values["directory"]:
+        values["directory"] = str(_absolute(values["directory"], base))
+    return values
+
+
 #: Free disk a run needs by default, in GB: a trained run keeps Megatron checkpoints of an 8B
 #: model (≈ 16 GB each with optimizer state, several kept); a frozen run keeps its archive,
 #: journal and Reef's records (tens of MB per step).
@@ -251,6 +268,7 @@ def _harness_fields(harness: HarnessConfig, mode: str = "trained") -> dict[str, 
         "judge_url": harness.judge_url,
         "judge_problem_id": harness.judge_problem_id,
         "seed_file": harness.seed,
+        "task_text": harness.task_text,
         "max_rollout_workers": harness.max_rollout_workers,
         "executor_max_in_flight": harness.executor_max_in_flight,
         "startup_deadline_s": harness.startup_deadline_s,
@@ -288,6 +306,7 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         hf_checkpoint_template=hf_template,
         ray_actor_name=serve.training.ray_actor_name,
         ray_namespace=serve.training.ray_namespace,
+        wandb=_wandb(serve.observability.wandb, base),
         **_harness_fields(config.harness),
     )
 
@@ -322,5 +341,6 @@ def _frozen_record(serve: FrozenServeSettings, config_path: Path, base: Path) ->
         ray_namespace=None,
         mode="frozen",
         guidance_upstream_url=serve.inference.upstream_url,
+        wandb=_wandb(serve.observability.wandb, base),
         **_harness_fields(run.harness, "frozen"),
     )

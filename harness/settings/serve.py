@@ -39,7 +39,9 @@ from harness.adapters.executor.backends import (
     backend_from_name,
     configured_backend,
 )
+from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import RunSettingsError, ServeDocument
+from harness.settings.observability import ObservabilitySection
 from harness.validation import (
     WITHHELD,
     HyphenSection,
@@ -185,6 +187,9 @@ class HarnessConfig(Section):
     # Empty: the task's own `judge_problem_id` (contract.json); set it only to override.
     judge_problem_id: Annotated[str, BeforeValidator(_text_of_number)] = ""
     seed: Text = DEFAULT_SEED_FILE
+    #: What both models read: `reference` (the task's instruction.md and contract.json, the
+    #: reference's facts only) or a variant under the task's `variants/` (e.g. `full`).
+    task_text: Text = DEFAULT_TASK_TEXT
     #: Rollouts that run at once (the reference runs at most 8).
     max_rollout_workers: Integer = Field(8, ge=1)
     #: Executor requests in flight (the reference's cap is 8); at most ``max_rollout_workers``.
@@ -205,6 +210,16 @@ class HarnessConfig(Section):
         if Path(value).is_absolute() or ".." in Path(value).parts:
             raise ValueError(
                 f"must name a seed record inside the task directory, e.g. {DEFAULT_SEED_FILE}"
+            )
+        return value
+
+    @field_validator("task_text")
+    @classmethod
+    def _a_folder_name(cls, value: str) -> str:
+        if not value.replace("-", "_").isidentifier():
+            raise ValueError(
+                f"must be {DEFAULT_TASK_TEXT!r} or the name of a folder under the task's "
+                "variants/, e.g. full"
             )
         return value
 
@@ -330,6 +345,7 @@ class ServeSettings(Section):
     inference: InferenceSection
     recipe: RecipeSection
     training: TrainingSection
+    observability: ObservabilitySection = ObservabilitySection()
 
     @model_validator(mode="after")
     def _batch_layout_matches_the_grid(self) -> ServeSettings:

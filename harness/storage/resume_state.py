@@ -30,6 +30,8 @@ class ResumeStateError(RuntimeError):
 FORMAT_VERSION = 1
 MAX_RESUME_STATE_BYTES = 64 << 20  # summaries of thousands of steps fit many times over
 RUN_MODES = ("trained", "frozen")
+#: The task text of a record written before task texts were recorded: the full statement.
+LEGACY_TASK_TEXT = "full"
 RESUME_STATE = Path("guidance-run") / "resume-state.json"
 STATE_KEYS = frozenset(
     {"format_version", "identity", "executor_backend", "prompt_mode", "next_step", "step_summaries"}
@@ -47,10 +49,14 @@ SUMMARY_KEYS = (
     "degenerate_step",
     "retained_trajectories",
     "grad_norm",
-    "best_raw_score",
+    "best_raw_score",  # the archive's best after the step, the seed included (the reference's)
     "train_metrics",
     "recovered_commit",  # ours: trained before this process began, re-committed on resume
+    "step_best_raw_score",  # ours: the best valid candidate of this step alone (None: none)
 )
+#: The keys a summary written before `step_best_raw_score` existed carries; its
+#: `best_raw_score` was the step's own best (`_migrated_summary`).
+LEGACY_SUMMARY_KEYS = frozenset(SUMMARY_KEYS) - {"step_best_raw_score"}
 
 
 @dataclass(frozen=True)
@@ -72,8 +78,13 @@ class RunIdentity:
     #: `trained` or `frozen` (no LoRA: `lora_rank` and both tensor-parallel sizes are 0). A
     #: record written before modes existed has no key and is a trained run.
     mode: str = "trained"
+    #: What both models read (`harness.task_text`): `reference` or a variant of the task. A
+    #: record written before task texts existed has no key; it read the full text (`full`).
+    task_text: str = "reference"
 
     def __post_init__(self) -> None:
+        if not (isinstance(self.task_text, str) and self.task_text):
+            raise ValueError(f"run identity task_text is {self.task_text!r}, which is not valid")
         if self.mode not in RUN_MODES:
             raise ValueError(f"run identity mode is {self.mode!r}; choose one of {RUN_MODES}")
         untrained = (
@@ -83,7 +94,9 @@ class RunIdentity:
         )
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name == "mode" or (f.name == "gpt_oss_reasoning_effort" and value is None):
+            if f.name in ("mode", "task_text") or (
+                f.name == "gpt_oss_reasoning_effort" and value is None
+            ):
                 continue
             if f.name in untrained:
                 if value != 0:
@@ -96,9 +109,12 @@ class RunIdentity:
     @classmethod
     def from_dict(cls, data: Any, where: str = "run identity") -> RunIdentity:
         """Build from stored JSON; unknown or missing keys are an error naming them (`mode` may
-        be missing: a record from before modes existed is a trained run)."""
+        be missing: a record from before modes existed is a trained run; so may `task_text`: such
+        a run read the full text)."""
         if isinstance(data, Mapping) and "mode" not in data:
             data = {**data, "mode": "trained"}
+        if isinstance(data, Mapping) and "task_text" not in data:
+            data = {**data, "task_text": LEGACY_TASK_TEXT}
         _exact_keys(data, {f.name for f in fields(cls)}, where)
         return cls(**data)
 
@@ -122,7 +138,10 @@ class StepOutcome:
     group_rewards: Sequence[Sequence[float]]
     valid_rollouts: int
     well_formed_guidance: int
+    #: The best raw score of a valid candidate of this step alone.
     best_raw_score: float | None
+    #: The archive's best raw score after the step, the seed included (None: use this step's).
+    archive_best_raw_score: float | None = None
 
     def __post_init__(self) -> None:
         rewards = tuple(tuple(float(x) for x in group) for group in self.group_rewards)
@@ -157,9 +176,12 @@ class StepOutcome:
                     self.nonconstant_groups == 0,
                     (self.nonconstant_groups or 1) * r,
                     None if grad_norm is None else float(grad_norm),
-                    self.best_raw_score,
+                    self.best_raw_score
+                    if self.archive_best_raw_score is None
+                    else self.archive_best_raw_score,
                     dict(metrics),
                     recovered,
+                    self.best_raw_score,
                 ),
                 strict=True,
             )
@@ -217,6 +239,7 @@ class ResumeState:
         next_step, summaries = data["next_step"], data["step_summaries"]
         if not _pos(next_step, zero=True) or not isinstance(summaries, list):
             raise ResumeStateError(f"{path}: next_step {next_step!r} / step_summaries malformed")
+        summaries = [_migrated_summary(entry) for entry in summaries]
         for index, entry in enumerate(summaries):
             _exact_keys(entry, set(SUMMARY_KEYS), f"{path} step_summaries[{index}]")
             if entry["step"] != index:
@@ -241,6 +264,16 @@ class ResumeState:
             tuple(summaries),
             library_sha,
         )
+
+
+def _migrated_summary(entry: Any) -> Any:
+    """A summary written before `step_best_raw_score` existed, in today's keys: its
+    `best_raw_score` was the step's own best, so that becomes `step_best_raw_score`, and the
+    archive's best after the step, not recorded then, is None. Anything else is left as it is
+    (and refused by the key check if wrong)."""
+    if isinstance(entry, dict) and set(entry) == LEGACY_SUMMARY_KEYS:
+        return {**entry, "step_best_raw_score": entry["best_raw_score"], "best_raw_score": None}
+    return entry
 
 
 def _pos(value: Any, zero: bool = False) -> bool:

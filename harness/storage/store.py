@@ -31,8 +31,10 @@ from pathlib import Path
 from harness.library import Archive, ArchiveError, require_same_config
 from harness.state import ArchiveConfig, LibraryEntry, LibraryNode
 from harness.storage.atomic import (
+    SymlinkRefusedError,
     append_durable_line,
     atomic_write_bytes,
+    open_nofollow,
     remove_stale_temps,
     truncate_durable,
 )
@@ -136,8 +138,11 @@ class ArchiveStore:
 
     @staticmethod
     def _lock(root: Path) -> int:
+        for directory in (root.parent, root):  # guidance-run/ and guidance-run/archive/
+            if directory.is_symlink():
+                raise SymlinkRefusedError(directory)
         root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_nofollow(root / LOCK, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError as exc:
@@ -211,9 +216,11 @@ class ArchiveStore:
     def record_rollout(
         self, archive: Archive, step: int, group: int, rollout: int, entry: LibraryEntry
     ) -> LibraryNode | None:
-        """Submit a finished rollout to `archive` and journal it durably; returns the new node (or
-        None). When this returns, the rollout survives a crash, so it may be reported. If the
-        journal write fails the in-memory archive is ahead of the disk: stop the run."""
+        """Journal a finished rollout durably, then submit it to `archive`; returns the new node
+        (or None). When this returns, the rollout survives a crash, so it may be reported. The
+        submission is checked before anything is written, and a journal write that fails (a full
+        disk: `DiskFullError`) leaves both the journal and `archive` as they were, so the other
+        rollouts of the step can still be journaled and the step resumes cleanly."""
         self._require_loaded()
         if step != self._committed_step + 1:
             raise StoreError(f"step {step} is not the in-flight step {self._committed_step + 1}")
@@ -225,8 +232,9 @@ class ArchiveStore:
             raise StoreError(f"slot group={group} rollout={rollout} of step {step} is already done")
         self._require_same_archive(archive)
         line = JournalRecord(step, group, rollout, entry).to_line()  # fails before any mutation
-        node = archive.submit(step, group, entry)
+        archive.check_submission(step, group, entry)
         append_durable_line(self.root / journal_name(step), line)
+        node = archive.submit(step, group, entry)
         self._slots[(group, rollout)] = entry.id
         return node
 

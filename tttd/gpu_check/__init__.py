@@ -1,6 +1,6 @@
 """Executable checks of the GPU boundary against the real Slime, Megatron-LM and Reef code.
 
-Three checks, each a function returning ``CheckResult`` rows (``name``, ``ok``, ``detail``,
+Four checks, each a function returning ``CheckResult`` rows (``name``, ``ok``, ``detail``,
 ``figures``); ``python -m tttd.gpu_check`` (``scripts/gpu-check.sh``) prints them as one table:
 
 - ``arguments`` (``tttd.gpu_check.arguments``): Reef 0.1.3's own launch code turns ``serve.yaml``
@@ -11,6 +11,11 @@ Three checks, each a function returning ``CheckResult`` rows (``name``, ``ok``, 
   ``loss_function`` (through Reef's worker-hook wrapper) run our tttd hooks with Megatron's
   parallel state for one process; the loss Megatron back-propagates equals the token sum of
   ``tttd.slime.terms`` and the gradient reaches the logits;
+- ``loss-tp2`` (``tttd.gpu_check.tensor_parallel``): the same loss path on two ranks at
+  Megatron TP 2 (``tttd.gpu_check.launcher``: NCCL on two GPUs, gloo on CPU), the logits split
+  over the vocabulary by Megatron's ``ColumnParallelLinear``; every rank back-propagates the
+  full-vocabulary token sum, each shard gets its part of the gradient, and the step's metrics
+  are reported once;
 - ``step`` (``tttd.gpu_check.optimizer_step``, meant for a GPU, runs on CPU too): one optimizer
   step of a tiny random-weight Qwen3 with LoRA through the same loss path; LoRA-B moves, the
   base does not, and the qualification gate accepts the step's metrics.
@@ -56,15 +61,25 @@ __all__ = [
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One row of the table: a named check, whether it held, why, and what it measured."""
+    """One row of the table: a named check, whether it held, why, and what it measured.
+
+    A ``skipped`` row (``ok`` stays true) says a check could not run here and why.
+    """
 
     name: str
     ok: bool
     detail: str = ""
     figures: dict[str, Any] = field(default_factory=dict)
+    skipped: bool = False
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "ok": self.ok, "detail": self.detail, "figures": self.figures}
+        return {
+            "name": self.name,
+            "ok": self.ok,
+            "detail": self.detail,
+            "figures": self.figures,
+            "skipped": self.skipped,
+        }
 
 
 def upstream_paths(environ: Mapping[str, str] | None = None) -> list[str]:

@@ -1,10 +1,13 @@
 """``python -m tttd.gpu_check``: run the GPU-boundary checks and print one table.
 
-    python -m tttd.gpu_check                    # arguments (2×4 and 8×16) and the loss path
+    python -m tttd.gpu_check                    # arguments (2×4, 8×16), the loss path at TP 1 and 2
     python -m tttd.gpu_check --step             # also one optimizer step (needs a GPU)
     python -m tttd.gpu_check --only loss --json out.json
     python -m tttd.gpu_check --only arguments --save-slime-args args.pkl   # where SGLang is
     python -m tttd.gpu_check --only loss --slime-args args.pkl           # where it is not
+    python -m tttd.gpu_check --only loss-tp2    # two ranks at TP 2: two GPUs (NCCL) or CPU (gloo)
+
+On a GPU host with fewer than two GPUs the ``loss-tp2`` check prints one SKIP row.
 
 Exit status: 0 when every row passed, 1 when a row failed (the failures are named on the
 last line), 2 when Slime or Megatron-LM cannot be imported (the reason is printed).
@@ -24,7 +27,7 @@ from typing import Any
 from tttd.gpu_check import CheckResult, upstream_missing, use_upstream_sources
 
 REPO = Path(__file__).resolve().parents[2]
-CHECKS = ("arguments", "loss", "step")
+CHECKS = ("arguments", "loss", "loss-tp2", "step")
 
 
 def run_checks(
@@ -59,6 +62,10 @@ def _run_one(
         from tttd.gpu_check.loss_path import check_loss_path
 
         return check_loss_path(serve_yaml, scratch / "loss", device, args)
+    if name == "loss-tp2":
+        from tttd.gpu_check.tensor_parallel import check_tensor_parallel_loss
+
+        return check_tensor_parallel_loss(serve_yaml, scratch / "loss-tp2", device, args)
     from tttd.gpu_check.optimizer_step import check_optimizer_step
 
     return check_optimizer_step(serve_yaml, scratch / "step", device, args)
@@ -67,7 +74,7 @@ def _run_one(
 def print_table(results: list[CheckResult], stream=sys.stdout) -> None:
     width = max((len(result.name) for result in results), default=10)
     for result in results:
-        mark = "PASS" if result.ok else "FAIL"
+        mark = "SKIP" if result.skipped else "PASS" if result.ok else "FAIL"
         print(f"{mark}  {result.name:<{width}}  {result.detail}", file=stream)
 
 
@@ -92,7 +99,8 @@ def main(argv: list[str] | None = None) -> int:
     if reason is not None:
         print(f"gpu-check: cannot run: {reason}", file=sys.stderr)
         return 2
-    selected = options.only or ["arguments", "loss", *(["step"] if options.step else [])]
+    default = ["arguments", "loss", "loss-tp2", *(["step"] if options.step else [])]
+    selected = options.only or default
     device = options.device
     if device == "auto":
         import torch
@@ -115,7 +123,9 @@ def main(argv: list[str] | None = None) -> int:
     if failed:
         print(f"gpu-check: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
         return 1
-    print(f"gpu-check: all {len(results)} rows passed ({device})")
+    skipped = [result.name for result in results if result.skipped]
+    note = f"; skipped: {', '.join(skipped)}" if skipped else ""
+    print(f"gpu-check: all {len(results) - len(skipped)} rows passed ({device}){note}")
     return 0
 
 

@@ -22,7 +22,9 @@ import httpx
 from harness.adapters.executor.backends import ExecutionBackend, build_request_body
 
 __all__ = [
+    "ACCESS_STATUSES",
     "ERROR_BODY_LIMIT",
+    "LOCAL_BEARER",
     "RETRYABLE_STATUSES",
     "ExecutionClient",
     "ExecutionError",
@@ -30,8 +32,10 @@ __all__ = [
     "ExecutionResponseError",
     "ExecutionResult",
     "ExecutionTransportError",
+    "ExecutorAccessError",
     "MissingAPIKeyError",
     "parse_completion",
+    "require_api_key",
 ]
 
 log = logging.getLogger(__name__)
@@ -39,6 +43,8 @@ log = logging.getLogger(__name__)
 #: HTTP statuses that mean "try again later"; every other status fails at once, except a 200
 #: that carries an error object or a non-JSON body, which is transient too (docs/executors.md).
 RETRYABLE_STATUSES = frozenset({408, 429, 500, 502, 503, 504})
+#: The bearer value a backend without a key sends (the reference's).
+LOCAL_BEARER = "local-executor"
 #: How much of an error body an exception carries.
 ERROR_BODY_LIMIT = 500
 
@@ -61,6 +67,15 @@ class ExecutionHTTPError(ExecutionError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+class ExecutorAccessError(ExecutionHTTPError):
+    """401, 402 or 403: the key is wrong or revoked, or the account is out of credit. Every
+    later call would fail the same way, so the run stops instead of scoring reward 0."""
+
+
+#: Statuses that mean the executor refuses this key or account (`ExecutorAccessError`).
+ACCESS_STATUSES = frozenset({401, 402, 403})
 
 
 class ExecutionTransportError(ExecutionError):
@@ -100,20 +115,26 @@ def _first_choice(payload: Any) -> Mapping[str, Any]:
 
 
 def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any] | None]:
-    """Read (text, reasoning, finish_reason, usage) from a chat completion body. Text is
-    `message.content`, else `choice.text`, and must be non-empty; reasoning is the first non-empty
-    of `message.reasoning_content` and `message.reasoning`."""
+    """Read (text, reasoning, finish_reason, usage) from a chat completion body, as the reference
+    does. Text is `message.content`, else `choice.text`, and must hold more than whitespace;
+    reasoning is the first non-empty of `message.reasoning_content`, `message.reasoning`,
+    `choice.reasoning_content` and `choice.reasoning`."""
     choice = _first_choice(payload)
     message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
     text = message.get("content") or choice.get("text")
-    if not isinstance(text, str) or not text:
+    if not isinstance(text, str) or not text.strip():
         raise ExecutionResponseError(
             f"executor returned empty content (finish_reason={choice.get('finish_reason')!r})"
         )
     reasoning = next(
         (
             value
-            for value in (message.get("reasoning_content"), message.get("reasoning"))
+            for value in (
+                message.get("reasoning_content"),
+                message.get("reasoning"),
+                choice.get("reasoning_content"),
+                choice.get("reasoning"),
+            )
             if isinstance(value, str) and value
         ),
         "",
@@ -128,6 +149,24 @@ def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any]
     )
 
 
+def require_api_key(
+    backend: ExecutionBackend, environ: Mapping[str, str] | None = None
+) -> str | None:
+    """The backend's API key from the environment (None for a keyless backend). A backend that
+    needs a key whose variable is unset or blank raises `MissingAPIKeyError`, one line naming
+    the variable: every entry point calls this before its first step, so a missing key stops
+    the run at start instead of turning every rollout into reward 0. The key is never kept."""
+    env = backend.api_key_env
+    if env is None:
+        return None
+    key = (os.environ if environ is None else environ).get(env, "").strip()
+    if not key:
+        raise MissingAPIKeyError(
+            f"executor {backend.name} needs an API key: set the environment variable {env}"
+        )
+    return key
+
+
 def _retry_after_s(response: httpx.Response) -> float | None:
     """A numeric `Retry-After` in seconds; an HTTP-date or garbage falls back to backoff."""
     raw = response.headers.get("retry-after")
@@ -140,17 +179,18 @@ def _retry_after_s(response: httpx.Response) -> float | None:
 
 def _success_payload(response: httpx.Response) -> tuple[Any, str | None]:
     """The JSON body of a 2xx answer, and what makes it a transient failure (None when it is an
-    answer): a body that is not JSON, or a JSON object carrying an `"error"` object."""
+    answer), as the reference retries them: a body that is not JSON, JSON that is not an
+    object, or an object whose `"error"` is set (an object or a string)."""
     try:
         payload = response.json()
     except ValueError:
         return None, "a non-JSON body"
-    if isinstance(payload, Mapping) and isinstance(payload.get("error"), Mapping):
-        return payload, "an error object in the body"
+    if not isinstance(payload, Mapping):
+        return payload, "JSON that is not an object"
+    if payload.get("error"):
+        return payload, "an error in the body"
     return payload, None
 
-
-# ---------------------------------------------------------------------------------------- client
 
 _SEMAPHORES: dict[ExecutionBackend, threading.BoundedSemaphore] = {}
 _SEMAPHORES_LOCK = threading.Lock()
@@ -246,22 +286,16 @@ class ExecutionClient:
         return f"{self.backend.model} answered (finish_reason={choice.get('finish_reason')!r})"
 
     def _api_key(self) -> str | None:
-        env = self.backend.api_key_env
-        if env is None:
-            return None
-        key = os.environ.get(env, "").strip()
-        if not key:
-            raise MissingAPIKeyError(
-                f"executor {self.backend.name} needs an API key: set the environment variable {env}"
-            )
-        return key
+        return require_api_key(self.backend)
 
     def _send(self, body: dict[str, Any], key: str | None, max_retries: int) -> tuple[Any, int]:
         """POST until a 2xx answer, a non-retryable status, or retries run out; returns the
         parsed JSON body and the number of attempts."""
         name = self.backend.name
         url = f"{self.backend.base_url}/chat/completions"
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # A keyless (local) server gets the reference's placeholder bearer: OpenAI-compatible
+        # servers commonly want a syntactically present one even with authentication off.
+        headers = {"Authorization": f"Bearer {key or LOCAL_BEARER}"}
         attempt = 0
         while True:
             attempt += 1
@@ -287,7 +321,12 @@ class ExecutionClient:
                         f"(attempt {attempt}): {text}"
                     )
                 else:
-                    failure = ExecutionHTTPError(
+                    kind = (
+                        ExecutorAccessError
+                        if response.status_code in ACCESS_STATUSES
+                        else ExecutionHTTPError
+                    )
+                    failure = kind(
                         f"executor {name} returned HTTP {response.status_code} "
                         f"(attempt {attempt}): {text}",
                         status=response.status_code,

@@ -27,6 +27,7 @@ from typing import Any
 
 import httpx
 
+from harness.adapters.judge.token import judge_headers, unauthorized_hint
 from harness.adapters.judge.verdict import (
     SCORE_CHECK_PATH,
     CaseCheck,
@@ -110,6 +111,7 @@ class FrontierCSScorer:
         self.scoring = scoring or Scoring()
         self._client = httpx.Client(
             base_url=settings.base_url.rstrip("/"),
+            headers=judge_headers(),  # the judge's access token, where one is set
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
         )
         #: The judge's last final answer (its per-case records), None before one.
@@ -212,6 +214,12 @@ class FrontierCSScorer:
             )
         if response.status_code >= 500:
             raise JudgeFault(f"submit answered {response.status_code}: {response.text[:200]}")
+        if response.status_code == 401:  # not retried: the same token is refused again
+            raise JudgeUnavailableError(
+                f"judge at {self.settings.base_url} refused the submission with 401"
+                + unauthorized_hint(401),
+                attempts=1,
+            )
         if response.status_code >= 400:
             # Not retried: the same request would be refused again (wrong problem id or lang).
             raise JudgeUnavailableError(

@@ -26,6 +26,7 @@ from typing import Any
 
 import httpx
 
+from harness.adapters.judge.token import judge_headers, unauthorized_hint
 from harness.library import Archive
 from harness.scorer import Scorer
 from harness.state import VALID, LibraryEntry
@@ -61,9 +62,14 @@ def judge_suite(judge_url: str, problem_id: str, timeout_s: float = 10.0) -> str
     `RuntimeError` naming the URL when the judge does not answer or does not list the problem."""
     url = judge_url.rstrip("/") + "/problems"
     try:
-        response = httpx.get(url, timeout=timeout_s)
+        response = httpx.get(url, timeout=timeout_s, headers=judge_headers())
         response.raise_for_status()
         body = response.json()
+    except httpx.HTTPStatusError as exc:
+        raise RuntimeError(
+            f"cannot read the judge's suite from {url}: {exc.response.status_code}"
+            + unauthorized_hint(exc.response.status_code)
+        ) from exc
     except (httpx.HTTPError, ValueError) as exc:
         raise RuntimeError(
             f"cannot read the judge's suite from {url}: {type(exc).__name__}: {exc}; start the "

@@ -1,0 +1,107 @@
+"""Who may talk to the judge: off loopback only holders of its token, over real HTTP.
+
+A Harbor task container reaches the judge at the host's gateway address, so a real deployment
+binds a non-loopback address. Without GUIDANCE_TTT_JUDGE_TOKEN the judge refuses to start
+there (one line, exit status 2); with it, every call but /health needs
+`Authorization: Bearer <token>`, and the token never shows in the judge's log.
+"""
+
+from __future__ import annotations
+
+import secrets
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from judges.auth import TOKEN_ENV
+from judges.process import JudgeProcess
+
+pytestmark = pytest.mark.slow
+EVERY_ADDRESS = "0.0.0.0"  # not loopback: the judge is reachable on every interface
+
+
+def start_command(state: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "judges", "--port", "0", "--state-dir", str(state), *args]
+
+
+def test_a_non_loopback_bind_without_the_token_is_refused_at_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(TOKEN_ENV, raising=False)
+    command = start_command(tmp_path / "state", "--host", EVERY_ADDRESS, "--generated-cases", "1")
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 2
+    (line,) = [x for x in finished.stderr.splitlines() if x.startswith("guidance-ttt-judge:")]
+    assert f"--host {EVERY_ADDRESS} is not a loopback address: set {TOKEN_ENV}" in line
+    assert "judge listening" not in finished.stdout
+
+
+def test_a_token_too_short_to_be_secret_is_refused_without_showing_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(TOKEN_ENV, "hunter2")
+    command = start_command(tmp_path / "state", "--generated-cases", "1")
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert finished.returncode == 2
+    assert f"{TOKEN_ENV} holds 7 characters; use at least 16" in finished.stderr
+    assert "hunter2" not in finished.stderr + finished.stdout
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[JudgeProcess, str]]:
+    token = secrets.token_urlsafe(32)
+    state = tmp_path_factory.mktemp("guarded-judge")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(TOKEN_ENV, token)
+        judge = JudgeProcess(state, "--host", EVERY_ADDRESS, "--generated-cases", "1").start()
+    try:
+        yield judge, token
+    finally:
+        judge.stop()
+
+
+def test_with_the_token_every_call_but_health_needs_it(guarded: tuple[JudgeProcess, str]) -> None:
+    judge, token = guarded
+    port = judge.url.rsplit(":", 1)[1]
+    url = f"http://127.0.0.1:{port}"
+    good = {"Authorization": f"Bearer {token}"}
+    wrong = {"Authorization": f"Bearer {token[:-1]}x"}
+    assert httpx.get(f"{url}/health", timeout=10).json() == {"ok": True}
+    code = {"pid": "0", "lang": "cpp", "code": "int main() { return 0; }\n"}
+    calls = [
+        ("GET", "/problems", None),
+        ("GET", "/problem/0/statement", None),
+        ("POST", "/submit", code),
+        ("GET", "/result/1", None),
+    ]
+    for method, path, body in calls:
+        for headers in ({}, wrong, {"Authorization": token}):
+            answer = httpx.request(method, f"{url}{path}", json=body, headers=headers, timeout=10)
+            assert answer.status_code == 401, (method, path, answer.text)
+            assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+            assert token not in answer.text
+    sid = httpx.post(f"{url}/submit", json=code, headers=good, timeout=30).json()["sid"]
+    assert httpx.get(f"{url}/problems", headers=good, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/result/{sid}", headers=good, timeout=10).status_code == 200
+    assert httpx.get(f"{url}/result/{sid}", timeout=10).status_code == 401  # results too
+    log = judge.log_path.read_text()
+    assert "every call but /health needs Authorization: Bearer" in log
+    assert token not in log
+
+
+def test_expect_continue_without_the_token_gets_401_not_100_continue(
+    guarded: tuple[JudgeProcess, str],
+) -> None:
+    judge, _ = guarded
+    port = int(judge.url.rsplit(":", 1)[1])
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(
+            b"POST /submit HTTP/1.1\r\nHost: judge\r\nContent-Type: application/json\r\n"
+            b"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
+        )
+        assert sock.recv(65536).startswith(b"HTTP/1.1 401 ")
