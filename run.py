@@ -17,6 +17,8 @@ import argparse
 import asyncio
 import os
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -30,7 +32,7 @@ RESUME_HINT = "fix the cause, then re-run the same command (./run.sh) to resume 
 def _settings(serve_yaml: Path):  # imported lazily: --help must work without the project deps
     from harness.settings.run_settings import RunSettings
 
-    return RunSettings.load(serve_yaml, base_dir=serve_yaml.parent)
+    return RunSettings.load(serve_yaml)  # relative paths: from the repository root
 
 
 def check_executor_key(settings: Any) -> None:
@@ -74,21 +76,63 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "TASK_TEXT": settings.task_text,
         "STEPS": settings.steps,
         "STARTUP_DEADLINE_S": settings.startup_deadline_s,
+        "TRIAL": trial_environment(),
     }
     return "\n".join(f"{key}={shlex.quote(str(value))}" for key, value in values.items())
 
 
+def trial_environment() -> str:
+    """Where the Harbor trial runs: `$GUIDANCE_TTT_TRIAL` (`docker` or `local`), else Docker
+    when the docker command is on PATH, else the local non-Docker environment (bubblewrap on
+    this host, `harness.run.local_environment`); the preflight's trial row says which."""
+    chosen = os.environ.get("GUIDANCE_TTT_TRIAL", "").strip()
+    if chosen:
+        return chosen
+    return "docker" if docker_answers() else "local"
+
+
+def docker_answers() -> bool:
+    """True when the docker command is on PATH and its daemon answers (a client without a
+    daemon cannot start the trial container)."""
+    docker = shutil.which("docker")
+    if docker is None:
+        return False
+    try:
+        done = subprocess.run(
+            [docker, "info", "--format", "{{.ServerVersion}}"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+        )
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and bool(done.stdout.strip())
+
+
+def local_trial() -> dict[str, Any]:
+    """Harbor's `environment` config of the local non-Docker trial (kept for inspection)."""
+    from harness.run.local_environment import IMPORT_PATH
+
+    return {"import_path": IMPORT_PATH, "delete": False, "env": {"PYTHON": sys.executable}}
+
+
 async def run_episode(serve_yaml: Path, task_dir: Path, **overrides: Any) -> int:
     """Run the episode through reef-eval and print its reward; 1 when it failed. `overrides` go
-    to `Lab.run` (Harbor TrialConfig fields, e.g. another `environment`)."""
+    to `Lab.run` (Harbor TrialConfig fields, e.g. another `environment`); without one, the
+    trial runs where `trial_environment()` says."""
     import reef_eval
 
     settings = _settings(serve_yaml)
-    # The agent runs in this process and reads these; the task container reads FRONTIERCS_*.
+    local = "environment" not in overrides and trial_environment() == "local"
+    if local:
+        overrides["environment"] = local_trial()
+    # The agent runs in this process and reads these; the task container reads FRONTIERCS_*
+    # (a local trial shares this host's network, so it reaches a loopback judge as it is).
     os.environ["GUIDANCE_TTT_SERVE_YAML"] = str(serve_yaml)
     os.environ.setdefault("GUIDANCE_TTT_TASK_DIR", str(task_dir))
     os.environ.setdefault("GUIDANCE_TTT_JUDGE_URL", settings.judge_url)
-    os.environ.setdefault("FRONTIERCS_JUDGE_URL", container_judge_url(settings.judge_url))
+    judge_in_trial = settings.judge_url if local else container_judge_url(settings.judge_url)
+    os.environ.setdefault("FRONTIERCS_JUDGE_URL", judge_in_trial)
     os.environ.setdefault("FRONTIERCS_PROBLEM_ID", problem_id(settings.judge_problem_id, task_dir))
     lab = reef_eval.Lab(settings.state_dir / "lab")
     agent = {"name": AGENT, "model_name": settings.model}
@@ -143,7 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, RuntimeError) as exc:  # the message names the setting and the fix
         print(f"run.py: {exc}", file=sys.stderr)
         return 2
-    task_dir = (args.task_dir or serve_yaml.parent / "harbor" / settings.task).resolve()
+    from harness.settings.task_dirs import task_dir_of
+
+    try:
+        task_dir = (args.task_dir or task_dir_of(settings)).resolve()
+    except FileNotFoundError as exc:
+        print(f"run.py: {exc}", file=sys.stderr)
+        return 2
     if args.describe:
         try:
             print(describe(serve_yaml, task_dir))

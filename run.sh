@@ -17,7 +17,11 @@
 #   RAY_ADDRESS           join this Ray cluster instead of starting a local one
 #   REEF_INFERENCE_HOST   the address Slime binds its router to (default: this host's first IP)
 #   MODEL_ID              the guidance model fetched into work/model (default Qwen/Qwen3-8B)
-#   GUIDANCE_TTT_EXECUTOR, GUIDANCE_TTT_REASONING_EFFORT, GUIDANCE_TTT_EXECUTOR_URL,
+#   GUIDANCE_TTT_EXECUTOR (a preset, or openai_compatible), GUIDANCE_TTT_EXECUTOR_URL,
+#   GUIDANCE_TTT_EXECUTOR_MODEL, GUIDANCE_TTT_EXECUTOR_KEY_ENV (the executor by endpoint,
+#   docs/executors.md), GUIDANCE_TTT_REASONING_EFFORT,
+#   GUIDANCE_TTT_TRIAL  where the Harbor trial runs: docker (default when a Docker daemon
+#                         answers) or local (bubblewrap on this host, the default without one)
 #   GUIDANCE_TTT_STARTUP_DEADLINE_S (how long the stack may take to become healthy; 3600),
 #   OPENROUTER_API_KEY, FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, GUIDANCE_TTT_SEED
 #                         (see serve.yaml)
@@ -39,6 +43,9 @@ export GUIDANCE_TTT_SERVE_YAML="$serve_yaml"
 # The run's settings, resolved from the settings file by the same code the harness uses.
 settings=$("$python" run.py --serve-yaml "$serve_yaml" --describe)
 eval "$settings"
+# The trial environment run.py chose (docker, or local without a Docker daemon): kept for the
+# episode, so the preflight's trial row and the run agree.
+export GUIDANCE_TTT_TRIAL="$TRIAL"
 
 frozen_hint() {
     echo "run.sh: no GPUs? Frozen-guidance mode runs the same loop without training, with any" \
@@ -52,7 +59,7 @@ frozen_hint() {
 preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
     --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
     --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
-    --executor "$EXECUTOR")
+    --executor "$EXECUTOR" --trial-environment "$TRIAL")
 if [ "$MODE" = frozen ]; then
     preflight+=(--guidance-url "$GUIDANCE_URL")
 fi

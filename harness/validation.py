@@ -18,6 +18,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError
 
+#: The end of a rule's message whose value must not be echoed (it may be a pasted key), or
+#: that names everything itself.
+WITHHELD = "(value not shown)"
 #: How a required key that is not set is described.
 MISSING = "is required but not set"
 
@@ -114,6 +117,8 @@ def _describe(item: Mapping[str, Any], model: type[BaseModel] | None, loc: tuple
         wanted = "a string" if kind == "string_type" else "a mapping of keys"
         return f"must be {wanted}, got {value!r}"
     message = str(item["msg"]).removeprefix("Value error, ")
+    if message.endswith(WITHHELD):  # a value that may be a secret is never echoed
+        return message
     # A rule across keys (loc is the section itself) says everything in its own message, and so
     # does a rule whose message already quotes the value.
     return f"{message}, got {value!r}" if loc and repr(value) not in message else message

@@ -143,6 +143,29 @@ class ProgramCache:
                 temporary.replace(staged)
         return staged
 
+    def _staged_include(self, include: Path | None) -> Path | None:
+        """A copy of the testlib include folder's files in the scratch directory: bubblewrap
+        opens bind sources as the sandbox user, who cannot reach a checkout under a private
+        (mode 700) home directory, so the compiler gets this copy, as programs and cases do."""
+        if include is None:
+            return None
+        files = sorted(p for p in include.iterdir() if p.is_file())
+        digest = hashlib.sha256()
+        for path in files:
+            digest.update(path.name.encode() + b"\0" + hashlib.sha256(path.read_bytes()).digest())
+        staged = self.sandbox.scratch / "programs" / f"include-{digest.hexdigest()[:32]}"
+        with self._lock:
+            if not (staged / ".complete").is_file():
+                staged.mkdir(parents=True, exist_ok=True)
+                staged.chmod(0o711)
+                for path in files:
+                    temporary = staged / f".{path.name}.tmp"
+                    temporary.write_bytes(path.read_bytes())
+                    temporary.chmod(0o644)
+                    temporary.replace(staged / path.name)
+                (staged / ".complete").write_bytes(b"")
+        return staged
+
     def _compile(self, problem: Problem, source: bytes, local: Path, saved: Path) -> None:
         assert problem.program is not None
         started = time.monotonic()
@@ -155,7 +178,7 @@ class ProgramCache:
                 workdir,
                 self.limits,
                 source_name=problem.program.name,
-                include=problem.testlib,
+                include=self._staged_include(problem.testlib),
             )
             if compiled.binary is None:
                 raise JudgeFailure(

@@ -31,13 +31,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import errno
 import json
 import logging
 import os
 import shutil
 import signal
+import socket
 import sys
 import tempfile
+import urllib.request
 from pathlib import Path
 
 from aiohttp import web
@@ -293,6 +296,12 @@ async def serve(args: argparse.Namespace) -> None:
         )
     token = token_from_env()
     require_token_off_loopback(args.host, token)
+    state = Path(args.state_dir)
+    if state.exists() and not state.is_dir():
+        raise ValueError(
+            f"--state-dir {state} is a file, not a directory; move it away or choose another path"
+        )
+    port_taken(args.host, args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
@@ -360,6 +369,38 @@ async def serve(args: argparse.Namespace) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         if bound is not None:
             bound.close()
+
+
+def port_taken(host: str, port: int) -> None:
+    """Refuse a port something already listens on, in one line that says whether a judge
+    answers there (then it can be used as it is) and how to pick a free one (`--port 0`)."""
+    if port == 0:
+        return
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+            return
+        except OSError as error:
+            if error.errno != errno.EADDRINUSE:
+                return  # another problem: the real bind reports it
+    shown = f"[{host}]" if ":" in host else host
+    url = f"http://{'127.0.0.1' if host in ('0.0.0.0', '') else shown}:{port}"
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=2) as answer:
+            judge = json.loads(answer.read().decode() or "{}").get("ok") is True
+    except (OSError, ValueError, AttributeError):
+        judge = False
+    who = (
+        f"a judge already answers there (use it: --judge-url {url})"
+        if judge
+        else "something that is not a judge listens there"
+    )
+    raise OSError(
+        f"port {port} on {host} is already in use: {who}; or start with --port 0 to pick a "
+        "free port"
+    )
 
 
 def main(argv: list[str] | None = None, prog: str = "guidance-ttt-judge") -> None:

@@ -126,7 +126,11 @@ def test_status_json_totals_match_the_rollouts(run, capsys, tmp_path):
     executor = report["usage"]["executor"]
     assert (executor["prompt_tokens"], executor["completion_tokens"]) == run.executor_tokens
     expected = (run.executor_tokens[0] * 1.0 + run.executor_tokens[1] * 2.0) / 1e6
-    assert report["cost"] == {"usd": pytest.approx(expected), "unpriced_models": []}
+    assert report["cost"] == {
+        "usd": pytest.approx(expected),
+        "priced_usd": pytest.approx(expected),
+        "unpriced_models": [],
+    }
     assert report["last_event"]["event"] == "rollout_finished"
 
 

@@ -1,28 +1,22 @@
 """A real Harbor 0.20 trial of the Polyomino task with `harness:HarborAgent`, without Docker.
 
-`LocalEnvironment` (below) is a Harbor environment whose container is a host directory: files
-are copied in and out, and `exec` runs `bash -c` under bubblewrap with the directory's top-level
-entries (`/workspace`, `/logs`, `/tests`, ...) bound over a read-only view of the host system.
-It shares the host network (the verifier must reach the local judge) and declares Harbor's
-allowlist capabilities without enforcing them: it is a test stand-in for the task container,
-which needs Docker. Everything else is real: Harbor's Trial (agent phase, verifier phase), the
-agent, `reef serve`, the local judge and the task's own verifier.
+`LocalEnvironment` (harness.run.local_environment, what run.sh uses without Docker) is a Harbor
+environment whose container is a host directory, its commands run under bubblewrap; it shares
+the host network and does not enforce the task's allowlist, so it stands in for the task
+container, which needs Docker. Everything else is real: Harbor's Trial (agent phase, verifier
+phase), the agent, `reef serve`, the local judge and the task's own verifier.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path, PurePath
+from pathlib import Path
 
 import pytest
-from harbor.environments.base import BaseEnvironment, ExecResult
-from harbor.environments.capabilities import EnvironmentCapabilities
 from harbor.models.trial.config import TrialConfig
 from harbor.trial.trial import Trial
 from judge_fakes import LocalJudge
@@ -30,6 +24,7 @@ from judge_fakes import LocalJudge
 from harness import HarborAgent
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.run.harbor_agent import AGENT_NAME, AgentOptions
+from harness.run.local_environment import LocalEnvironment
 from harness.settings.run_settings import RunSettings
 from harness.storage.store import read_committed
 from run import RESUME_HINT, run_episode
@@ -42,97 +37,6 @@ from tests.rehearsal_support import (
     task_dir,
     write_serve_yaml,
 )
-
-SYSTEM_SKIP = {"proc", "dev", "sys", "tmp"}
-
-
-class LocalEnvironment(BaseEnvironment):
-    """A Harbor environment on the host: the container's files live in `<trial>/container`, and
-    commands run under bubblewrap (see the module docstring for what is and is not isolated)."""
-
-    @staticmethod
-    def type() -> str:
-        return "local-bubblewrap-test"
-
-    @property
-    def capabilities(self) -> EnvironmentCapabilities:
-        return EnvironmentCapabilities(network_allowlist=True, network_allowlist_hostnames=True)
-
-    def _validate_definition(self) -> None:
-        if shutil.which("bwrap") is None:
-            raise FileNotFoundError("LocalEnvironment needs bubblewrap (bwrap) on PATH")
-
-    @property
-    def root(self) -> Path:
-        return self.trial_paths.trial_dir / "container"
-
-    def host_path(self, path: str | PurePath) -> Path:
-        """Where a container path lives on the host."""
-        return self.root / str(path).lstrip("/")
-
-    async def start(self, force_build: bool) -> None:
-        for directory in ("workspace", "logs/agent", "logs/verifier", "logs/artifacts", "tmp"):
-            (self.root / directory).mkdir(parents=True, exist_ok=True)
-
-    async def stop(self, delete: bool) -> None:
-        if delete:
-            shutil.rmtree(self.root, ignore_errors=True)
-
-    async def upload_file(self, source_path: Path | str, target_path: str) -> None:
-        target = self.host_path(target_path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(source_path, target)
-
-    async def upload_dir(self, source_dir: Path | str, target_dir: str) -> None:
-        shutil.copytree(source_dir, self.host_path(target_dir), dirs_exist_ok=True)
-
-    async def download_file(self, source_path: str, target_path: Path | str) -> None:
-        Path(target_path).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(self.host_path(source_path), target_path)
-
-    async def download_dir(self, source_dir: str, target_dir: Path | str) -> None:
-        shutil.copytree(self.host_path(source_dir), target_dir, dirs_exist_ok=True)
-
-    async def exec(
-        self,
-        command: str,
-        cwd: str | None = None,
-        env: dict[str, str] | None = None,
-        timeout_sec: int | None = None,
-        user: str | int | None = None,
-    ) -> ExecResult:
-        mine = {p.name for p in self.root.iterdir()}
-        args = ["bwrap", "--die-with-parent", "--proc", "/proc", "--dev", "/dev"]
-        for entry in Path("/").iterdir():
-            if entry.name in SYSTEM_SKIP or entry.name in mine:
-                continue
-            if entry.is_symlink():
-                args += ["--symlink", os.readlink(entry), str(entry)]
-            else:
-                args += ["--ro-bind", str(entry), str(entry)]
-        for name in sorted(mine):
-            args += ["--bind", str(self.root / name), f"/{name}"]
-        # The test's interpreter (the verifier's PYTHON) stays reachable wherever the checkout
-        # lives, also under a top-level folder the container shadows or skips (e.g. /tmp).
-        for prefix in sorted({sys.prefix, sys.base_prefix}):
-            args += ["--ro-bind", prefix, prefix]
-        for key, value in (self._merge_env(env) or {}).items():
-            args += ["--setenv", key, value]
-        args += ["--chdir", cwd or "/", "bash", "-c", command]
-        process = await asyncio.create_subprocess_exec(
-            *args, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE
-        )
-        try:
-            out, err = await asyncio.wait_for(process.communicate(), timeout_sec)
-        except TimeoutError:
-            process.kill()
-            await process.wait()
-            raise
-        return ExecResult(
-            stdout=out.decode(errors="replace"),
-            stderr=err.decode(errors="replace"),
-            return_code=process.returncode or 0,
-        )
 
 
 @dataclass
@@ -161,7 +65,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
 def environment_config() -> dict:
     """The trial environment: LocalEnvironment, kept after the trial for inspection."""
     return {
-        "import_path": f"{__name__}:LocalEnvironment",
+        "import_path": f"{LocalEnvironment.__module__}:LocalEnvironment",
         "delete": False,
         "env": {"PYTHON": sys.executable, "VERIFIER_POLL_INTERVAL_S": "0.2"},
     }

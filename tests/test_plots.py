@@ -89,13 +89,17 @@ def test_the_scores_figure_shows_every_rollout_step_mean_and_best_run_best_seed_
     assert labels["x"] == "step" and labels["y"] == "score (higher is better)"
     assert labels["legend"] == [
         "valid rollout",
-        "invalid rollout (no score, drawn at the bottom)",
         "step mean (valid)",
         "step max (the step's best)",
         "best so far",
         f"seed {run.seed_score:.4f}",
         "reference run (published, public cases): Qwen3-14B, 8×16",
+        "invalid rollout (no score, drawn apart below)",
     ]
+    # Invalid rollouts sit in their own strip, the mean has no cap-like markers, and every
+    # step says how many of its rollouts were valid.
+    assert labels["invalid_apart"] and labels["mean_marker"] not in ("_", "|")
+    assert data.counts == [(s, f"{run.valid[s]}/8") for s in range(run.committed_steps)]
     assert labels["title"].startswith("polyomino_packing: every rollout's score per step")
 
 
@@ -133,7 +137,27 @@ def test_the_health_figure_shows_valid_and_format_error_fractions_tokens_and_cos
     assert data.cost == [(s, pytest.approx(c)) for s, c in enumerate(executor_cost)]
     top, bottom, *_ = data.labels["health"]
     _every_x_label_is_step(data.labels["health"])
-    assert top["legend"] == ["valid fraction", "guidance format error fraction"]
+    assert top["legend"] == [
+        "valid fraction",
+        "guidance format error fraction",
+        "format failures",
+        "parse failures",
+        "execution failures",
+        "invalid failures",
+    ]
+    kinds = {
+        "format": ("guidance_format_error",),
+        "parse": ("parse_error",),
+        "execution": ("execution_error", "environment_error"),
+        "invalid": ("invalid",),
+    }
+    assert data.failure_fractions == {
+        kind: [
+            (s, sum(run.statuses[s].get(k, 0) for k in members) / 8)
+            for s in range(run.committed_steps)
+        ]
+        for kind, members in kinds.items()
+    }
     assert bottom["legend"] == ["executor tokens (k)", "guidance tokens (k)", "cost (USD)"]
 
     unpriced = plots.plot(
@@ -228,3 +252,11 @@ def test_the_reference_is_refused_beside_a_run_scored_on_another_suite(tmp_path,
     assert "suite generated:11:2, the reference run's from the public cases" in err
     assert "plot without --reference" in err
     assert cli.main(["plot", str(generated.state_dir), "-o", png]) == 0
+
+
+def test_a_reference_score_is_a_labelled_line(run, tmp_path):
+    view = results.load_run(run.state_dir)
+    series = plot_series.from_run(view, "polyomino_packing")
+    data = plots.plot(series, tmp_path / "r.png", reference_line=(55.5, "human expert"))
+    assert data.reference_line == (55.5, "human expert")
+    assert "human expert 55.5000" in data.labels["scores"]["legend"]

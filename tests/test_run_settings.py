@@ -88,7 +88,7 @@ def test_harness_section_takes_environment_overrides_and_falls_back_on_empty(tmp
             "GUIDANCE_TTT_EXECUTOR",
             "gpt4",
             "training.config.harness.executor_backend: must be one of gpt_oss_120b, "
-            "openrouter_glm_5_2, got 'gpt4'",
+            "openrouter_glm_5_2, openai_compatible, got 'gpt4'",
         ),
         (
             "GUIDANCE_TTT_REASONING_EFFORT",

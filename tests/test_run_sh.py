@@ -241,8 +241,10 @@ def test_run_py_refuses_a_broken_serve_yaml_naming_the_setting(tmp_path: Path) -
 
 
 def test_run_py_describe_names_a_task_without_contract_in_one_line(tmp_path: Path) -> None:
-    (tmp_path / "serve.yaml").write_text((REPO / "serve.yaml").read_text())
-    (tmp_path / "harbor" / "polyomino_packing").mkdir(parents=True)
+    task = tmp_path / "harbor" / "polyomino_packing"  # a task given by its absolute path
+    text = (REPO / "serve.yaml").read_text().replace("task: polyomino_packing", f"task: {task}")
+    (tmp_path / "serve.yaml").write_text(text)
+    task.mkdir(parents=True)
     serve_yaml = tmp_path / "serve.yaml"
     done = subprocess.run(
         [sys.executable, str(REPO / "run.py"), "--serve-yaml", str(serve_yaml), "--describe"],

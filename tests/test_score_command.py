@@ -65,3 +65,16 @@ def test_an_unreachable_judge_exits_three_and_scores_nothing(tmp_path: Path) -> 
     assert done.returncode == 3, done.stdout + done.stderr
     assert f"the judge at {url} is unavailable, nothing was scored" in done.stdout
     assert "FrontierCS score" not in done.stdout
+
+
+def test_cases_shows_each_cases_verdict_time_and_checker_message(judge: LocalJudge) -> None:
+    seed = task_dir() / "solution" / "solution.cpp"
+    done = score(str(seed), "--task", str(task_dir()), "--judge-url", judge.url, "--cases")
+    assert done.returncode == 0, done.stdout + done.stderr
+    table = done.stdout[done.stdout.index("cases") :]
+    rows = [line.split() for line in table.splitlines() if line.strip()[:1] in ("1", "2")]
+    assert [row[0] for row in rows] == ["1", "2"]
+    for row in rows:
+        assert "ms" in row  # the case's wall time
+        assert "points" in row  # the checker's own verdict line
+        assert "Accepted" in row  # the run's status

@@ -349,7 +349,9 @@ def test_case_check_loader_names_the_file_and_the_fix(tmp_path: Path) -> None:
 
 
 def test_task_without_a_case_check_gets_only_the_generic_hardening(tmp_path: Path) -> None:
-    scorer = FrontierCSScorer.for_task(write_task(tmp_path), "http://127.0.0.1:1", "0")
+    task = write_task(tmp_path)
+    (task / "tests" / "score_check.py").unlink()
+    scorer = FrontierCSScorer.for_task(task, "http://127.0.0.1:1", "0")
     assert scorer.case_check is None
     assert scorer.settings.lang == "cpp"  # the contract's language, as the judge names it
     assert FrontierCSScorer.for_task(TASK_DIR, "http://127.0.0.1:1", "0").case_check is not None

@@ -65,7 +65,7 @@ def test_missing_file_is_named(tmp_path: Path) -> None:
     (task / "tests" / "test.sh").unlink()
     status, lines = check(task, "--no-judge")
     assert status == 1
-    assert "FAIL tests/test.sh: missing (every task ships it)" in lines
+    assert "FAIL tests/test.sh: missing (every task ships it; docs/adding-a-task.md)" in lines
 
 
 def test_unknown_contract_key_is_named(tmp_path: Path) -> None:
@@ -170,3 +170,17 @@ def test_task_verifier_rewards_the_seed_and_fails_loudly_without_a_judge(
     )  # fmt: skip
     assert failed.returncode == 1 and "VERIFIER FAILED" in failed.stderr
     assert not (down / "reward.json").exists()
+
+
+def test_a_judge_on_another_suite_says_what_to_do(judge_url: str, tmp_path: Path) -> None:
+    task = broken_copy(tmp_path)
+    record_path = task / "solution" / "seed.json"
+    record = json.loads(record_path.read_text())
+    score = record["entry"]["verifier_raw_score"]
+    record["measured"]["generated:3:2"] = {"suite": "generated:3:2", "score": score}
+    record_path.write_text(json.dumps(record))
+    status, lines = check(task, "--judge-url", judge_url, "--suite", "generated:3:2")
+    assert status == 1
+    (line,) = [line for line in lines if line.startswith("FAIL judge")]
+    assert "on suite 'public', not 'generated:3:2'" in line
+    assert "--suite public" in line and "task seed" in line

@@ -3,11 +3,13 @@
     guidance-ttt doctor [flags]      can this machine run? (exit 1 naming what is missing)
     guidance-ttt status STATE        where is the run: step, best, health, missing slots, cost
     guidance-ttt inspect STATE       what did it find: best, lineage, failures, case studies
+    guidance-ttt show STATE ENTRY    one rollout: guidance, summary, cases, --code, --diff-parent
     guidance-ttt plot STATE|CSV      PNGs: every rollout's score per step; the run's health
     guidance-ttt export STATE        results records: runs.json + trajectory.csv
     guidance-ttt judge [flags]       start the local judge
     guidance-ttt task check|seed     check a task directory / score and record its seed
-    guidance-ttt rehearse STATE      frozen-guidance run on CPU with scripted stand-in models
+    guidance-ttt rehearse [STATE]    frozen-guidance run on CPU with scripted stand-in models
+                                     (--task DIR: any task, with a generic stand-in executor)
     guidance-ttt score FILE          score one program through the configured judge
     guidance-ttt browse RUN          the archive as a self-contained HTML page (tree, diffs)
     guidance-ttt experiment PLAN     arms × seeds of one task, one state directory per run
@@ -108,6 +110,16 @@ def build_parser() -> argparse.ArgumentParser:
     inspect.add_argument(
         "--cases", type=int, default=2, help="case studies to show (default: %(default)s)"
     )
+    inspect.add_argument(
+        "--json", action="store_true", help="print what inspect shows as JSON (default: tables)"
+    )
+    show = sub.add_parser(
+        "show",
+        help="one rollout in full: guidance, summary, verdict per case, program, diff, prompts",
+    )
+    from harness.cli.show import add_arguments as show_arguments
+
+    show_arguments(show)
     plot = sub.add_parser("plot", help="PNGs of every rollout's score and of the run's health")
     plot.add_argument("source", help="a state directory or a trajectory.csv")
     plot.add_argument(
@@ -129,6 +141,17 @@ def build_parser() -> argparse.ArgumentParser:
     )
     plot.add_argument("--reference-task", help="its task (default: the plotted run's task)")
     plot.add_argument(
+        "--reference-score",
+        type=float,
+        help="draw a labelled horizontal line at this score, e.g. the human-expert score "
+        "(default: none)",
+    )
+    plot.add_argument(
+        "--reference-label",
+        default="reference score",
+        help="the line's label (default: %(default)s)",
+    )
+    plot.add_argument(
         "--reference-dir",
         type=Path,
         default=REFERENCE_DIR,
@@ -145,7 +168,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     export = sub.add_parser("export", help="write runs.json and trajectory.csv")
     export.add_argument("state_dir", type=Path, help="the run's state directory")
-    export.add_argument("--out", default="results", help="output directory (default: %(default)s)")
+    export.add_argument(
+        "--out",
+        help="output directory (default: <state_dir>/results, never the repository's tracked "
+        "results/ folder)",
+    )
     export.add_argument("--task", help="task name in the records (default: the problem id)")
     export.add_argument("--run-name", help="run name (default: the state directory's name)")
     export.add_argument(
@@ -160,7 +187,34 @@ def build_parser() -> argparse.ArgumentParser:
         "G×R display; then print the commands to look at the state directory. Re-running "
         "resumes.",
     )
-    rehearse.add_argument("state_dir", type=Path, help="where the rehearsal's state goes")
+    rehearse.add_argument(
+        "state_dir",
+        type=Path,
+        nargs="?",
+        help="where the rehearsal's state goes (default: work/rehearsal, or "
+        "work/rehearsal-<task> with --task)",
+    )
+    rehearse.add_argument(
+        "--task",
+        type=Path,
+        help="rehearse this task directory (anywhere) with a stand-in executor that edits its "
+        "own seed (default: the template's Polyomino task)",
+    )
+    rehearse.add_argument(
+        "--judge-url",
+        help="with --task: a running judge that serves its problem (default: start one)",
+    )
+    rehearse.add_argument(
+        "--frontiercs",
+        type=Path,
+        help="with --task: a FrontierCS checkout for the local judge to serve (default: the "
+        "task's own judge/ packages)",
+    )
+    rehearse.add_argument(
+        "--seed",
+        help="the seed record inside the task (default: solution/shelf/seed.json, or "
+        "solution/seed.json with --task)",
+    )
     score = sub.add_parser(
         "score",
         help="score one program through the configured judge",

@@ -17,7 +17,13 @@ from typing import Any
 from harness import results
 from harness.adapters.judge.suites import PUBLIC
 from harness.observe.cost import PriceTable
-from harness.state import GUIDANCE_FORMAT_ERROR
+from harness.state import (
+    ENVIRONMENT_ERROR,
+    EXECUTION_ERROR,
+    GUIDANCE_FORMAT_ERROR,
+    INVALID,
+    PARSE_ERROR,
+)
 
 
 @dataclass(frozen=True)
@@ -35,6 +41,25 @@ class StepSeries:
     executor_tokens: int | None = None
     guidance_tokens: int | None = None
     cost_usd: float | None = None  # None when unknown (a model without a price)
+    #: Rollouts that produced no score, by failure kind (`FAILURE_KINDS`); None from a csv.
+    failures: tuple[tuple[str, int], ...] | None = None
+
+
+#: The failure kinds the health figure shows, and the rollout statuses each one counts.
+FAILURE_KINDS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("format", (GUIDANCE_FORMAT_ERROR,)),
+    ("parse", (PARSE_ERROR,)),
+    ("execution", (EXECUTION_ERROR, ENVIRONMENT_ERROR)),
+    ("invalid", (INVALID,)),
+)
+
+
+def failure_counts(statuses: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """How many of `statuses` fall in each failure kind, in `FAILURE_KINDS` order."""
+    return tuple(
+        (kind, sum(1 for status in statuses if status in members))
+        for kind, members in FAILURE_KINDS
+    )
 
 
 @dataclass(frozen=True)
@@ -101,6 +126,7 @@ def from_run(view: results.RunView, task: str, prices: PriceTable | None = None)
                 used.executor.total_tokens if used else 0,
                 used.guidance.total_tokens if used else 0,
                 cost,
+                failure_counts([e.verifier_status for e in entries]),
             )
         )
     return Series(

@@ -1,14 +1,17 @@
 """The two figures `guidance-ttt plot` draws from the series of `harness.cli.plot_series`.
 
 Figure 1 (scores), x-axis `step` (0-based, as `status`, `inspect` and the progress display
-count steps): every rollout of a step as a point (valid ones at their score, invalid ones, which
-have no score, as crosses along the bottom edge), the step's mean and best valid score, the
-run's best so far, the seed's score as a labelled line drawn above the grid, and optionally the
-reference run's published best-so-far line (`results/reference/trajectory.csv`).
+count steps): every rollout of a step as a point (valid ones at their score; invalid ones, which
+have no score, as crosses in a separate strip below the score axis, so they are never read as
+low valid ones), the step's mean (a plain line with small markers, no caps) and best valid
+score, `valid/sampled` above each step, the run's best so far, the seed's score as a labelled
+line drawn above the grid, optionally a labelled reference score (e.g. the human expert's) and
+the reference run's published best-so-far line (`results/reference/trajectory.csv`).
 
 Figure 2 (health), same x-axis: the fraction of valid rollouts and of malformed guidance
-(`guidance_format_error`) per step, and the tokens per step (executor and guidance, stacked)
-with the cost per step on a second axis when every model is priced.
+(`guidance_format_error`) per step, the failures per step by kind (format, parse, execution,
+invalid: stacked bars), and the tokens per step (executor and guidance, stacked) with the cost
+per step on a second axis when every model is priced.
 
 A `trajectory.csv` holds only the best so far and the valid counts, so a plot made from one
 draws those series only. `plot` returns what it drew, read back from the figure's artists (its
@@ -26,8 +29,8 @@ from typing import Any
 from harness.cli.plot_series import Reference, Series
 
 X_LABEL = "step"
-#: Where invalid rollouts are drawn, as a fraction of the score axis's height.
-INVALID_ROW = 0.03
+#: Where invalid rollouts are drawn in their strip (its height is 0..1).
+INVALID_ROW = 0.5
 MISSING_EXTRA = "needs matplotlib, from the `plot` extra: pip install -e '.[plot]'"
 
 
@@ -50,6 +53,12 @@ class PlotData:
     tokens: list[tuple[int, float]] | None  # executor + guidance, per step
     cost: list[tuple[int, float]] | None
     labels: dict[str, Any] = field(default_factory=dict)  # axes and legend texts per figure
+    #: The per-step count labels ("valid/sampled") drawn above each step.
+    counts: list[tuple[int, str]] = field(default_factory=list)
+    #: The optional reference line (e.g. the human-expert score): (score, label).
+    reference_line: tuple[float, str] | None = None
+    #: Per failure kind (format, parse, execution, invalid), the fraction of rollouts per step.
+    failure_fractions: dict[str, list[tuple[int, float]]] | None = None
 
 
 def _pyplot() -> Any:
@@ -96,10 +105,12 @@ def plot(
     path: Path,
     title: str | None = None,
     reference: Reference | None = None,
+    reference_line: tuple[float, str] | None = None,
 ) -> PlotData:
     """Draw the scores figure at `path` and the health figure next to it (`<stem>-health.png`);
     return what they show. `title` (default: the task) heads both figures, each with what it
-    shows after a colon."""
+    shows after a colon. `reference_line` (score, label) draws a labelled horizontal line,
+    e.g. the human-expert score."""
     plt = _pyplot()
     from matplotlib.ticker import MaxNLocator
 
@@ -112,10 +123,23 @@ def plot(
     base = title or series.task
     title = f"{base}: " + ("every rollout's score per step" if rollouts else "best so far per step")
 
-    figure, ax = plt.subplots(figsize=(9, 5.5))
+    figure, (ax, strip) = plt.subplots(
+        2,
+        1,
+        figsize=(9, 6),
+        sharex=True,
+        gridspec_kw={"height_ratios": [7, 1]},
+        layout="constrained",
+    )
     try:
         ax.grid(alpha=0.3, zorder=0)
         ax.set_axisbelow(True)
+        # Invalid rollouts have no score: they go in their own strip below the score axis, so
+        # they are never mistaken for low valid ones.
+        strip.set_ylim(0, 1)
+        strip.set_yticks([])
+        strip.set_ylabel("no score", fontsize=8)
+        strip.grid(alpha=0.3, axis="x")
         valid_xy = [
             (x, s)
             for st in steps
@@ -132,15 +156,13 @@ def plot(
             )
         invalid_x = [x for st in steps for x in _spread(st.step, st.invalid or 0)]
         if invalid_x:
-            invalid_art = ax.scatter(
+            invalid_art = strip.scatter(
                 invalid_x,
                 [INVALID_ROW] * len(invalid_x),
-                transform=ax.get_xaxis_transform(),
                 marker="x",
                 s=18,
                 color="tab:red",
-                clip_on=False,
-                label="invalid rollout (no score, drawn at the bottom)",
+                label="invalid rollout (no score, drawn apart below)",
             )
         scored = [st for st in steps if st.scores]
         if scored:
@@ -148,8 +170,8 @@ def plot(
                 [st.step for st in scored],
                 [fmean(st.scores or ()) for st in scored],
                 color="tab:orange",
-                marker="_",
-                markersize=14,
+                marker="D",
+                markersize=3.5,
                 linewidth=1,
                 label="step mean (valid)",
             )
@@ -192,12 +214,36 @@ def plot(
                 label=reference.label,
                 zorder=3,
             )
-        ax.set_xlabel(X_LABEL)
+        extra_line = None
+        if reference_line is not None:
+            extra_line = ax.axhline(
+                reference_line[0],
+                color="tab:brown",
+                linestyle=(0, (6, 2)),
+                linewidth=1.4,
+                zorder=3,
+                label=f"{reference_line[1]} {reference_line[0]:.4f}",
+            )
+        # How many rollouts each step had and how many were valid, above the step.
+        counts = [(st.step, f"{st.valid}/{st.sampled}") for st in steps if st.valid is not None]
+        for step, text in counts:
+            ax.text(
+                step, 1.0, text, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+                fontsize=7, color="dimgray",
+            )  # fmt: skip
         ax.set_ylabel(f"score ({better} is better)")
-        ax.set_title(title + (f"\n{series.note}" if series.note else ""), fontsize=11)
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="best", fontsize=8)
-        figure.tight_layout()
+        strip.set_xlabel(X_LABEL)
+        ax.set_title(
+            title
+            + " (valid/sampled above each step)"
+            + (f"\n{series.note}" if series.note else ""),
+            fontsize=11,
+        )
+        strip.xaxis.set_major_locator(MaxNLocator(integer=True))
+        handles, names = ax.get_legend_handles_labels()
+        more, more_names = strip.get_legend_handles_labels()
+        ax.legend(handles + more, names + more_names, loc="best", fontsize=8)
+
         figure.savefig(path, dpi=120)
         drawn = {
             "steps": [round(float(x)) for x in run_line.get_xdata()],
@@ -212,9 +258,16 @@ def plot(
             "mean": _pairs(mean_line) if mean_line is not None else [],
             "step_best": _pairs(best_line) if best_line is not None else [],
             "reference": _pairs(ref_line) if ref_line is not None else None,
+            "reference_line": (float(extra_line.get_ydata()[0]), reference_line[1])
+            if extra_line is not None and reference_line is not None
+            else None,
+            "counts": [(round(t.get_position()[0]), t.get_text()) for t in ax.texts],
         }
         scores_labels = {
             **_labels(figure)[0],
+            "x": strip.get_xlabel(),
+            "invalid_apart": invalid_art is None or invalid_art.axes is strip,
+            "mean_marker": mean_line.get_marker() if mean_line is not None else None,
             "y_limits": [float(y) for y in ax.get_ylim()],
             "seed_above_grid": ax.get_axisbelow() is True and seed_line.get_zorder() > 1,
         }
@@ -237,6 +290,9 @@ def plot(
         health["tokens"],
         health["cost"],
         {"scores": scores_labels, "health": health_labels},
+        drawn["counts"],
+        drawn["reference_line"],
+        health["failures"],
     )
 
 
@@ -268,11 +324,28 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
                 color="tab:red",
                 label="guidance format error fraction",
             )
+        failures = None
+        broken_down = [st for st in steps if st.failures is not None]
+        if broken_down:
+            failures = {}
+            bottoms = [0.0] * len(broken_down)
+            colors = {"format": "tab:red", "parse": "tab:orange", "execution": "tab:purple",
+                      "invalid": "tab:gray"}  # fmt: skip
+            for kind, _ in broken_down[0].failures or ():
+                fractions = [dict(st.failures or ())[kind] / st.sampled for st in broken_down]
+                top.bar(
+                    [st.step for st in broken_down], fractions, bottom=bottoms, width=0.5,
+                    color=colors.get(kind, "tab:brown"), alpha=0.45, label=f"{kind} failures",
+                )  # fmt: skip
+                bottoms = [b + f for b, f in zip(bottoms, fractions, strict=True)]
+                failures[kind] = [
+                    (st.step, f) for st, f in zip(broken_down, fractions, strict=True)
+                ]
         top.set_ylim(-0.02, 1.05)
         top.set_ylabel("fraction of rollouts")
         top.set_title(
             (
-                f"{title}: valid rollouts, malformed guidance, tokens per step"
+                f"{title}: valid rollouts, failures by kind, tokens per step"
                 if with_tokens
                 else f"{title}: valid rollouts per step (a trajectory.csv has no more)"
             )
@@ -318,6 +391,7 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
         figure.tight_layout()
         figure.savefig(path, dpi=120)
         drawn = {
+            "failures": failures,
             "valid": _pairs(valid_line),
             "format": _pairs(format_line) if format_line is not None else None,
             "tokens": tokens,

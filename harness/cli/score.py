@@ -26,7 +26,7 @@ from harness.adapters.judge.suites import suite_name
 from harness.contract import load_contract
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings, RunSettingsError
-from harness.settings.task_dirs import bundled_task_dir
+from harness.settings.task_dirs import task_dir_of
 from harness.state import VerificationResult
 
 EXIT_INVALID, EXIT_JUDGE_DOWN = 1, 3
@@ -48,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--problem-id", help="the judge's problem id (default: the task's contract.json)"
+    )
+    parser.add_argument(
+        "--cases",
+        action="store_true",
+        help="show each case's verdict, time and the checker's or interactor's message "
+        "(default: ratios only)",
     )
     parser.add_argument(
         "--attempts",
@@ -73,7 +79,7 @@ def selected_task() -> Path:
     """The task directory serve.yaml selects (`training.config.task`); ValueError naming
     `--task` when serve.yaml cannot say."""
     try:
-        return bundled_task_dir(RunSettings.load().task)
+        return task_dir_of(RunSettings.load())
     except (RunSettingsError, OSError) as exc:
         raise ValueError(f"serve.yaml cannot name the task ({exc}); pass --task DIR") from None
 
@@ -98,7 +104,10 @@ def run(args: argparse.Namespace, console: Console) -> int:
                 soft_wrap=True,
             )
             return EXIT_JUDGE_DOWN
+        answer = scorer.last_answer
     render(verdict, suite, args.file, url, problem, contract.raw_score_label, console)
+    if getattr(args, "cases", False):
+        render_cases((answer or {}).get("cases") or [], console)
     return 0 if verdict.valid else EXIT_INVALID
 
 
@@ -129,3 +138,27 @@ def render(
     console.print(f"{file}: {label} {score} ({verdict.status})", markup=False, soft_wrap=True)
     console.print(f"verdict: {verdict.message}", markup=False, soft_wrap=True)
     console.print(f"suite: {suite} (judge {url}, problem {problem})", markup=False, soft_wrap=True)
+
+
+def render_cases(cases: list, console: Console) -> None:
+    """One row per judged case: its verdict, run status, time, ratio and the checker's or
+    interactor's message (a run that was not accepted: the judge's own words)."""
+    table = Table(box=box.SIMPLE_HEAD, title="cases")
+    for column in ("case", "verdict", "run", "time", "ratio", "message"):
+        table.add_column(column, justify="right" if column in ("case", "time", "ratio") else "left")
+    for index, case in enumerate(cases, start=1):
+        if not isinstance(case, dict):
+            continue
+        wall = case.get("time")
+        time_text = f"{wall / 1e6:.0f} ms" if isinstance(wall, int | float) else "--"
+        ratio = case.get("scoreRatio")
+        message = " ".join(str(case.get("msg", "")).split())
+        table.add_row(
+            str(index),
+            str(case.get("status", "?")),
+            str(case.get("runStatus", "")),
+            time_text,
+            f"{ratio:.6f}" if isinstance(ratio, int | float) else "--",
+            message[:160],
+        )
+    console.print(table)

@@ -7,6 +7,7 @@ line per check) and exits 1 when anything is wrong, naming the file and the key.
 program through the judge and writes `solution/seed.json`: the seed's archive entry, its root
 node and the measurement with its suite.
 
+    guidance-ttt task new DIR [--frontiercs CHECKOUT PROBLEM]   # every file, then edit
     guidance-ttt task check harbor/<task> [--judge-url URL] [--suite public]
     guidance-ttt task seed harbor/<task> harbor/<task>/solution/solution.cpp --summary-file S
 """
@@ -19,168 +20,24 @@ import json
 import math
 import os
 import sys
-import tomllib
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL, FrontierCSScorer
 from harness.adapters.judge.suites import suite_name
 from harness.adapters.judge.token import judge_headers
-from harness.adapters.judge.verdict import Scoring
-from harness.contract import ContractError, TaskContract, load_contract, load_instruction
+from harness.contract import ContractError, TaskContract, load_contract
+from harness.preflight.task_files import SEED_RECORD, Finding, task_findings
 from harness.scorer import JudgeUnavailableError
-from harness.state import LibraryEntry, LibraryNode
+from harness.state import LibraryEntry
 
-SEED_RECORD = Path("solution") / "seed.json"
-REQUIRED_FILES = (
-    "task.toml",
-    "instruction.md",
-    "contract.json",
-    "environment/Dockerfile",
-    "tests/test.sh",
-    str(SEED_RECORD),
-)
-EXTENSIONS = {"cpp": "cpp", "python": "py"}
-#: task.toml: the tables and keys this project's tasks may use (Harbor's schema 1.4 subset);
-#: None means any key (free-form tables). Required keys are listed in TOML_REQUIRED.
-TOML_KEYS: dict[str, set[str] | None] = {
-    "": {"schema_version", "artifacts", "task", "metadata", "agent", "verifier", "environment"},
-    "task": {"name", "description", "keywords"},
-    "metadata": None,
-    "agent": {"timeout_sec"},
-    "verifier": {"timeout_sec", "env"},
-    "verifier.env": None,
-    "environment": {
-        "cpus", "memory_mb", "storage_mb", "build_timeout_sec", "network_mode", "allowed_hosts",
-        "docker_image",
-    },
-}  # fmt: skip
-TOML_REQUIRED = ("schema_version", "task.name", "agent.timeout_sec", "verifier.timeout_sec")
 SCORE_TOLERANCE = 1e-6
 DEFAULT_SUITE = "public"
-
-
-@dataclass(frozen=True)
-class Finding:
-    """One line of the check: `ok` or a problem naming its file and key."""
-
-    ok: bool
-    where: str
-    message: str
-
-    def line(self) -> str:
-        return f"{'ok  ' if self.ok else 'FAIL'} {self.where}: {self.message}"
-
-
-def check_files(task: Path) -> list[Finding]:
-    """Every required file exists; the task's own files are read only when present."""
-    missing = [name for name in REQUIRED_FILES if not (task / name).is_file()]
-    found = [Finding(False, name, "missing (every task ships it)") for name in missing]
-    return found or [Finding(True, "files", ", ".join(REQUIRED_FILES) + " present")]
-
-
-def check_task_toml(task: Path) -> list[Finding]:
-    """task.toml parses, uses only known tables and keys, and sets the required ones."""
-    path = task / "task.toml"
-    if not path.is_file():
-        return []
-    try:
-        data = tomllib.loads(path.read_text())
-    except tomllib.TOMLDecodeError as exc:
-        return [Finding(False, "task.toml", f"not valid TOML ({exc})")]
-    found = []
-
-    def walk(table: dict[str, Any], prefix: str) -> None:
-        allowed = TOML_KEYS.get(prefix, set())
-        for key, value in table.items():
-            name = f"{prefix}.{key}" if prefix else key
-            if allowed is not None and key not in allowed:
-                known = ", ".join(sorted(allowed)) or "none"
-                found.append(Finding(False, "task.toml", f"unknown key {name!r} (known: {known})"))
-            elif isinstance(value, dict) and allowed is not None:
-                walk(value, name)
-
-    walk(data, "")
-    for dotted in TOML_REQUIRED:
-        table: Any = data
-        for part in dotted.split("."):
-            table = table.get(part) if isinstance(table, dict) else None
-        if table is None:
-            found.append(Finding(False, "task.toml", f"key {dotted!r} is required but not set"))
-    return found or [Finding(True, "task.toml", "every key known, required keys set")]
-
-
-def check_contract(task: Path) -> tuple[list[Finding], TaskContract | None]:
-    """contract.json and instruction.md, through the harness's own loaders."""
-    if not (task / "contract.json").is_file():
-        return [], None
-    try:
-        contract = load_contract(task)
-        load_instruction(task)
-    except ContractError as exc:
-        return [Finding(False, "contract.json", _relative(str(exc), task))], None
-    return [
-        Finding(
-            True,
-            "contract.json",
-            f"{contract.solution_language}, "
-            f"{contract.score_direction}, verifier {contract.verifier}",
-        )
-    ], contract
-
-
-def check_seed_record(task: Path, contract: TaskContract, suite: str) -> list[Finding]:
-    """seed.json holds a valid entry whose program is the task's seed program, a root node that
-    agrees with it, and a measurement on `suite` equal to the entry's raw score."""
-    path = task / SEED_RECORD
-    if not path.is_file():
-        return []
-    where = str(SEED_RECORD)
-    try:
-        data = json.loads(path.read_text())
-        entry = LibraryEntry.from_dict(data["entry"])
-        node = LibraryNode.from_dict(data["node"])
-    except (ValueError, KeyError, TypeError) as exc:
-        return [Finding(False, where, f"unreadable seed record ({type(exc).__name__}: {exc})")]
-    found = []
-    program = task / "solution" / f"solution.{EXTENSIONS[contract.fence_tag]}"
-    if not program.is_file():
-        found.append(Finding(False, str(program.relative_to(task)), "missing seed program"))
-    elif entry.solution != program.read_text():
-        found.append(Finding(False, f"{where}: entry.solution", f"differs from {program.name}"))
-    if not entry.is_valid or entry.verifier_raw_score is None:
-        return [*found, Finding(False, f"{where}: entry.verifier_status", "the seed is not valid")]
-    raw = float(entry.verifier_raw_score)
-    scoring = Scoring(contract.score_direction, contract.verifier)
-    if not math.isclose(entry.verifier_reward, scoring.reward(raw), rel_tol=1e-12):
-        found.append(
-            Finding(
-                False,
-                f"{where}: entry.verifier_reward",
-                f"{entry.verifier_reward!r} is not the reward of raw score {raw!r} "
-                f"({contract.score_direction})",
-            )
-        )
-    sign = 1.0 if contract.score_direction == "max" else -1.0
-    if node.entry_id != entry.id or node.raw_score != raw or node.value != sign * raw:
-        found.append(Finding(False, f"{where}: node", "does not agree with the entry"))
-    measured = [m for m in data.get("measured", {}).values() if m.get("suite") == suite]
-    if not measured:
-        found.append(Finding(False, f"{where}: measured", f"no measurement on suite {suite!r}"))
-    elif not math.isclose(measured[0].get("score", math.nan), raw, abs_tol=SCORE_TOLERANCE):
-        found.append(
-            Finding(
-                False,
-                f"{where}: measured",
-                f"score on {suite!r} is not the entry's raw score {raw!r}",
-            )
-        )
-    return found or [Finding(True, where, f"seed {raw!r} measured on {suite!r}")]
 
 
 def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: str) -> Finding:
@@ -206,7 +63,10 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
         return Finding(
             False,
             "judge",
-            f"serves problem {contract.judge_problem_id} on suite {served!r}, not {suite!r}",
+            f"serves problem {contract.judge_problem_id} on suite {served!r}, not {suite!r}: "
+            f"check against that suite with --suite {served} (after `guidance-ttt task seed "
+            f"{task} <program> --suite {served}` records the seed there), or start a judge "
+            f"that serves {suite!r}",
         )
     seed = LibraryEntry.from_dict(json.loads((task / SEED_RECORD).read_text())["entry"])
     with FrontierCSScorer.for_task(task, judge_url, poll_interval_s=0.2) as scorer:
@@ -230,14 +90,12 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
 
 
 def check_task(task: Path, judge_url: str | None, suite: str) -> list[Finding]:
-    """Every check of a task directory, in order; the judge is asked only when the files pass."""
-    findings = [*check_files(task), *check_task_toml(task)]
-    contract_findings, contract = check_contract(task)
-    findings += contract_findings
-    if contract is not None:
-        findings += check_seed_record(task, contract, suite)
-    if contract is not None and judge_url and all(f.ok for f in findings):
-        findings.append(check_with_judge(task, contract, judge_url, suite))
+    """Every check of a task directory, in order (`harness.preflight.task_files`, the rules the
+    preflight applies too); the judge is asked only when the files pass. Without a judge a seed
+    record that is not written yet passes with the command that writes it."""
+    findings, harbor = task_findings(task, suite, seed_required=judge_url is not None)
+    if harbor is not None and judge_url and all(f.ok for f in findings):
+        findings.append(check_with_judge(task, harbor.contract, judge_url, suite))
     return findings
 
 
@@ -292,10 +150,6 @@ def write_seed(
     return record
 
 
-def _relative(message: str, task: Path) -> str:
-    return message.replace(str(task) + os.sep, "")
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="guidance-ttt task", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="action", required=True)
@@ -311,6 +165,27 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--no-judge", action="store_true", help="check the files only (default: ask the judge too)"
     )
+    new = sub.add_parser(
+        "new",
+        help="write every file of a new task (from a FrontierCS problem, or a skeleton)",
+        description="Write every file a task needs into DIR: from a FrontierCS problem's "
+        "config.yaml and statement with --frontiercs, else a skeleton marked TODO. Then write "
+        "the seed program, record it with `task seed` and run `task check`.",
+    )
+    new.add_argument("task", type=Path, help="the new task's directory (anywhere)")
+    new.add_argument(
+        "--frontiercs",
+        nargs=2,
+        metavar=("CHECKOUT", "PROBLEM"),
+        help="a FrontierCS checkout (or its algorithmic/problems) and the problem id "
+        "(default: a skeleton)",
+    )
+    new.add_argument(
+        "--problem-id", default="TODO", help="skeleton only: the judge problem id (default: TODO)"
+    )
+    new.add_argument(
+        "--interactive", action="store_true", help="skeleton only: an interactive problem"
+    )
     seed = sub.add_parser("seed", help="score a program through the judge and write seed.json")
     seed.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
     seed.add_argument("program", type=Path, help="the seed program (e.g. solution/solution.cpp)")
@@ -325,11 +200,34 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _new(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    from harness.cli import task_new
+
+    try:
+        if args.frontiercs:
+            checkout, problem_id = args.frontiercs
+            problem = task_new.frontiercs_problem(Path(checkout), problem_id)
+        else:
+            problem = task_new.skeleton_problem(args.problem_id, args.interactive)
+        written = task_new.write_task(args.task, problem)
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        print(f"guidance-ttt task new: {exc}", file=sys.stderr)
+        return 2
+    out(
+        f"wrote {len(written)} files of task {args.task} ({problem.kind}, problem "
+        f"{problem.problem_id}); next: edit instruction.md, write solution/solution.cpp, then "
+        f"guidance-ttt task seed and task check (see {args.task / 'README.md'})"
+    )
+    return 0
+
+
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
     """`guidance-ttt task ...`: 0 when the task passes (or the seed was written), 1 when a
     check fails or the seed is not valid, 2 for bad arguments."""
     args = _parser().parse_args(argv)
     task: Path = args.task
+    if args.action == "new":
+        return _new(args, out)
     if not task.is_dir():
         print(f"guidance-ttt task: {task} is not a directory", file=sys.stderr)
         return 2

@@ -102,6 +102,9 @@ def status_report(
         (isinstance(steps_total, int) and committed >= steps_total)
         or any(e.get("next_step") == view.next_step for e in view.events_of("run_finished"))
     )
+    judge = probe(services.judge_url.rstrip("/") + "/health", None, timeout_s)
+    if finished:  # a finished run's services are expected to be gone
+        reef, judge = (_after_the_run(health) for health in (reef, judge))
     return {
         "state_dir": str(view.state_dir),
         "mode": results.run_mode(view),
@@ -126,10 +129,7 @@ def status_report(
             "missing_slots": [list(s) for s in view.missing_slots()] if view.in_flight else None,
         },
         "reef": {"url": services.reef_url, "health": reef, "missing_slots": reef_missing},
-        "judge": {
-            "url": services.judge_url,
-            "health": probe(services.judge_url.rstrip("/") + "/health", None, timeout_s),
-        },
+        "judge": {"url": services.judge_url, "health": judge},
         "last_event": None
         if last_event is None
         else {
@@ -141,6 +141,12 @@ def status_report(
         "cost_text": cost.describe(),
         "projected_total": projection,
     }
+
+
+def _after_the_run(health: str) -> str:
+    """A finished run's service health: "not running (the run is finished)" for one that no
+    longer answers, as it should not."""
+    return health if health.startswith("ok") else "not running (the run is finished)"
 
 
 def render_status(report: dict[str, Any], console: Console) -> None:
@@ -266,6 +272,69 @@ def suite_text(suite: str | None, rescored_from: dict[str, Any] | None) -> str:
     return suite
 
 
+def distinct_best(archive: Any, top: int) -> list[Any]:
+    """The `top` best archive nodes with one node per entry: the seed's G clones (one root node
+    per group, the same program) appear once."""
+    seen: set[str] = set()
+    chosen = []
+    for node in results.best_nodes(archive, len(archive.nodes)):
+        key = "seed" if node.timestep == 0 else node.entry_id
+        if key in seen:
+            continue
+        seen.add(key)
+        chosen.append(node)
+        if len(chosen) == top:
+            break
+    return chosen
+
+
+def inspect_report(view: results.RunView, top: int, cases: int) -> dict[str, Any]:
+    """Everything `inspect` shows, as plain data (`inspect --json`), ids in full."""
+    archive = view.archive
+
+    def node_row(node: Any) -> dict[str, Any]:
+        entry = archive.entry_of(node.id)
+        parent = results.parent_score(archive, entry) if entry.timestep else None
+        return {
+            "score": node.raw_score,
+            "step": None if entry.timestep == 0 else entry.timestep - 1,
+            "node_id": node.id,
+            "entry_id": entry.id,
+            "parent_score": parent,
+            "summary": entry.summary,
+            "guidance": entry.guidance,
+        }
+
+    best = distinct_best(archive, 1)
+    return {
+        "state_dir": str(view.state_dir),
+        "mode": results.run_mode(view),
+        "suite": results.run_suite(view),
+        "seed_rescored_from": results.seed_rescored(view),
+        "score_direction": view.direction,
+        "best": [node_row(node) for node in distinct_best(archive, top)],
+        "lineage_of_best": [node_row(n) for n in results.lineage(archive, best[0].id)]
+        if best
+        else [],
+        "outcomes_per_step": {
+            str(step): dict(counts) for step, counts in results.failure_modes(archive).items()
+        },
+        "case_studies": [
+            {
+                "step": case.update - 1,
+                "entry_id": case.entry.id,
+                "node_id": case.node_id,
+                "parent_score": case.parent_score,
+                "candidate_score": case.candidate_score,
+                "gain": case.gain,
+                "guidance": case.entry.guidance,
+                "summary": case.entry.summary,
+            }
+            for case in results.case_studies(archive, cases)
+        ],
+    }
+
+
 def render_inspect(view: results.RunView, console: Console, top: int, cases: int) -> None:
     """Print what a run found: the `top` best candidates, the lineage of the best one with the
     guidance behind each generation, the outcome counts per step, and `cases` case studies of
@@ -280,7 +349,10 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
     for column in ("#", "score", "step", "node", "parent", "summary"):
         table.add_column(column, overflow="fold")
-    for rank, node in enumerate(results.best_nodes(archive, top), 1):
+    # Summaries and guidance get the terminal's width beside the other columns.
+    summary_width = max(36, console.width - 48)
+    guidance_width = max(60, console.width - 44)
+    for rank, node in enumerate(distinct_best(archive, top), 1):
         entry = archive.entry_of(node.id)
         parent = results.parent_score(archive, entry) if entry.timestep else None
         table.add_row(
@@ -289,11 +361,11 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
             _step_label(node),
             node.id[:8],
             "-" if parent is None else f"{parent:.4f}",
-            _short(entry.summary, 36),
+            _short(entry.summary, summary_width),
         )
     console.print(table)
 
-    best = results.best_nodes(archive, 1)
+    best = distinct_best(archive, 1)
     if best:
         chain = Table(title="Lineage of the best", box=box.SIMPLE_HEAD)
         for column in ("gen", "step", "score", "change", "entry", "guidance that produced it"):
@@ -302,7 +374,7 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
         for gen, node in enumerate(results.lineage(archive, best[0].id)):
             entry = archive.entry_of(node.id)
             change = "" if previous is None else f"{node.raw_score - previous:+.4f}"
-            guidance = "(seed)" if entry.timestep == 0 else _short(entry.guidance, 60)
+            guidance = "(seed)" if entry.timestep == 0 else _short(entry.guidance, guidance_width)
             chain.add_row(
                 str(gen), _step_label(node), f"{node.raw_score:.4f}", change, entry.id[:8], guidance
             )

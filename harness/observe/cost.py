@@ -125,8 +125,14 @@ class CostEstimate:
         return f"{text} + {missing}" if self.usd > 0 else missing
 
     def to_dict(self) -> dict[str, Any]:
-        """The JSON form: `usd` and the unpriced model list."""
-        return {"usd": round(self.usd, 6), "unpriced_models": list(self.unpriced)}
+        """The JSON form: `usd` (null when a model that used tokens has no price: the total is
+        not known, it is not 0), `priced_usd` (the priced models' share) and the unpriced model
+        list."""
+        return {
+            "usd": None if self.unpriced else round(self.usd, 6),
+            "priced_usd": round(self.usd, 6),
+            "unpriced_models": list(self.unpriced),
+        }
 
 
 @dataclass(frozen=True)

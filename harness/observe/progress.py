@@ -420,6 +420,9 @@ def _summary_usage(f: Mapping[str, Any], step: _Step | None) -> StepUsage | None
 
 def _summary_cost(f: Mapping[str, Any]) -> CostEstimate | None:
     raw = f.get("cost")
-    if isinstance(raw, Mapping) and isinstance(raw.get("usd"), int | float):
-        return CostEstimate(float(raw["usd"]), tuple(raw.get("unpriced_models") or ()))
+    if not isinstance(raw, Mapping):
+        return None
+    priced = raw.get("usd") if raw.get("usd") is not None else raw.get("priced_usd")
+    if isinstance(priced, int | float):
+        return CostEstimate(float(priced), tuple(raw.get("unpriced_models") or ()))
     return None

@@ -23,7 +23,11 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.adapters.executor.backends import BUILTIN_BACKENDS, ExecutionBackend, backend_from_name
+from harness.adapters.executor.backends import (
+    EXECUTOR_CHOICES,
+    ExecutionBackend,
+    configured_backend,
+)
 from harness.preflight.machine import (
     DEFAULT_MIN_FREE_GB,
     DEFAULT_MODEL_ID,
@@ -32,12 +36,18 @@ from harness.preflight.machine import (
     check_gpus,
     check_model,
     check_python,
+    check_trial_environment,
 )
 from harness.preflight.report import CheckResult, PreflightReport, missing_check
 from harness.preflight.services import check_executor, check_guidance, check_judge
 from harness.preflight.task import check_task, seed_scorer
-from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings, RunSettingsError
-from harness.settings.task_dirs import bundled_task_dir
+from harness.settings.run_settings import (
+    DEFAULT_SERVE_YAML,
+    SETTINGS_BASE,
+    RunSettings,
+    RunSettingsError,
+)
+from harness.settings.task_dirs import task_dir_of
 from harness.state import VerificationResult
 
 
@@ -54,11 +64,16 @@ def run_preflight(
     task_dir: Path | None = None,
     seed_file: Path | None = None,
     guidance_url: str | None = None,
+    settings_keys: Callable[[str], str] | None = None,
+    environment: Callable[[], CheckResult] | None = None,
 ) -> PreflightReport:
     """Run every check in table order and collect the rows; never raises for a failing check.
     `score_seed=None` checks the judge's health only; `task_dir` adds the task row.
     `guidance_url` (frozen-guidance mode: the OpenAI-compatible endpoint Reef proxies) replaces
-    the GPU and model rows by a guidance row: a frozen run trains nothing and loads no weights."""
+    the GPU and model rows by a guidance row: a frozen run trains nothing and loads no weights.
+    `settings_keys` names a run-level key as the settings file in use spells it (fix hints
+    name it); `environment` adds the row of where the Harbor trial runs (run.sh's episode)."""
+    key = settings_keys or (lambda name: f"training.config.{name}")
     checks: list[tuple[str, Callable[[], CheckResult]]] = [("python", check_python)]
     if guidance_url is None:
         checks += [
@@ -71,10 +86,12 @@ def run_preflight(
         checks.append(("task", lambda: check_task(task_dir, seed_file)))
     checks += [
         ("judge", lambda: check_judge(judge_url, score_seed)),
-        ("executor", lambda: check_executor(executor)),
+        ("executor", lambda: check_executor(executor, settings_key=key)),
         ("git-lfs", check_git_lfs),
-        ("disk", lambda: check_disk(state_dir, min_free_gb)),
+        ("disk", lambda: check_disk(state_dir, min_free_gb, key)),
     ]
+    if environment is not None:
+        checks.append(("trial", environment))
     results = []
     for name, check in checks:
         try:
@@ -146,13 +163,20 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
     )
     parser.add_argument(
         "--executor",
-        choices=list(BUILTIN_BACKENDS),
-        help="executor backend (default: serve.yaml's, set by $GUIDANCE_TTT_EXECUTOR)",
+        choices=list(EXECUTOR_CHOICES),
+        metavar="NAME",
+        help=f"executor backend: {', '.join(EXECUTOR_CHOICES)} (default: serve.yaml's, set by "
+        "$GUIDANCE_TTT_EXECUTOR)",
+    )
+    parser.add_argument(
+        "--executor-model",
+        help="the executor's model id (default: serve.yaml's harness.executor.model, else the "
+        "preset's)",
     )
     parser.add_argument(
         "--executor-url",
-        default=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL"),
-        help="executor base URL (default: $GUIDANCE_TTT_EXECUTOR_URL, else the backend's)",
+        help="executor base URL (default: serve.yaml's harness.executor.base_url, set by "
+        "$GUIDANCE_TTT_EXECUTOR_URL, else the preset's)",
     )
     parser.add_argument(
         "--reasoning-effort",
@@ -162,11 +186,20 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
     parser.add_argument(
         "--min-free-gb",
         type=float,
-        default=DEFAULT_MIN_FREE_GB,
-        help="free disk needed at the state directory, in GB (default: %(default)s)",
+        help="free disk needed at the state directory, in GB (default: serve.yaml's "
+        f"harness.min_free_gb, else {DEFAULT_MIN_FREE_GB:g} trained / 5 frozen)",
     )
     parser.add_argument(
-        "--min-gpus", type=int, default=1, help="GPUs needed (default: %(default)s)"
+        "--min-gpus",
+        type=int,
+        help="GPUs needed (default: serve.yaml's inference.num-gpus, the GPUs run.sh gives "
+        "Reef; else 1)",
+    )
+    parser.add_argument(
+        "--trial-environment",
+        choices=["docker", "local"],
+        help="where run.sh's Harbor trial runs: docker, or local (no Docker: bubblewrap on this "
+        "host); checked as the trial row (default: not checked)",
     )
     parser.add_argument(
         "--guidance-url",
@@ -177,27 +210,26 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
 
 
 def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
-    """Fill the flags left out from `args.config` (paths relative to its folder, the task
-    directory from the installed package). Raises `RunSettingsError` for a broken serve.yaml
-    or `FileNotFoundError` for a task that is not installed, when a value is needed from them.
+    """Fill the flags left out from `args.config` (paths as the settings file means them: from
+    the repository root, docs/running.md; the task directory from the installed package).
+    Raises `RunSettingsError` for a broken serve.yaml or `FileNotFoundError` for a task that is
+    not installed, when a value is needed from them.
 
-    The settings file is read whenever a flag is left out and the file exists, so a configured
-    seed, problem id or guidance endpoint is used even when the six main flags are given; it
-    is not needed when those six are given and it does not exist."""
+    The settings file is read whenever it exists, so a configured seed, problem id, executor
+    or guidance endpoint is used even when the main flags are given; it is not needed when
+    those are given and it does not exist."""
     needed = ("state_dir", "model_dir", "judge_url", "task_dir", "executor", "reasoning_effort")
-    optional = ("problem_id", "seed_file", "guidance_url")
     config = Path(args.config)
-    if all(getattr(args, name) is not None for name in needed) and (
-        all(getattr(args, name) is not None for name in optional) or not config.is_file()
-    ):
-        return args
-    settings = RunSettings.load(config, base_dir=config.parent)
-    task_dir = args.task_dir or bundled_task_dir(settings.task)
+    if all(getattr(args, name) is not None for name in needed) and not config.is_file():
+        return argparse.Namespace(**{**vars(args), "settings": None})
+    settings = RunSettings.load(config)
+    task_dir = args.task_dir or task_dir_of(settings)
     return argparse.Namespace(
         **{
             **vars(args),
+            "settings": settings,
             "state_dir": args.state_dir or settings.state_dir,
-            "model_dir": args.model_dir or config.parent / "work" / "model",
+            "model_dir": args.model_dir or SETTINGS_BASE / "work" / "model",
             "judge_url": args.judge_url or settings.judge_url,
             "task_dir": task_dir,
             "problem_id": args.problem_id or settings.judge_problem_id,
@@ -205,8 +237,25 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
             "guidance_url": args.guidance_url or settings.guidance_upstream_url,
             "executor": args.executor or settings.executor_backend,
             "reasoning_effort": args.reasoning_effort or settings.gpt_oss_reasoning_effort,
+            "min_free_gb": settings.min_free_gb if args.min_free_gb is None else args.min_free_gb,
+            "min_gpus": args.min_gpus or settings.num_gpus or 1,
         }
     )
+
+
+def configured_executor(args: argparse.Namespace) -> ExecutionBackend:
+    """The executor the run would call: the settings file's (`harness.executor_backend` and
+    `harness.executor`), with the flags given replacing its preset, URL, model and effort."""
+    settings: RunSettings | None = args.settings
+    same_preset = settings is not None and settings.executor_backend == args.executor
+    arguments = dict(settings.executor_config) if same_preset and settings else {}
+    if args.executor == "gpt_oss_120b" and args.reasoning_effort:
+        arguments["reasoning_effort"] = args.reasoning_effort
+    if args.executor_url:
+        arguments["base_url"] = args.executor_url
+    if args.executor_model:
+        arguments["model"] = args.executor_model
+    return configured_backend(args.executor, **arguments)
 
 
 def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.preflight") -> int:
@@ -220,9 +269,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
     try:
-        executor = backend_from_name(
-            args.executor, reasoning_effort=args.reasoning_effort, base_url=args.executor_url
-        )
+        executor = configured_executor(args)
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
@@ -237,12 +284,18 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         judge_url=args.judge_url,
         executor=executor,
         score_seed=score_seed,
-        min_free_gb=args.min_free_gb,
-        min_gpus=args.min_gpus,
+        min_free_gb=DEFAULT_MIN_FREE_GB if args.min_free_gb is None else args.min_free_gb,
+        min_gpus=args.min_gpus or 1,
         model_id=args.model_id,
         task_dir=args.task_dir,
         seed_file=args.seed_file,
         guidance_url=args.guidance_url,
+        settings_keys=args.settings.settings_key if args.settings else None,
+        environment=(
+            (lambda: check_trial_environment(args.trial_environment))
+            if args.trial_environment
+            else None
+        ),
     )
     report.render(Console())
     if report.ok:

@@ -133,11 +133,22 @@ def check_git_lfs() -> CheckResult:
     return ready_check("git-lfs", version or path)
 
 
-def check_disk(state_dir: Path, min_free_gb: float = DEFAULT_MIN_FREE_GB) -> CheckResult:
-    """At least `min_free_gb` GB free on the file system that holds (or will hold) `state_dir`."""
+def check_disk(
+    state_dir: Path,
+    min_free_gb: float = DEFAULT_MIN_FREE_GB,
+    settings_key: Callable[[str], str] = lambda name: f"training.config.{name}",
+) -> CheckResult:
+    """At least `min_free_gb` GB free on the file system that holds (or will hold) `state_dir`.
+    `settings_key` spells a run-level key as the settings file in use does (the fix names it)."""
     probe = state_dir.absolute()
     while not probe.exists():
         probe = probe.parent
+    if not probe.is_dir():
+        return missing_check(
+            "disk",
+            f"{probe} is a file, not a directory: the state directory cannot be made there",
+            f"move the file away, or set {settings_key('state_dir')} to a directory",
+        )
     free_gb = shutil.disk_usage(probe).free / 1e9
     detail = f"{free_gb:.1f} GB free at {probe} (need {min_free_gb:g} GB)"
     if free_gb >= min_free_gb:
@@ -145,5 +156,31 @@ def check_disk(state_dir: Path, min_free_gb: float = DEFAULT_MIN_FREE_GB) -> Che
     return missing_check(
         "disk",
         detail,
-        "free space, or set training.config.state_dir in serve.yaml to a larger disk",
+        f"free space, set {settings_key('state_dir')} to a larger disk, or lower "
+        f"{settings_key('harness.min_free_gb')} (GB)",
+    )
+
+
+def check_trial_environment(kind: str) -> CheckResult:
+    """Where run.sh's Harbor trial runs (run.py chose it: Docker when its daemon answers).
+    `docker` needs the docker command; `local` (no Docker daemon on this host) runs the trial's
+    commands under bubblewrap in a host directory (`harness.run.local_environment`), so bwrap
+    must be on PATH."""
+    if kind == "docker":
+        path = shutil.which("docker")
+        if path is None:
+            return missing_check(
+                "trial", "docker not on PATH", "install Docker, or set GUIDANCE_TTT_TRIAL=local"
+            )
+        return ready_check("trial", f"Harbor trial in Docker ({path}, its daemon answers)")
+    if shutil.which("bwrap") is None:
+        return missing_check(
+            "trial",
+            "no Docker, and bubblewrap (bwrap) is not on PATH for the local trial environment",
+            "install bubblewrap (apt install bubblewrap), or Docker",
+        )
+    return ready_check(
+        "trial",
+        "no Docker: the Harbor trial runs in the local non-Docker environment (bubblewrap on "
+        "this host; its network is not restricted)",
     )

@@ -122,22 +122,61 @@ def check_guidance(url: str) -> CheckResult:
 
 
 def check_executor(
-    backend: ExecutionBackend, *, timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S
+    backend: ExecutionBackend,
+    *,
+    timeout_s: float = EXECUTOR_PROBE_TIMEOUT_S,
+    settings_key: Callable[[str], str] = lambda name: f"training.config.{name}",
 ) -> CheckResult:
-    """The executor answers a 1-token chat request (no retries, bounded by `timeout_s`). A missing
-    API key is reported by the name of its environment variable, never its value."""
+    """The configured executor is usable: its key variable is set (when it names one),
+    `GET <base_url>/models` lists its model (when the endpoint lists models at all), and it
+    answers a 1-token chat request (no retries, bounded by `timeout_s`). A key is reported by
+    the name of its environment variable, never its value."""
+    label = f"{backend.name} ({backend.model}) at {backend.base_url}"
+    key_name = backend.api_key_env
+    key = os.environ.get(key_name, "").strip() if key_name else ""
+    if key_name and not key:
+        return missing_check(
+            "executor",
+            f"{label}: the key variable {key_name} is not set",
+            f"export {key_name}=<your key> ({settings_key('harness.executor.api_key_env')} "
+            "names the variable)",
+        )
+    fix = (
+        f"start the executor at {backend.base_url}, or set "
+        f"{settings_key('harness.executor.base_url')} (GUIDANCE_TTT_EXECUTOR_URL) to where it "
+        "runs (GUIDANCE_TTT_EXECUTOR picks a preset or openai_compatible)"
+    )
+    listed = _listed_models(backend.base_url, key)
+    if listed is not None and backend.model not in listed:
+        shown = ", ".join(listed[:5]) + (" …" if len(listed) > 5 else "")
+        return missing_check(
+            "executor",
+            f"{label}: GET {backend.base_url}/models lists {shown or 'no models'}, not "
+            f"{backend.model!r}",
+            f"set {settings_key('harness.executor.model')} (GUIDANCE_TTT_EXECUTOR_MODEL) to a "
+            "listed id",
+        )
     probe_backend = replace(backend, timeout_s=min(backend.timeout_s, timeout_s), max_retries=0)
-    label = f"{backend.name} at {backend.base_url}"
     try:
         with ExecutionClient(probe_backend) as client:
             detail = client.probe()
     except ExecutionError as exc:
         if isinstance(exc, MissingAPIKeyError):
             fix = f"export {backend.api_key_env}=<your key>"
-        else:
-            fix = (
-                f"start the executor at {backend.base_url}, or set GUIDANCE_TTT_EXECUTOR_URL "
-                "to where it runs (GUIDANCE_TTT_EXECUTOR picks another backend)"
-            )
         return missing_check("executor", f"{label}: {exc}", fix)
-    return ready_check("executor", f"{label}: {detail}")
+    listing = "listed by /models; " if listed is not None else ""
+    return ready_check("executor", f"{label}: {listing}{detail}")
+
+
+def _listed_models(base_url: str, key: str) -> list[str] | None:
+    """The model ids `GET <base_url>/models` lists; None when the endpoint lists none (no such
+    route, an unexpected answer, or no answer: the chat probe then says what is wrong)."""
+    headers = {"Authorization": f"Bearer {key}"} if key else {}
+    try:
+        response = httpx.get(f"{base_url}/models", headers=headers, timeout=HEALTH_TIMEOUT_S)
+        data = response.json().get("data") if response.status_code == 200 else None
+    except (httpx.HTTPError, ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [str(item.get("id")) for item in data if isinstance(item, dict) and item.get("id")]

@@ -17,6 +17,7 @@ from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.judge.suites import seed_suite
 from harness.contract import ContractError, load_harbor_task
 from harness.preflight.report import CheckResult, missing_check, ready_check
+from harness.preflight.task_files import task_findings
 from harness.state import VerificationResult
 
 #: The seed record the judge row scores, relative to the task directory.
@@ -24,18 +25,36 @@ DEFAULT_SEED = Path("solution/seed.json")
 
 
 def check_task(task_dir: Path, seed_file: Path | None = None) -> CheckResult:
-    """The Harbor task directory is valid: `contract.json`, `task.toml` and `instruction.md`
-    pass the same validation the run applies at its start (`harness.contract`), and the seed
-    the judge row scores (`seed_file`, default `solution/seed.json`) holds a program."""
-    try:
-        task = load_harbor_task(task_dir)
+    """The Harbor task directory is valid by the rules `guidance-ttt task check` applies (one
+    validator, `harness.preflight.task_files`: every required file, task.toml's keys, the run's
+    own loader of contract.json, instruction.md and task.toml, score_check.py, task_facts.json),
+    and the seed the judge row scores (`seed_file`, default `solution/seed.json`) holds a
+    program."""
+    try:  # the run's own loader first: the row then says what the run's start would say
+        load_harbor_task(task_dir)
     except ContractError as exc:
         return missing_check("task", str(exc), "fix the named file (see docs/task.md for each key)")
-    contract, seed = task.contract, seed_file or task_dir / DEFAULT_SEED
+    findings, harbor = task_findings(task_dir, seed=False)
+    failed = [finding for finding in findings if not finding.ok]
+    if failed or harbor is None:
+        more = f" (and {len(failed) - 1} more)" if len(failed) > 1 else ""
+        first = failed[0].line().removeprefix("FAIL ") if failed else "the task does not load"
+        return missing_check(
+            "task",
+            f"{task_dir}: {first}{more}",
+            f"fix the named file (guidance-ttt task check {task_dir} lists every problem; "
+            "docs/adding-a-task.md)",
+        )
+    contract, seed = harbor.contract, seed_file or task_dir / DEFAULT_SEED
     try:
         seed_program(seed)
     except (OSError, ValueError) as exc:
-        return missing_check("task", f"no seed program: {exc}", "add the task's seed record")
+        return missing_check(
+            "task",
+            f"no seed program: {exc}",
+            f"record the seed: guidance-ttt task seed {task_dir} solution/solution."
+            f"{contract.language.extension} --summary-file SUMMARY",
+        )
     return ready_check(
         "task",
         f"{task_dir}: {contract.solution_language}, score {contract.score_direction}, "

@@ -17,6 +17,7 @@ to continue a finished one). Every process it starts is stopped when it returns.
 
 from __future__ import annotations
 
+import json
 import os
 import shlex
 from collections.abc import Iterator
@@ -40,6 +41,7 @@ from harness.rehearsal.stand_ins import (
     SEED_RECORD,
     GuidanceScript,
     executor_reply,
+    seed_edits,
     task_dir,
 )
 from harness.run.runner import RunResult, run_steps
@@ -78,6 +80,31 @@ class RehearsalOptions:
     run_seed: int = 0
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    #: Rehearse this task (any directory) instead of the template's, with a generic stand-in
+    #: executor that edits the task's own seed; its judge is `judge_url`, else a local judge
+    #: serving `frontiercs` (a FrontierCS checkout), else the task's own judge packages.
+    task: Path | None = None
+    judge_url: str | None = None
+    frontiercs: Path | None = None
+    #: The seed record inside the task (default: the template's shelf packer; a task's own
+    #: solution/seed.json with --task).
+    seed: str | None = None
+
+    @property
+    def seed_record(self) -> str:
+        return self.seed or (SEED_RECORD if self.task is None else "solution/seed.json")
+
+    @property
+    def task_dir(self) -> Path:
+        """The rehearsed task's directory (absolute)."""
+        return task_dir() if self.task is None else Path(self.task).resolve()
+
+
+def default_state_dir(options: RehearsalOptions) -> Path:
+    """Where a rehearsal's state goes by default: work/rehearsal, or work/rehearsal-<task> for
+    `--task` (named after the task, not its path)."""
+    name = "rehearsal" if options.task is None else f"rehearsal-{Path(options.task).resolve().name}"
+    return Path("work") / name
 
 
 def write_settings(
@@ -106,8 +133,8 @@ def write_settings(
         executor_backend="gpt_oss_120b",
         gpt_oss_reasoning_effort="high",
         judge_url=judge_url,
-        judge_problem_id="0",
-        seed=SEED_RECORD,
+        judge_problem_id="0" if options.task is None else "",  # a task's own: contract.json
+        seed=options.seed_record,
         experiment={
             "arm": options.arm,
             "parent_selection": options.parent_selection,
@@ -115,6 +142,7 @@ def write_settings(
         },
         spend_limit={"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens},
     )
+    run["harness"].pop("executor", None)  # the stand-in's address is given at run time
     header = (
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
         "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"
@@ -129,29 +157,53 @@ class StandInStack:
     that calls the guidance model starts its own stand-in for it, so no run's guidance depends
     on how many calls another run made)."""
 
-    judge: LocalJudge
+    judge_url: str
     executor: OpenAIFixture
 
 
 @contextmanager
 def stand_in_stack(
-    directory: Path, cases: int, judge_seed: int, console: Console
+    directory: Path,
+    cases: int,
+    judge_seed: int,
+    console: Console,
+    options: RehearsalOptions | None = None,
 ) -> Iterator[StandInStack]:
-    """Start the local judge (its state under `directory/judge`) on the generated suite
-    `generated:<judge_seed>:<cases>` and the stand-in executor; stop them on exit."""
+    """Start the local judge (its state under `directory/judge`) and the stand-in executor; stop
+    them on exit. The template's task is judged on the generated suite
+    `generated:<judge_seed>:<cases>`; with `options.task` the judge is `options.judge_url` or a
+    local judge serving the task (`judge_flags`), and the executor edits that task's seed."""
+    options = options or RehearsalOptions(cases=cases, judge_seed=judge_seed)
+    task = options.task_dir
     with ExitStack() as stack:
         console.print("rehearse: starting the local judge and the stand-in executor")
-        judge = stack.enter_context(
-            LocalJudge(
-                Path(directory) / "judge",
-                "--generated-cases",
-                str(cases),
-                "--seed",
-                str(judge_seed),
+        judge_url = options.judge_url
+        if judge_url is None:
+            flags = (
+                ["--generated-cases", str(cases), "--seed", str(judge_seed)]
+                if options.task is None
+                else judge_flags(options, task)
             )
+            judge_url = stack.enter_context(LocalJudge(Path(directory) / "judge", *flags)).url
+        reply = executor_reply
+        if options.task is not None:
+            seed = json.loads((task / options.seed_record).read_text(encoding="utf-8"))
+            reply = seed_edits(str(seed["entry"]["solution"]), load_contract(task).fence_tag)
+        executor = stack.enter_context(OpenAIFixture(reply, model=EXECUTOR_MODEL))
+        yield StandInStack(judge_url, executor)
+
+
+def judge_flags(options: RehearsalOptions, task: Path) -> list[str]:
+    """The local judge's flags for `--task`: a FrontierCS checkout when given, else the task's
+    own judge packages."""
+    if options.frontiercs is not None:
+        return ["--frontiercs", str(options.frontiercs)]
+    if not (task / "judge").is_dir():
+        raise ValueError(
+            f"{task} has no judge/ packages: give --frontiercs CHECKOUT (a FrontierCS problem) "
+            "or --judge-url URL (a running judge that serves the task's problem)"
         )
-        executor = stack.enter_context(OpenAIFixture(executor_reply, model=EXECUTOR_MODEL))
-        yield StandInStack(judge, executor)
+    return ["--task", str(task)]
 
 
 def rehearse(
@@ -159,9 +211,12 @@ def rehearse(
 ) -> RunResult:
     """Run (or resume) the rehearsal into `state_dir`; raises what stops the run."""
     state_dir = Path(state_dir).resolve()
+    if state_dir.exists() and not state_dir.is_dir():
+        raise ValueError(f"{state_dir} is a file, not a state directory; choose another path")
     state_dir.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
-    with stand_in_stack(state_dir, options.cases, options.judge_seed, console) as stand_ins:
+    stack = stand_in_stack(state_dir, options.cases, options.judge_seed, console, options)
+    with stack as stand_ins:
         return rehearse_run(stand_ins, state_dir, options, console)
 
 
@@ -172,7 +227,8 @@ def rehearse_run(
     when the arm calls the guidance model, run (or resume) it, stop what it started."""
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    task = task_dir()
+    task = options.task_dir
+    contract = load_contract(task)
     guided = options.arm == "guidance-ttt"
     with ExitStack() as stack:
         port = free_port()
@@ -188,8 +244,9 @@ def rehearse_run(
             state_dir,
             options,
             guidance_url=guidance_url,
-            judge_url=stand_ins.judge.url,
+            judge_url=stand_ins.judge_url,
             reef_port=port,
+            task=None if options.task is None else str(task),
         )
         if guided:
             console.print("rehearse: starting reef serve (record-only) for the guidance calls")
@@ -205,18 +262,22 @@ def rehearse_run(
         display = ProgressDisplay(
             console,
             models=(settings.model, backend.model),
-            direction=load_contract(task).score_direction,
+            direction=contract.score_direction,
         )
         watcher = wandb_sink(settings, models=(settings.model, backend.model))
         services.events = Fanout(log_file, display, *([watcher] if watcher else []))
         services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         stack.callback(services.close)
         guidance = "frozen guidance" if settings.arm_spec.guided else "no guidance model"
+        suite = (
+            f"judge suite generated:{options.judge_seed}:{options.cases}"
+            if options.task is None
+            else f"task {task.name}, judge {stand_ins.judge_url}"
+        )
         console.print(
             f"rehearse: arm {settings.arm_spec.label()} ({guidance}), run seed "
             f"{options.run_seed}, {options.groups}×{options.rollouts} rollouts per step, steps up "
-            f"to {options.steps}, judge suite generated:{options.judge_seed}:{options.cases}; "
-            f"state in {state_dir}"
+            f"to {options.steps}, {suite}; state in {state_dir}"
         )
         return run_steps(
             settings,

@@ -13,7 +13,7 @@ Configuration (agent kwargs win over environment variables, which win over the d
 | kwarg             | environment variable            | default                              |
 |-------------------|---------------------------------|--------------------------------------|
 | `serve_yaml`      | `GUIDANCE_TTT_SERVE_YAML`       | `serve.yaml` at the repository root  |
-| `task_dir`        | `GUIDANCE_TTT_TASK_DIR`         | `<serve.yaml dir>/harbor/<task>`     |
+| `task_dir`        | `GUIDANCE_TTT_TASK_DIR`         | the settings' task (name or path)    |
 | `executor_url`    | `GUIDANCE_TTT_EXECUTOR_URL`     | the backend's own URL                |
 | `judge_url`       | `GUIDANCE_TTT_JUDGE_URL`        | serve.yaml's judge_url               |
 | `training_bridge` | `GUIDANCE_TTT_TRAINING_BRIDGE`  | Reef's Ray bridge (runtime.yaml)     |
@@ -22,12 +22,13 @@ Configuration (agent kwargs win over environment variables, which win over the d
 How many rollouts run at once and how many executor requests may be in flight are run settings,
 read from serve.yaml like every other (`max_rollout_workers`, `executor_max_in_flight`).
 
-Relative paths inside serve.yaml are taken from the serve.yaml's directory (where `run.sh`
-starts `reef serve`). `judge_url` exists because the host and the task container reach the same
-judge by different addresses (`127.0.0.1` vs `host.docker.internal`): `run.py` pins the host's
-view here and gives the container its own through `FRONTIERCS_JUDGE_URL`. `training_bridge` is
-a `module:callable` import path; the callable takes the `RunSettings` and returns a
-`TrainingBridge` (the CPU rehearsal plugs its fake in here).
+Relative paths inside serve.yaml are taken from the repository root, wherever the file lies
+(where `run.sh` starts `reef serve`; docs/running.md). `judge_url` exists because the host
+and the task container reach the same judge by different addresses (`127.0.0.1` vs
+`host.docker.internal`): `run.py` pins the host's view here and gives the container its own
+through `FRONTIERCS_JUDGE_URL`. `training_bridge` is a `module:callable` import path; the
+callable takes the `RunSettings` and returns a `TrainingBridge` (the CPU rehearsal plugs its
+fake in here).
 """
 
 from __future__ import annotations
@@ -60,6 +61,7 @@ from harness.run.runner import RunResult, run_steps
 from harness.run.services import executor_backend, production_services
 from harness.run.watchers import wandb_sink
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
+from harness.settings.task_dirs import task_dir_of
 from harness.storage.run_files import event_log_path
 
 __all__ = [
@@ -176,9 +178,7 @@ class HarborAgent(BaseAgent):
     ) -> None:
         """Run (or resume) the steps up to STEPS, then put the best candidate into the task
         environment and the run's Reef facts into `context.metadata["reef"]`."""
-        settings = RunSettings.load(
-            self.options.serve_yaml, base_dir=self.options.serve_yaml.parent
-        )
+        settings = RunSettings.load(self.options.serve_yaml)
         if self.options.judge_url:
             settings = dataclasses.replace(settings, judge_url=self.options.judge_url)
         if self.model_name and self.model_name != settings.model:
@@ -188,7 +188,7 @@ class HarborAgent(BaseAgent):
             )
         # A missing executor key stops the trial here, before any step (one line naming it).
         require_api_key(executor_backend(settings, self.options.executor_url))
-        task_dir = self.options.task_dir or settings.config_path.parent / "harbor" / settings.task
+        task_dir = self.options.task_dir or task_dir_of(settings)
         result = await asyncio.to_thread(self._run_steps, settings, task_dir, instruction)
         context.metadata = {**(context.metadata or {}), "reef": result.reef_metadata()}
         self.logs_dir.mkdir(parents=True, exist_ok=True)

@@ -176,6 +176,12 @@ def run_steps(
             arm=settings.arm,
             parent_selection=settings.parent_selection,
             run_seed=settings.run_seed,
+            # Where this run's settings and services are: status, inspect and plot of this
+            # state directory read them instead of the defaults.
+            settings_file=str(settings.config_path),
+            reef_url=settings.reef_url,
+            judge_url=settings.judge_url,
+            scenario=settings.scenario,
         )
         spend = SpendLimit(
             settings.max_cost_usd,

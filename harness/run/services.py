@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.adapters.executor.backends import ExecutionBackend, backend_from_name
+from harness.adapters.executor.backends import ExecutionBackend
 from harness.adapters.executor.client import ExecutionClient
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.reef.channel import ReefChannel
@@ -104,17 +104,10 @@ def production_services(
 
 
 def executor_backend(settings: RunSettings, executor_url: str | None = None) -> ExecutionBackend:
-    """The run's executor backend: the configured one (at `executor_url` when given), with at
-    most `executor_max_in_flight` requests in flight."""
-    effort = (
-        settings.gpt_oss_reasoning_effort if settings.executor_backend == "gpt_oss_120b" else None
-    )
-    return backend_from_name(
-        settings.executor_backend,
-        reasoning_effort=effort,
-        base_url=executor_url,
-        concurrency=settings.executor_max_in_flight,
-    )
+    """The run's executor backend: the configured one (`harness.executor_backend` and
+    `harness.executor`, docs/executors.md; at `executor_url` when given), with at most
+    `executor_max_in_flight` requests in flight."""
+    return settings.executor(executor_url)
 
 
 class NoReef:

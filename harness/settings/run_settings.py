@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import arms
+from harness.adapters.executor.backends import ExecutionBackend, configured_backend
 from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import (
     FROZEN_SECTION,
@@ -43,6 +44,7 @@ from harness.settings.serve import (
     ServeSettings,
     TrainingConfig,
     TrainingOptions,
+    executor_arguments,
     grid_layout_errors,
     section_errors,
     validate_document,
@@ -72,8 +74,12 @@ __all__ = [
     "section_errors",
 ]
 
+#: Where a relative path in a settings file starts, for every reader (run.py, run.sh, doctor,
+#: the CLI and ``reef serve``, which run.sh starts there): the repository root, wherever the
+#: file itself lies, so a copy of serve.yaml anywhere means the same paths (docs/running.md).
+SETTINGS_BASE = Path(__file__).resolve().parents[2]
 #: ``serve.yaml`` at the repository root.
-DEFAULT_SERVE_YAML = Path(__file__).resolve().parents[2] / "serve.yaml"
+DEFAULT_SERVE_YAML = SETTINGS_BASE / "serve.yaml"
 
 
 @dataclass(frozen=True)
@@ -123,6 +129,28 @@ class RunSettings:
     mode: str = "trained"
     #: Frozen mode: the endpoint Reef proxies guidance calls to (without ``/v1``).
     guidance_upstream_url: str | None = None
+    #: The executor's keyword arguments for `configured_backend` (harness.executor's keys that
+    #: are set, the preset's effort, the in-flight bound); `executor()` builds it.
+    executor_config: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    #: Free disk the preflight asks for, in GB (harness.min_free_gb, else by mode).
+    min_free_gb: float = 100.0
+    #: GPUs a trained run needs (inference.num-gpus; 0 in frozen mode).
+    num_gpus: int = 0
+
+    def executor(self, base_url: str | None = None) -> ExecutionBackend:
+        """The configured executor (`base_url` replaces its URL: a run-time override)."""
+        arguments = {**self.executor_config}
+        if base_url:
+            arguments["base_url"] = base_url
+        arguments.setdefault("concurrency", self.executor_max_in_flight)
+        return configured_backend(self.executor_backend, **arguments)
+
+    def settings_key(self, key: str) -> str:
+        """The dotted path of a run-level key in this run's file: ``training.config.<key>`` in
+        serve.yaml, ``recipe.config.guidance-ttt.<key>`` in serve-frozen.yaml."""
+        prefix = ".".join(FROZEN_SECTION) if self.frozen else "training.config"
+        return f"{prefix}.{key}"
+
     #: ``observability.wandb`` (harness.settings.observability), as plain values: Reef's W&B
     #: block, which the harness's search metrics follow into the same project and group.
     wandb: Mapping[str, Any] = field(default_factory=lambda: WandbSection().as_mapping())
@@ -145,9 +173,14 @@ class RunSettings:
         return self.mode == "frozen"
 
     @property
+    def task_name(self) -> str:
+        """The task's name: ``task`` itself, or the last part of a task given as a path."""
+        return Path(self.task).name
+
+    @property
     def scenario(self) -> str:
         """The Reef scenario of this task: ``guidance-ttt-<task-with-dashes>``."""
-        return "guidance-ttt-" + self.task.replace("_", "-")
+        return "guidance-ttt-" + self.task_name.replace("_", "-")
 
     @property
     def reef_url(self) -> str:
@@ -204,12 +237,12 @@ class RunSettings:
         """Read, interpolate and validate ``serve.yaml``; raise ``RunSettingsError`` naming every
         wrong key and its value.
 
-        ``environ`` defaults to ``os.environ`` and ``base_dir`` (for relative paths) to the
-        current directory, which is where ``reef serve`` resolves them too.
+        ``environ`` defaults to ``os.environ`` and ``base_dir`` (for relative paths) to
+        ``SETTINGS_BASE``, the repository root, where run.sh runs ``reef serve`` too.
         """
         config_path = Path(path).expanduser().resolve()
         document = ServeDocument.read(config_path, os.environ if environ is None else environ)
-        base = Path.cwd() if base_dir is None else Path(base_dir)
+        base = SETTINGS_BASE if base_dir is None else Path(base_dir)
         if document.raw(*FROZEN_SECTION) is not None:
             frozen = validate_document(document, config_path, FrozenServeSettings)
             return _frozen_record(frozen, config_path, base)
@@ -235,9 +268,17 @@ def _wandb(section: WandbSection, base: Path) -> dict[str, Any]:
     return values
 
 
-def _harness_fields(harness: HarnessConfig) -> dict[str, Any]:
+#: Free disk a run needs by default, in GB: a trained run keeps Megatron checkpoints of an 8B
+#: model (≈ 16 GB each with optimizer state, several kept); a frozen run keeps its archive,
+#: journal and Reef's records (tens of MB per step).
+MIN_FREE_GB = {"trained": 100.0, "frozen": 5.0}
+
+
+def _harness_fields(harness: HarnessConfig, mode: str = "trained") -> dict[str, Any]:
     """The ``harness`` section's settings, the same in both modes."""
     return {
+        "executor_config": executor_arguments(harness.gpt_oss_reasoning_effort, harness),
+        "min_free_gb": MIN_FREE_GB[mode] if harness.min_free_gb is None else harness.min_free_gb,
         "executor_backend": harness.executor_backend,
         "gpt_oss_reasoning_effort": harness.gpt_oss_reasoning_effort,
         "judge_url": harness.judge_url,
@@ -266,6 +307,7 @@ def _record(serve: ServeSettings, config_path: Path, base: Path) -> RunSettings:
         task=config.task,
         model=config.model,
         model_path=_absolute(serve.inference.model_path, base),
+        num_gpus=serve.inference.num_gpus,
         groups_per_step=serve.recipe.config.groups_per_step,
         rollouts_per_group=serve.recipe.config.rollouts_per_group,
         steps=config.steps,
@@ -321,5 +363,5 @@ def _frozen_record(serve: FrozenServeSettings, config_path: Path, base: Path) ->
         mode="frozen",
         guidance_upstream_url=serve.inference.upstream_url,
         wandb=_wandb(serve.observability.wandb, base),
-        **_harness_fields(run.harness),
+        **_harness_fields(run.harness, "frozen"),
     )

@@ -34,11 +34,17 @@ from pydantic import (
 )
 
 from harness import arms
-from harness.adapters.executor.backends import BUILTIN_BACKENDS, backend_from_name
+from harness.adapters.executor.backends import (
+    BUILTIN_BACKENDS,
+    EXECUTOR_CHOICES,
+    backend_from_name,
+    configured_backend,
+)
 from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import RunSettingsError, ServeDocument
 from harness.settings.observability import ObservabilitySection
 from harness.validation import (
+    WITHHELD,
     HyphenSection,
     Integer,
     Section,
@@ -49,7 +55,7 @@ from harness.validation import (
     non_empty,
 )
 
-EXECUTOR_BACKENDS = tuple(BUILTIN_BACKENDS)
+EXECUTOR_BACKENDS = tuple(EXECUTOR_CHOICES)
 DEFAULT_RAY_NAMESPACE = "reef"
 DEFAULT_RAY_ACTOR_NAME = "reef-train-bridge"
 #: The Slime options that must agree with the grid and STEPS.
@@ -92,6 +98,8 @@ class InferenceSection(ReefOwned):
 
     model_path: Text
     tensor_parallel_size: Integer = Field(ge=1)
+    #: GPUs Reef's Slime and SGLang use (run.sh makes them CUDA_VISIBLE_DEVICES 0,1).
+    num_gpus: Integer = Field(1, ge=1)
 
 
 class RecipeConfig(ReefOwned):
@@ -144,6 +152,51 @@ class SpendLimit(Section):
     max_tokens: Integer | None = Field(None, ge=1)
 
 
+def _blank_is_unset(value: Any) -> Any:
+    # `${VAR:-}` expands to "" when the variable is unset: the preset's value then applies.
+    return None if isinstance(value, str) and not value.strip() else value
+
+
+def _unset(kind: Any) -> Any:
+    return Annotated[kind | None, BeforeValidator(_blank_is_unset)]
+
+
+class ExecutorSettings(Section):
+    """``harness.executor``: the executor by endpoint and model. Every key is optional for a
+    preset (``executor_backend: gpt_oss_120b | openrouter_glm_5_2``, whose values are the
+    reference's) and replaces the preset's value; ``executor_backend: openai_compatible`` needs
+    ``base_url`` and ``model``. Empty means unset (``${VAR:-}``)."""
+
+    #: The OpenAI-compatible base URL, with ``/v1`` (requests go to ``<base_url>/chat/...``).
+    base_url: _unset(Url) = None
+    #: The model id the endpoint serves (``GET <base_url>/models`` lists it).
+    model: _unset(str) = None
+    #: The *name* of the environment variable that holds the key (none: no key is sent).
+    api_key_env: _unset(str) = None
+    temperature: _unset(Annotated[float, Field(ge=0)]) = None
+    #: GPT-OSS's effort for that preset; ``reasoning_effort`` in the body of a generic endpoint.
+    reasoning_effort: _unset(str) = None
+    #: Fields merged into every request body (e.g. ``{reasoning: {effort: high}}``).
+    extra_body: dict[str, Any] | None = None
+    max_tokens: _unset(Annotated[Integer, Field(ge=1)]) = None
+    timeout_s: _unset(Annotated[float, Field(gt=0)]) = None
+    max_retries: _unset(Annotated[Integer, Field(ge=0)]) = None
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _a_name_not_a_key(cls, value: str | None) -> str | None:
+        if value is not None and not value.isidentifier():
+            raise ValueError(
+                "must be the NAME of the environment variable that holds the key (e.g. "
+                f"MY_API_KEY), never the key itself {WITHHELD}"
+            )
+        return value
+
+    def overrides(self) -> dict[str, Any]:
+        """The keys that are set, as `configured_backend` takes them."""
+        return {key: value for key, value in self.model_dump().items() if value is not None}
+
+
 class HarnessConfig(Section):
     """``training.config.harness`` (read by the harness only): the frozen executor, the judge, the
     seed, the rollout and executor concurrency, and ``run.sh``'s start-up deadline."""
@@ -167,6 +220,12 @@ class HarnessConfig(Section):
     spend_limit: SpendLimit = SpendLimit()
     #: Per-model token prices over harness/observe/pricing.yaml (read by harness.observe.cost,
     #: which checks the entries; docs/observability.md).
+    #: The executor by endpoint and model (presets' values replaced key by key).
+    executor: ExecutorSettings = Field(default_factory=ExecutorSettings, validate_default=True)
+    #: Free disk the preflight asks for at the state directory, in GB (unset: 100 for a trained
+    #: run, which keeps Megatron checkpoints; 5 for a frozen one, which keeps none).
+    min_free_gb: _unset(Annotated[float, Field(ge=0)]) = None
+    #: Per-model prices over harness/observe/pricing.yaml (docs/observability.md).
     pricing: dict[str, Any] | None = None
 
     @field_validator("seed")
@@ -203,19 +262,61 @@ class HarnessConfig(Section):
     @field_validator("executor_backend")
     @classmethod
     def _known_backend(cls, value: str) -> str:
-        if value not in BUILTIN_BACKENDS:
-            raise ValueError(f"must be one of {', '.join(BUILTIN_BACKENDS)}")
+        if value not in EXECUTOR_CHOICES:
+            raise ValueError(f"must be one of {', '.join(EXECUTOR_CHOICES)}")
         return value
 
     @field_validator("gpt_oss_reasoning_effort")
     @classmethod
     def _effort_the_backend_takes(cls, value: str, info: ValidationInfo) -> str:
         backend = info.data.get("executor_backend")
+        if backend is not None and backend not in BUILTIN_BACKENDS:
+            return value  # a generic endpoint takes executor.reasoning_effort
         try:  # the backend table owns which efforts each backend takes
             backend_from_name(backend or EXECUTOR_BACKENDS[0], reasoning_effort=value)
         except ValueError as exc:
             raise ValueError(str(exc)) from None
         return value
+
+    @field_validator("executor")
+    @classmethod
+    def _executor_is_complete(
+        cls, value: ExecutorSettings, info: ValidationInfo
+    ) -> ExecutorSettings:
+        preset, effort = (
+            info.data.get("executor_backend"),
+            info.data.get("gpt_oss_reasoning_effort"),
+        )
+        workers = info.data.get("executor_max_in_flight") or 8
+        if preset is None or effort is None:
+            return value  # already refused by name
+        arguments = _executor_arguments(preset, effort, value, workers)
+        try:  # the same builder the run uses: a file it would refuse is refused here
+            configured_backend(preset, **arguments)
+        except ValueError as exc:
+            raise ValueError(f"{exc} {WITHHELD}") from None
+        return value
+
+
+def executor_arguments(gpt_oss_effort: str, harness: HarnessConfig) -> dict[str, Any]:
+    """`configured_backend`'s keyword arguments from the harness section: the executor keys that
+    are set, GPT-OSS's effort from ``gpt_oss_reasoning_effort`` for that preset (a generic
+    endpoint sends ``executor.reasoning_effort`` only), and the in-flight bound."""
+    return _executor_arguments(
+        harness.executor_backend, gpt_oss_effort, harness.executor, harness.executor_max_in_flight
+    )
+
+
+def _executor_arguments(
+    preset: str, effort: str, executor: ExecutorSettings, in_flight: int
+) -> dict[str, Any]:
+    arguments = executor.overrides()
+    if preset == "gpt_oss_120b":
+        arguments.setdefault("reasoning_effort", effort)
+    elif preset in BUILTIN_BACKENDS:
+        arguments.pop("reasoning_effort", None)
+    arguments["concurrency"] = in_flight
+    return arguments
 
 
 class RunConfig(Section):

@@ -1,5 +1,8 @@
 """Where a Harbor task directory is, found from the installed package, not the current directory.
 
+A run names its task by `task` (`task_dir_of`): a directory name under `harbor/`, or a path to a
+task anywhere (absolute, or relative to the repository root).
+
 An installed wheel carries the task directories as package data, `harness/harbor_tasks/<task>`
 (pyproject.toml's `force-include`); an editable install or a checkout has them at
 `<checkout>/harbor/<task>`. `bundled_task_dir` looks in both, so commands such as
@@ -9,6 +12,7 @@ An installed wheel carries the task directories as package data, `harness/harbor
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Protocol
 
 PACKAGE_DIR = Path(__file__).resolve().parents[1]  # harness/
 TASK_ROOTS = (PACKAGE_DIR / "harbor_tasks", PACKAGE_DIR.parent / "harbor")
@@ -26,3 +30,19 @@ def bundled_task_dir(task: str) -> Path:
         f"no task directory {task!r} in the installed package (looked in {looked}); "
         "pass --task-dir, or set training.config.task in serve.yaml to an installed task"
     )
+
+
+class _NamesATask(Protocol):
+    task: str
+
+
+def task_dir_of(settings: _NamesATask, base: Path | None = None) -> Path:
+    """The task directory a run's settings name: ``task`` as an absolute path, a relative path
+    (with a ``/``: from ``base``, the repository root), or a directory name under ``harbor/``
+    (the checkout's, else the installed package's)."""
+    task = Path(settings.task).expanduser()
+    if task.is_absolute():
+        return task
+    if len(task.parts) > 1:
+        return ((base or PACKAGE_DIR.parent) / task).resolve()
+    return bundled_task_dir(settings.task)

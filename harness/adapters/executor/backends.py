@@ -184,6 +184,85 @@ def backend_from_name(
     return replace(backend, **{k: v for k, v in overrides.items() if v is not None})
 
 
+#: The preset-less executor: any OpenAI-compatible endpoint, named by base URL and model.
+GENERIC_BACKEND = "openai_compatible"
+#: Every value `executor_backend` may take: the two presets and the generic endpoint.
+EXECUTOR_CHOICES = (*BUILTIN_BACKENDS, GENERIC_BACKEND)
+#: The generic endpoint's defaults where the settings name none.
+GENERIC_TEMPERATURE = 1.0
+GENERIC_MAX_RETRIES = 2
+
+
+def configured_backend(
+    preset: str,
+    *,
+    base_url: str | None = None,
+    model: str | None = None,
+    api_key_env: str | None = None,
+    temperature: float | None = None,
+    reasoning_effort: str | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+    max_tokens: int | None = None,
+    timeout_s: float | None = None,
+    max_retries: int | None = None,
+    concurrency: int | None = None,
+) -> ExecutionBackend:
+    """The executor a run's settings describe (docs/executors.md): a preset (`gpt_oss_120b`,
+    `openrouter_glm_5_2`: the reference's values) with any field replaced, or `openai_compatible`,
+    any endpoint named by `base_url` and `model`. None means "the preset's value". `extra_body`
+    is merged into every request body; `reasoning_effort` is GPT-OSS's effort for that preset
+    and `reasoning_effort` in the body of a generic endpoint."""
+    if preset == GENERIC_BACKEND:
+        if not base_url or not model:
+            raise ValueError(
+                f"executor_backend {GENERIC_BACKEND} needs executor.base_url and executor.model "
+                "(e.g. http://127.0.0.1:8000/v1 and the id /v1/models lists); set them, or "
+                f"choose a preset: {', '.join(BUILTIN_BACKENDS)}"
+            )
+        options = {"reasoning_effort": reasoning_effort} if reasoning_effort else {}
+        return ExecutionBackend(
+            name=GENERIC_BACKEND,
+            model=model,
+            base_url=base_url.rstrip("/"),
+            api_key_env=api_key_env,
+            temperature=GENERIC_TEMPERATURE if temperature is None else temperature,
+            max_tokens=max_tokens,
+            timeout_s=1200.0 if timeout_s is None else timeout_s,
+            concurrency=8 if concurrency is None else concurrency,
+            max_retries=GENERIC_MAX_RETRIES if max_retries is None else max_retries,
+            request_options={**options, **dict(extra_body or {})},
+        )
+    if preset not in BUILTIN_BACKENDS:
+        raise ValueError(
+            f"unknown executor backend {preset!r}; choose one of {list(EXECUTOR_CHOICES)}"
+        )
+    if api_key_env is not None and api_key_env == make_default_key(preset):
+        api_key_env = None  # the preset's own variable, named again
+    backend = backend_from_name(
+        preset,
+        reasoning_effort=reasoning_effort,
+        base_url=base_url,
+        concurrency=concurrency,
+        max_tokens=max_tokens,
+        timeout_s=timeout_s,
+        api_key_env=api_key_env,
+    )
+    changes: dict[str, Any] = {
+        "model": model,
+        "temperature": temperature,
+        "max_retries": max_retries,
+    }
+    changes = {key: value for key, value in changes.items() if value is not None}
+    if extra_body:
+        changes["request_options"] = {**_thaw(backend.request_options), **dict(extra_body)}
+    return replace(backend, **changes) if changes else backend
+
+
+def make_default_key(preset: str) -> str | None:
+    """The environment variable a preset reads its key from (None: it needs none)."""
+    return {"openrouter_glm_5_2": "OPENROUTER_API_KEY"}.get(preset)
+
+
 def build_request_body(
     backend: ExecutionBackend, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None
 ) -> dict[str, Any]:

@@ -114,6 +114,8 @@ class FrontierCSScorer:
             headers=judge_headers(),  # the judge's access token, where one is set
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
         )
+        #: The judge's last final answer (its per-case records), None before one.
+        self.last_answer: dict[str, Any] | None = None
 
     def close(self) -> None:
         """Close the connection pool; the scorer must not be called afterwards."""
@@ -183,6 +185,7 @@ class FrontierCSScorer:
         if isinstance(sid, VerificationResult):
             return sid
         answer = self._poll(self._client, sid, deadline)
+        self.last_answer = answer  # what `guidance-ttt score --cases` shows, case by case
         artifacts = {
             "judge_sid": sid,
             "judge_attempt": attempt,
