@@ -108,6 +108,7 @@ class JudgeEngine:
         self._slots = WorkerSlots(settings.workers)
         self._threads = ThreadPoolExecutor(settings.workers + 1, thread_name_prefix="sandbox")
         self._tasks: list[asyncio.Task[None]] = []
+        self.gpu_judge: Any = None  # judges.gpu.judge.GpuJudge, set by the service when needed
 
     async def start(self) -> None:
         """Queue submissions left unfinished by an earlier run, then start the dispatchers."""
@@ -119,6 +120,8 @@ class JudgeEngine:
     async def stop(self) -> None:
         """Stop dispatching and kill running sandboxes; unfinished work is redone at next start."""
         self.sandbox.close()
+        if self.gpu_judge is not None:
+            self.gpu_judge.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -270,6 +273,10 @@ class JudgeEngine:
     async def _judge_problem(
         self, problem: Problem, code: str, language: str, workdir: Path
     ) -> dict[str, Any]:
+        if problem.kind == "gpu":  # its own GPU slots and processes (judges.gpu.judge)
+            if self.gpu_judge is None:
+                return error_record("judge failure: no GPU judge was started", "judge")
+            return await self.gpu_judge.judge(problem, code, workdir)
         started = time.monotonic()
         compiled = await self._in_slot(
             prepare_candidate, self.sandbox, code, language, workdir, self.settings.compile_limits

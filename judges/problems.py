@@ -20,6 +20,8 @@ How a problem is checked (its `kind`):
   special-judge form included), compiled against `testlib.h` and run as `chk in out ans`;
 - `interactive` — `type: interactive` with an interactor (`interactor:`, default
   `interactor.cc`), run as `interactor in tout ans` with its stdio piped to the candidate's;
+- `gpu` — `type: gpu`, a Python `custom_kernel(data)` timed on a GPU against the package's
+  reference module (`judges.gpu`, docs/judge.md "The GPU judge");
 - `verifier` — `type: verifier`, a Python verifier (`verifier:`, a file in the package) run as
   `python3 verify.py in out` after the candidate; it prints `points <ratio>` or a value line (see
   `judges.verifier`). It is how a task that is not a FrontierCS problem is served.
@@ -48,7 +50,7 @@ _DEFAULT_CHECKER_BY_ID = {"0": "polyomino"}
 _BUILTIN_EQUIVALENTS = {
     "9e1a344ee3bee030fa67cb509070be627b85ed3c3fa1c64b3a64582f04e6a58a": "polyomino",
 }
-KINDS = ("builtin", "checker", "interactive", "verifier")
+KINDS = ("builtin", "checker", "interactive", "verifier", "gpu")
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$", re.IGNORECASE)
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)b?\s*$", re.IGNORECASE)
 
@@ -174,6 +176,10 @@ def load_problem(
     if not isinstance(config, dict):
         raise ProblemError(f"{config_path}: expected a mapping at the top level")
     problem_id = directory.name
+    if config.get("type") == "gpu":  # a Python kernel timed on a GPU: judges.gpu.package
+        from judges.gpu.package import load_gpu_problem
+
+        return load_gpu_problem(directory, config, str(config_path), suite)
     kind, checker, program = _checking(directory, config, str(config_path))
     needs_testlib = kind in ("checker", "interactive") and program is not None
     if needs_testlib and (testlib is None or not (testlib / "testlib.h").is_file()):

@@ -55,6 +55,7 @@ from judges.auth import (
 from judges.cgroups import MODES
 from judges.connections import descriptor_budget, error_middleware, listen
 from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
+from judges.gpu.judge import GpuJudge, add_gpu_arguments, options_from
 from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
 from judges.problems import ProblemError, parse_memory_limit
 from judges.requests import (
@@ -268,6 +269,7 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
         help="start even where no cgroup can be used, with only per-process rlimits "
         "(a candidate's processes together can then exceed its memory limit; default: off)",
     )
+    add_gpu_arguments(parser)
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default: %(default)s)"
     )
@@ -327,6 +329,9 @@ async def serve(args: argparse.Namespace) -> None:
             ),
         )
         engine = JudgeEngine(problems, store, sandbox, settings)
+        engine.gpu_judge = await asyncio.to_thread(
+            GpuJudge.start, problems, options_from(args), sandbox, args.state_dir
+        )
         await engine.start()
         runner = web.AppRunner(
             create_app(engine, args.body_timeout, token),

@@ -1,0 +1,54 @@
+"""Is an output the reference output? GPU MODE's rule, on every element, in the trusted process.
+
+An element is wrong when |got - expected| > atol + rtol * |expected| (both in float32), or when
+exactly one of the two is NaN, or +inf, or -inf (so NaN and infinities must sit where the
+reference has them). The shape must be the reference's. This is the rule of GPU MODE's
+`verbose_allclose` (github.com/gpu-mode/reference-kernels, problems/bioml/trimul/utils.py);
+the message names how many elements are wrong and the first few, with their values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+SHOWN = 3
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The verdict on one output: whether it matches, the largest finite error, and why not."""
+
+    ok: bool
+    max_error: float
+    detail: str
+
+
+@torch.no_grad()
+def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float) -> Comparison:
+    """Compare every element of `got` with `expected` (module docstring)."""
+    if tuple(got.shape) != tuple(expected.shape):
+        return Comparison(
+            False, float("nan"),
+            f"shape {list(got.shape)} is not the expected {list(expected.shape)}",
+        )  # fmt: skip
+    got = got.to(torch.float32)
+    expected = expected.to(torch.float32)
+    diff = (got - expected).abs()
+    wrong = diff > atol + rtol * expected.abs()
+    wrong |= torch.isnan(got) ^ torch.isnan(expected)
+    wrong |= torch.isposinf(got) ^ torch.isposinf(expected)
+    wrong |= torch.isneginf(got) ^ torch.isneginf(expected)
+    count = int(wrong.count_nonzero().item())
+    finite = diff[torch.isfinite(diff)]
+    max_error = float(finite.max().item()) if finite.numel() else 0.0
+    if count == 0:
+        return Comparison(True, max_error, f"max abs error {max_error:.3e}")
+    shown = []
+    for index in torch.nonzero(wrong)[:SHOWN].tolist():
+        at = tuple(index)
+        shown.append(f"at {at}: got {got[at].item():.6g}, expected {expected[at].item():.6g}")
+    return Comparison(
+        False, max_error, f"{count} of {wrong.numel()} elements differ ({'; '.join(shown)})"
+    )

@@ -1,0 +1,307 @@
+"""The service's GPU judge: one submission per GPU at a time, each in its own trusted process.
+
+`GpuJudge.start` runs once at service start-up when a `type: gpu` problem is served: it finds
+the GPUs (`--gpus`), checks what GPU judging needs — root (the candidate runs under a uid of its
+own), a cgroup (it holds the candidate's processes), an interpreter whose torch can use CUDA
+(`--gpu-python`) and the driver's device nodes — and says in one log line either which GPUs it
+will use or why there is none. Without one, every submission to a GPU problem is a `judge`
+error naming the missing GPU: the harness treats it as an infrastructure fault and stops,
+never as a reward of 0.
+
+A submission waits for a free GPU, then `_trial` stages its sandbox folder (the candidate as
+`submission.py` beside the worker's modules), creates its cgroup, starts
+`python -m judges.gpu.trusted` on that GPU and waits for it within the package's time limit
+(then kills it and everything in the cgroup); the record comes from its results lines
+(`judges.gpu.record`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from judges.gpu import devices
+from judges.gpu.package import GpuProblem
+from judges.gpu.record import build_record, read_lines
+from judges.gpu.sandboxed import STAGED
+from judges.judging import error_record
+from judges.problems import Problem
+from judges.sandbox import Sandbox
+
+log = logging.getLogger("judges.gpu")
+
+JUDGES_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `judges` package
+SANDBOXED = Path(__file__).with_name("sandboxed")
+DEFAULT_SANDBOX_UID = 64000  # + the GPU's number: no other process runs as these uids
+WALL_GRACE = 60.0
+
+
+@dataclass(frozen=True)
+class GpuOptions:
+    """The service flags of the GPU judge (`add_gpu_arguments`)."""
+
+    gpus: str = "all"
+    python: str = sys.executable
+    sandbox_uid: int = DEFAULT_SANDBOX_UID
+    cpu_stand_in: bool = False
+
+
+def add_gpu_arguments(parser: Any) -> None:
+    """The GPU judge's flags on the service's parser."""
+    parser.add_argument(
+        "--gpus", default="all",
+        help="GPUs for `type: gpu` problems, by nvidia-smi number, e.g. 0,3 (default: all)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gpu-python", default=sys.executable,
+        help="interpreter with CUDA torch for GPU problems (default: this one, %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gpu-sandbox-uid", type=int, default=DEFAULT_SANDBOX_UID,
+        help="first uid of GPU candidates; GPU k runs them as this + k (default: %(default)s)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gpu-cpu-stand-in", action="store_true",
+        help="tests only: judge GPU problems on the CPU through the protocol's stand-in "
+        "(no GPU, no CUDA IPC; default: off)",
+    )  # fmt: skip
+
+
+def options_from(args: Any) -> GpuOptions:
+    return GpuOptions(args.gpus, args.gpu_python, args.gpu_sandbox_uid, args.gpu_cpu_stand_in)
+
+
+class GpuJudge:
+    """Judges submissions to GPU problems (module docstring)."""
+
+    def __init__(self, problems: list[GpuProblem], options: GpuOptions, sandbox: Sandbox,
+                 state_dir: Path) -> None:  # fmt: skip
+        self.problems = problems
+        self.options = options
+        self.sandbox = sandbox
+        self.state_dir = state_dir
+        self.gpus: list[devices.Gpu] = []
+        self.python_dirs: list[str] = []
+        self.env: dict[str, str] = {}
+        self.uid_base: int | None = None
+        self._free: asyncio.Queue[devices.Gpu] | None = None
+        self._threads: ThreadPoolExecutor | None = None
+        self._running: set[int] = set()
+
+    @classmethod
+    def start(cls, problems: dict[str, Problem], options: GpuOptions, sandbox: Sandbox,
+              state_dir: Path) -> GpuJudge | None:  # fmt: skip
+        """None when no GPU problem is served; else the judge, its device status set and
+        announced in one log line. ValueError for a `--gpus` naming no GPU of this host."""
+        served = [p for p in problems.values() if isinstance(p, GpuProblem)]
+        if not served:
+            return None
+        judge = cls(served, options, sandbox, state_dir)
+        names = sorted(p.id for p in served)
+        try:
+            judge._probe()
+        except devices.NoGpu as reason:
+            for problem in served:
+                problem.device.available, problem.device.detail = False, str(reason)
+            log.warning("GPU judge: no usable GPU here (%s); submissions to %s are judge "
+                        "errors", reason, names)  # fmt: skip
+            return judge
+        described = ", ".join(gpu.describe() for gpu in judge.gpus)
+        for problem in served:
+            problem.device.available, problem.device.detail = True, described
+        log.info("GPU judge: problems %s on %d GPU(s): %s", names, len(judge.gpus), described)
+        return judge
+
+    def _probe(self) -> None:
+        options = self.options
+        if options.cpu_stand_in:
+            found = devices.cpu_stand_ins(max(1, len(options.gpus.split(","))))
+        else:
+            found = devices.select(devices.discover(), options.gpus)
+        if os.geteuid() != 0:
+            raise devices.NoGpu(
+                "GPU judging needs the judge to run as root, so that each candidate runs under "
+                "a uid of its own (its sandbox shares the host's PID namespace for CUDA IPC)"
+            )
+        if self.sandbox.bound is None:
+            raise devices.NoGpu("GPU judging needs a cgroup to hold a candidate's processes")
+        backend = found[0].backend
+        facts = devices.interpreter_facts(options.python, backend)
+        for gpu in found:
+            missing = devices.missing_nodes(gpu)
+            if missing:
+                raise devices.NoGpu(f"GPU {gpu.index}: device nodes {missing} do not exist")
+        forbidden = [p.directory for p in self.problems] + [self.state_dir, JUDGES_ROOT / "judges"]
+        self.python_dirs = devices.sandbox_dirs(facts, forbidden)
+        self.env = {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if os.environ.get(k)}
+        for directory in self.env.get("LD_LIBRARY_PATH", "").split(":"):
+            if directory and Path(directory).is_dir() and not directory.startswith("/usr/"):
+                self.python_dirs.append(str(Path(directory).resolve()))
+        self.uid_base = self._sandbox_uid(found)
+        self.gpus = found
+
+    def _sandbox_uid(self, found: list[devices.Gpu]) -> int | None:
+        """The first sandbox uid, after checking that it can run the interpreter (its folders
+        must be readable by other users). The CPU stand-in falls back to the judge's own uid
+        where they are not (a test host's private interpreter), saying so."""
+        uid = self.options.sandbox_uid
+        try:
+            probe = subprocess.run(
+                [self.options.python, "-I", "-c", "import torch"], user=uid, group=uid,
+                extra_groups=[], capture_output=True, text=True, timeout=120, check=False,
+                cwd="/",
+            )  # fmt: skip
+            if probe.returncode == 0:
+                return uid
+            reason = (probe.stderr.strip().splitlines() or ["no message"])[-1]
+        except (OSError, subprocess.TimeoutExpired) as error:
+            reason = str(error)
+        if found[0].backend == "cpu":
+            log.warning(
+                "GPU judge (CPU stand-in): uid %d cannot run %s (%s); the stand-in's sandbox "
+                "keeps the judge's uid", uid, self.options.python, reason,
+            )  # fmt: skip
+            return None
+        raise devices.NoGpu(
+            f"the sandbox uid {uid} cannot run {self.options.python} ({reason}); install the GPU "
+            "interpreter where other users can read it, or choose --gpu-python"
+        )
+
+    async def judge(self, problem: GpuProblem, code: str, workdir: Path) -> dict[str, Any]:
+        """The final record of one submission (waits for a free GPU)."""
+        if not problem.device.available or not self.gpus:
+            return error_record(
+                f"judge failure: problem {problem.id} needs a GPU and this judge has none "
+                f"({problem.device.detail}); serve it on a GPU host", "judge",
+            )  # fmt: skip
+        if self._free is None:
+            self._free = asyncio.Queue()
+            for gpu in self.gpus:
+                self._free.put_nowait(gpu)
+            self._threads = ThreadPoolExecutor(len(self.gpus), thread_name_prefix="gpu")
+        gpu = await self._free.get()
+        try:
+            loop = asyncio.get_running_loop()
+            return await loop.run_in_executor(self._threads, self._trial, gpu, problem, code,
+                                              workdir)  # fmt: skip
+        finally:
+            self._free.put_nowait(gpu)
+
+    def _trial(self, gpu: devices.Gpu, problem: GpuProblem, code: str, workdir: Path) -> dict:
+        settings = problem.settings
+        assert settings is not None and self.sandbox.bound is not None
+        started = time.monotonic()
+        box = _stage(workdir, code)
+        group = self.sandbox.bound.create(settings.memory_bytes, settings.processes)
+        results = workdir / "results.jsonl"
+        spec = {
+            "settings": settings.to_json(),
+            "cases": [case.to_json() for case in problem.gpu_cases],
+            "results": str(results), "workdir": str(workdir), "procs_fds": group.procs_fds,
+            "secret": secrets.randbelow(1 << 30),
+            "launch": {
+                "bwrap": shutil.which("bwrap") or "bwrap", "runner": str(self.sandbox.runner),
+                "python": self.options.python, "box": str(box), "backend": gpu.backend,
+                "entry": settings.entry, "device_nodes": [n for n in gpu.nodes if Path(n).exists()],
+                "python_dirs": self.python_dirs, "tmpfs_bytes": settings.tmpfs_bytes,
+                "cgroup_dirs": [str(d) for d in group.directories],
+                "uid": None if self.uid_base is None else self.uid_base + gpu.index,
+                "env": {**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid}
+                if gpu.backend == "cuda" else {"OMP_NUM_THREADS": "1"},
+            },
+        }  # fmt: skip
+        (workdir / "spec.json").write_text(json.dumps(spec))
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C",
+               "PYTHONPATH": str(JUDGES_ROOT), **self.env, **_NO_MULTICAST}  # fmt: skip
+        if gpu.backend == "cuda":
+            env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
+        timed_out = False
+        with open(workdir / "trusted.log", "wb") as trusted_log:
+            process = subprocess.Popen(
+                [self.options.python, "-m", "judges.gpu.trusted", str(workdir / "spec.json")],
+                cwd=workdir, stdout=trusted_log, stderr=subprocess.STDOUT,
+                pass_fds=tuple(group.procs_fds), env=env, start_new_session=True,
+            )  # fmt: skip
+        group.close_fds()
+        self._running.add(process.pid)
+        try:
+            process.wait(settings.wall_seconds + WALL_GRACE)
+        except subprocess.TimeoutExpired:
+            timed_out = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        finally:
+            self._running.discard(process.pid)
+            group.remove()
+        events = read_lines(results.read_text() if results.exists() else "")
+        if timed_out and not any(e.get("event") == "end" for e in events):
+            events += _over_time(problem, events, settings.wall_seconds)
+        if not any(e.get("event") == "end" for e in events):
+            tail = (workdir / "trusted.log").read_bytes()[-2000:].decode("utf-8", "replace")
+            log.error("GPU trial on GPU %d ended without a result: %s", gpu.index, tail)
+        record = build_record(problem.gpu_cases, events, problem.suite.to_json())
+        record["timing"] = {"trialSeconds": round(time.monotonic() - started, 3), "gpu": gpu.index}
+        return record
+
+    def close(self) -> None:
+        """Kill every trial still running (service shutdown)."""
+        for pid in list(self._running):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+        if self._threads is not None:
+            self._threads.shutdown(wait=False, cancel_futures=True)
+
+    def describe(self) -> dict[str, Any]:
+        return {"gpus": [asdict(gpu) for gpu in self.gpus]}
+
+
+_NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+                 "NVSHMEM_DISABLE_NVLS": "1"}  # fmt: skip
+
+
+def _stage(workdir: Path, code: str) -> Path:
+    """The sandbox's /box: the candidate as submission.py, the worker's modules in judge/."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    workdir.chmod(0o711)
+    box = workdir / "box"
+    (box / "judge").mkdir(parents=True)
+    (box / "submission.py").write_text(code)
+    for name in STAGED:
+        shutil.copyfile(SANDBOXED / name, box / "judge" / name)
+    for path in (box, box / "judge"):
+        path.chmod(0o755)
+    for path in [box / "submission.py", *(box / "judge").iterdir()]:
+        path.chmod(0o644)
+    return box
+
+
+def _over_time(problem: GpuProblem, events: list[dict[str, Any]], limit: float) -> list[dict]:
+    """The events that end a trial the service stopped at the package's time limit: the first
+    case without a result fails with Time Limit Exceeded."""
+    done = {(e.get("kind"), e.get("index")) for e in events if e.get("event") == "case"}
+    extra: list[dict[str, Any]] = []
+    if not any(e.get("event") == "startup" for e in events):
+        detail = f"the submission exceeded its time limit of {limit:g} s"
+        extra.append({"event": "startup", "status": "Time Limit Exceeded", "detail": detail})
+    for case in problem.gpu_cases:
+        if (case.kind, case.index) not in done:
+            extra.append({
+                "event": "case", **case.to_json(), "runStatus": "Time Limit Exceeded",
+                "detail": f"the submission exceeded its time limit of {limit:g} s",
+            })  # fmt: skip
+            break
+    return [*extra, {"event": "end", "status": "done"}]

@@ -1,0 +1,210 @@
+"""The candidate's sandbox on a GPU: its bubblewrap command line, start, freeze, thaw and kill.
+
+Like the CPU sandbox (judges/sandbox_argv.py) it has new user, IPC, network, UTS and cgroup
+namespaces (no network at all, no further user namespace), a read-only root of `/usr` and the
+interpreter's folders, a private size-limited `/tmp`, a minimal `/dev`, and it is held by a
+cgroup of its own (memory without swap, processes) that the trusted process created for it.
+Unlike it, it keeps the host's PID namespace, because the driver's legacy CUDA IPC names the
+exporting process by PID; the candidate therefore runs under a uid of its own (no other
+process runs as it), so it cannot signal or trace the judge's processes, and the cgroup —
+not a PID-1 supervisor — is what kills everything it started. Only the chosen GPU's device
+node is bound, with the driver's control nodes.
+
+`gpu_bwrap_argv` is pure; `CandidateProcess` starts and controls the running sandbox.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+SANDBOX_PATH = "/usr/bin:/bin"
+WORKER = "/box/judge/worker.py"
+#: Variables the candidate's process gets besides the fixed ones: what locates the driver.
+PASSED_ENV = ("LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH")
+#: Kept off in every GPU program started here (NVLink multicast can take a host's GPUs down).
+FIXED_ENV = {
+    "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C", "PATH": SANDBOX_PATH,
+    "TRITON_CACHE_DIR": "/tmp/triton", "PYTHONDONTWRITEBYTECODE": "1",
+    "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class LaunchSpec:
+    """Everything the candidate's sandbox is made of (passed from the service as JSON)."""
+
+    bwrap: str
+    runner: str  # judge-runner, for `--enter-cgroups`
+    python: str
+    box: str  # host folder mounted at /box: submission.py and judge/ (the staged modules)
+    backend: str  # "cuda" or "cpu" (the stand-in)
+    entry: str
+    device_nodes: tuple[str, ...]
+    python_dirs: tuple[str, ...]
+    tmpfs_bytes: int
+    cgroup_dirs: tuple[str, ...]
+    uid: int | None = None  # set when the judge runs as root
+    env: dict[str, str] = field(default_factory=dict)
+
+
+def gpu_bwrap_argv(spec: LaunchSpec, control_fd: int, socket_fd: int) -> list[str]:
+    """bubblewrap's command line running the worker (module docstring)."""
+    argv = [
+        spec.bwrap,
+        "--unshare-user", "--unshare-ipc", "--unshare-net", "--unshare-uts",
+        "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session",
+        "--hostname", "sandbox", "--clearenv",
+    ]  # fmt: skip
+    for name, value in {**FIXED_ENV, **spec.env}.items():
+        argv += ["--setenv", name, value]
+    argv += ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            argv += ["--ro-bind", str(host), f"/{name}"]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    argv += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+    # The host's /proc: no PID namespace of its own (module docstring); procfs itself keeps
+    # other users' process details unreadable.
+    argv += ["--bind", "/proc", "/proc", "--ro-bind-try", "/sys", "/sys", "--dev", "/dev"]
+    for node in spec.device_nodes:
+        argv += ["--dev-bind", node, node]
+    for directory in spec.python_dirs:
+        argv += ["--ro-bind", directory, directory]
+    argv += ["--ro-bind", spec.box, "/box"]
+    argv += ["--size", str(spec.tmpfs_bytes), "--tmpfs", "/tmp"]
+    argv += ["--remount-ro", "/", "--chdir", "/box", "--"]
+    argv += [spec.python, "-I", "-B", WORKER, str(control_fd), str(socket_fd), spec.backend]
+    return [*argv, spec.entry]
+
+
+class CandidateProcess:
+    """The running sandbox: liveness, freezing between calls, and killing all of it."""
+
+    def __init__(
+        self, spec: LaunchSpec, control_fd: int, socket_fd: int, procs_fds: tuple[int, ...],
+        stdout: Path, stderr: Path,
+    ) -> None:  # fmt: skip
+        self.spec = spec
+        self.stderr = stderr
+        self.dirs = [Path(d) for d in spec.cgroup_dirs]
+        entering = [spec.runner, "--enter-cgroups", ",".join(map(str, procs_fds)), "--"]
+        argv = [*entering, *gpu_bwrap_argv(spec, control_fd, socket_fd)]
+        identity = {}
+        if spec.uid is not None:
+            identity = {"user": spec.uid, "group": spec.uid, "extra_groups": []}
+        with open(stdout, "wb") as out, open(stderr, "wb") as err:
+            self.process = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+                pass_fds=(control_fd, socket_fd, *procs_fds), start_new_session=True,
+                env={"PATH": SANDBOX_PATH, "LANG": "C"}, **identity,
+            )  # fmt: skip
+        self.freezing = (
+            "cgroup" if (self.dirs and (self.dirs[0] / "cgroup.freeze").exists()) else "signal"
+        )
+        self._stopped: list[int] = []
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def ended(self) -> str:
+        """How the sandbox ended, in words (after it did)."""
+        code = self.process.poll()
+        if code is None:
+            return "still running"
+        if self.oom_kills():
+            return "killed at its memory limit (the cgroup's out-of-memory killer)"
+        how = f"exit status {code}" if code >= 0 else f"killed by signal {-code}"
+        return f"{how}{self.stderr_tail()}"
+
+    def stderr_tail(self, limit: int = 1500) -> str:
+        """The end of the sandbox's stderr (bubblewrap's or the candidate's), for messages."""
+        try:
+            data = self.stderr.read_bytes()[-limit:].decode("utf-8", "replace").strip()
+        except OSError:
+            return ""
+        return f"; its stderr ends: {data}" if data else ""
+
+    def oom_kills(self) -> int:
+        for directory in self.dirs:
+            for name in ("memory.events", "memory.oom_control"):
+                with contextlib.suppress(OSError, ValueError):
+                    for line in (directory / name).read_text().splitlines():
+                        key, _, value = line.partition(" ")
+                        if key == "oom_kill" and int(value) > 0:
+                            return int(value)
+        return 0
+
+    def members(self) -> list[int]:
+        pids: set[int] = set()
+        for directory in self.dirs:
+            with contextlib.suppress(OSError):
+                pids.update(int(p) for p in (directory / "cgroup.procs").read_text().split())
+        return sorted(pids)
+
+    def freeze(self, timeout: float = 1.0) -> bool:
+        """Stop every process of the sandbox (their GPU work already queued runs on); True
+        once all are stopped."""
+        deadline = time.monotonic() + timeout
+        if self.freezing == "cgroup":
+            (self.dirs[0] / "cgroup.freeze").write_text("1")
+            while time.monotonic() < deadline:
+                if "frozen 1" in (self.dirs[0] / "cgroup.events").read_text():
+                    return True
+            return False
+        self._stopped = self.members()
+        for pid in self._stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGSTOP)
+        while time.monotonic() < deadline:
+            if all(_stopped(pid) for pid in self._stopped):
+                return True
+        return False
+
+    def thaw(self) -> None:
+        if self.freezing == "cgroup":
+            (self.dirs[0] / "cgroup.freeze").write_text("0")
+            return
+        for pid in self._stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
+        self._stopped = []
+
+    def kill(self) -> None:
+        """Kill every process of the sandbox and reap bubblewrap."""
+        if self.dirs and (self.dirs[0] / "cgroup.kill").exists():
+            with contextlib.suppress(OSError):
+                (self.dirs[0] / "cgroup.kill").write_text("1")
+        for _ in range(3):
+            for pid in self.members():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.process.wait(10)
+
+
+def _stopped(pid: int) -> bool:
+    """Whether every thread of `pid` is stopped (or it is gone)."""
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return True
+    for task in tasks:
+        try:
+            state = Path(f"/proc/{pid}/task/{task}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state not in ("T", "t", "Z", "X"):
+            return False
+    return True

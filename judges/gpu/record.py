@@ -1,0 +1,135 @@
+"""The judge's final record of a GPU submission, from the trusted process's results lines.
+
+Pure. The record has FrontierCS's shape, like every record of this judge, with one case per
+test and per benchmark, in order:
+
+    {"status": "done", "passed", "result", "score", "scoreUnbounded", "suite",
+     "value": <geometric mean of the benchmarks' mean latencies, µs>, "valueMean": "geometric",
+     "cases": [{"ok", "status", "time", "memory", "msg", "scoreRatio", "scoreRatioUnbounded",
+                "runStatus", "kind", "index", "spec", "maxError", "calls",
+                (benchmarks) "value": <mean µs>, "timing": {runs, meanUs, stdUs, errUs, bestUs,
+                worstUs, earlyUs, lateUs, callsCharged}}],
+     "gpu": {device and library versions, copy baseline}}
+
+A passed case has ratio 1 and status "Correct"; a failed or unrun one ratio 0. `value` is present
+only when every case passed; the contract's `verifier: geomean` makes it the raw score. A
+trusted process that ended without its `end` line, or with a judge error, gives an `error`
+record of kind `judge` (the harness's infrastructure fault, never a reward).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from judges.gpu.package import GpuCase
+from judges.gpu.timing import geometric_mean
+
+NOT_RUN = "not run: an earlier case failed"
+
+
+def read_lines(text: str) -> list[dict[str, Any]]:
+    """The JSON objects of a results file; a torn last line (a killed writer) is dropped."""
+    events = []
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict):
+            events.append(item)
+    return events
+
+
+def build_record(
+    cases: tuple[GpuCase, ...], events: list[dict[str, Any]], suite: dict[str, Any]
+) -> dict[str, Any]:
+    """The final record (module docstring); an `error` record when the trial did not end."""
+    end = next((e for e in events if e.get("event") == "end"), None)
+    if end is None:
+        return _judge_error("the trusted GPU process ended without finishing the trial")
+    if end.get("status") != "done":
+        return _judge_error(str(end.get("error", "the trusted GPU process failed"))[:4000])
+    results = {(e.get("kind"), e.get("index")): e for e in events if e.get("event") == "case"}
+    startup = next((e for e in events if e.get("event") == "startup"), {})
+    records, failure = [], None
+    for case in cases:
+        found = results.get((case.kind, case.index))
+        if failure is None and found is None and startup.get("status") != "Accepted":
+            status = str(startup.get("status", "Runtime Error"))
+            failure = f"{status}: the candidate did not start: {startup.get('detail', '')}"
+            records.append(_failed(case, status, failure[:4000]))
+            continue
+        if found is None:
+            records.append(_failed(case, "Not Run", NOT_RUN))
+            continue
+        record = _case(case, found)
+        records.append(record)
+        if record["scoreRatio"] == 0.0 and failure is None:
+            failure = record["msg"]
+    passed = all(record["scoreRatio"] == 1.0 for record in records)
+    score = 100.0 * sum(record["scoreRatio"] for record in records) / len(records)
+    final: dict[str, Any] = {
+        "status": "done", "passed": passed,
+        "result": "Correct Answer" if passed else "Wrong Answer",
+        "score": score, "scoreUnbounded": score, "suite": suite, "cases": records,
+    }  # fmt: skip
+    if passed:
+        final["value"] = geometric_mean([r["value"] for r in records if "value" in r])
+        final["valueMean"] = "geometric"
+    meta = next((e for e in events if e.get("event") == "meta"), {})
+    final["gpu"] = {k: v for k, v in meta.items() if k != "event"}
+    final["gpu"]["freezing"] = startup.get("freezing")
+    final["gpu"]["healthyAfter"] = end.get("healthyAfter") is None
+    warmup = next((e for e in events if e.get("event") == "warmup"), None)
+    if warmup is not None:
+        final["warmup"] = {"calls": warmup.get("calls"), "status": warmup.get("status")}
+    return final
+
+
+def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
+    status = found.get("runStatus", "Runtime Error")
+    label = f"{case.kind} {case.index} ({case.label()})"
+    if status != "Accepted":
+        return _failed(case, status, f"{status}: {label}: {found.get('detail', '')}"[:4000],
+                       found)  # fmt: skip
+    record = _base(case, 1.0, "Accepted", "", found)
+    if case.kind == "test":
+        record["msg"] = f"pass: {label}: {found.get('detail', '')}"
+        record["time"] = int(found.get("durationNs", 0))
+        return record
+    timing = dict(found.get("stats") or {})
+    charged = found.get("charged") or {}
+    mean = round(float(timing.get("meanUs", 0.0)), 6)
+    timing.update({
+        "earlyUs": charged.get("earlyNs", 0) / 1e3, "lateUs": charged.get("lateNs", 0) / 1e3,
+        "callsCharged": charged.get("callsCharged", 0),
+    })  # fmt: skip
+    record.update({"value": mean, "timing": timing, "time": round(mean * 1e3)})
+    record["msg"] = (
+        f"pass: {label}: mean {mean:.6f} us over {timing.get('runs')} timed calls "
+        f"(std {timing.get('stdUs', 0):.3f} us, best {timing.get('bestUs', 0):.3f} us, "
+        f"worst {timing.get('worstUs', 0):.3f} us)"
+    )
+    return record
+
+
+def _base(case: GpuCase, ratio: float, status: str, msg: str,
+          found: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    found = found or {}
+    return {
+        "ok": ratio == 1.0, "status": "Correct" if ratio == 1.0 else "Wrong Answer",
+        "time": int(found.get("durationNs", 0)), "memory": 0, "msg": msg,
+        "scoreRatio": ratio, "scoreRatioUnbounded": ratio, "runStatus": status,
+        "kind": case.kind, "index": case.index, "spec": case.label(),
+        "maxError": found.get("maxError"), "calls": found.get("calls", 0),
+    }  # fmt: skip
+
+
+def _failed(case: GpuCase, status: str, msg: str,
+            found: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+    return _base(case, 0.0, status, msg, found)
+
+
+def _judge_error(message: str) -> dict[str, Any]:
+    return {"status": "error", "error": f"Error: judge failure: {message}", "errorKind": "judge"}

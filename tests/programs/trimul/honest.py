@@ -1,0 +1,21 @@
+"""An honest candidate (the reference's arithmetic, unfused), for the tests' control runs."""
+
+import torch
+import torch.nn.functional as F
+
+
+def _compute(x, mask, w, config):
+    dim, hidden = config["dim"], config["hidden_dim"]
+    z = F.layer_norm(x, (dim,), w["norm.weight"], w["norm.bias"])
+    keep = mask.to(torch.float32).unsqueeze(-1)
+    left = F.linear(z, w["left_proj.weight"]) * keep
+    left = left * torch.sigmoid(F.linear(z, w["left_gate.weight"]))
+    right = F.linear(z, w["right_proj.weight"]) * keep
+    right = right * torch.sigmoid(F.linear(z, w["right_gate.weight"]))
+    t = torch.einsum("bikh,bjkh->bijh", left, right)
+    t = F.layer_norm(t, (hidden,), w["to_out_norm.weight"], w["to_out_norm.bias"])
+    return F.linear(t * torch.sigmoid(F.linear(z, w["out_gate.weight"])), w["to_out.weight"])
+
+
+def custom_kernel(data):
+    return _compute(*data)

@@ -1,0 +1,25 @@
+"""Attack: the right output for the first elements, garbage after them (a checker that looks
+at a prefix only would pass it). Expected verdict Wrong Answer: every element is compared."""
+
+import torch
+import torch.nn.functional as F
+
+
+def _compute(x, mask, w, config):
+    dim, hidden = config["dim"], config["hidden_dim"]
+    z = F.layer_norm(x, (dim,), w["norm.weight"], w["norm.bias"])
+    keep = mask.to(torch.float32).unsqueeze(-1)
+    left = F.linear(z, w["left_proj.weight"]) * keep
+    left = left * torch.sigmoid(F.linear(z, w["left_gate.weight"]))
+    right = F.linear(z, w["right_proj.weight"]) * keep
+    right = right * torch.sigmoid(F.linear(z, w["right_gate.weight"]))
+    t = torch.einsum("bikh,bjkh->bijh", left, right)
+    t = F.layer_norm(t, (hidden,), w["to_out_norm.weight"], w["to_out_norm.bias"])
+    return F.linear(t * torch.sigmoid(F.linear(z, w["out_gate.weight"])), w["to_out.weight"])
+
+
+def custom_kernel(data):
+    out = _compute(*data)
+    flat = out.view(-1)
+    flat[min(4096, flat.numel() // 2) :] += 1.0  # the first elements stay right
+    return out
