@@ -12,7 +12,8 @@ instruction.md only) and empty strings are refused.
 What a task may declare lives in three named tables: `SOLUTION_LANGUAGES` (languages the judge
 runs, with their fence tag, file extension and judge `lang`), `SCORE_DIRECTIONS` and
 `VERIFIER_KINDS` (how the judge's answer gives the raw score: `frontiercs`, the judge's `score`,
-100 x the mean case ratio; or `value`, the mean `value` a verifier certified on every case). What
+100 x the mean case ratio; `value`, the mean `value` a verifier certified on every case; or
+`geomean`, the geometric mean of the `value`s of the cases that carry one, every case passed). What
 differs between tasks is declared there, never keyed on a task name in `harness/`; every key is
 described in docs/adding-a-task.md.
 """
@@ -81,8 +82,10 @@ SOLUTION_LANGUAGES: Mapping[str, SolutionLanguage] = {
 #: `max`: a higher raw score is better; `min`: a lower one (PUCT then ranks by the negated score,
 #: and the training reward is 1 / raw, see harness.adapters.judge.verdict.Scoring).
 SCORE_DIRECTIONS = ("max", "min")
-#: Where the raw score comes from: the judge's `score`, or the certified per-case `value`.
-VERIFIER_KINDS = ("frontiercs", "value")
+#: Where the raw score comes from: the judge's `score`, the mean certified per-case `value`, or
+#: the geometric mean of the per-case `value`s (a timing task: every case passed, the timed ones
+#: carry their latency).
+VERIFIER_KINDS = ("frontiercs", "value", "geomean")
 
 
 def fence_tag(solution_language: str) -> str:

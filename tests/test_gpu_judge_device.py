@@ -75,8 +75,8 @@ def test_each_attack_ends_as_its_verdict_and_the_judge_keeps_serving(
         assert "REACHABLE" not in report and '"judge reference files": "none visible"' in report
     if program == "timeout_hang.py":  # the hung kernel was killed: the GPU is fine after it
         assert record["gpu"]["healthyAfter"] is True
-    honest = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
-    assert verdict(honest) == "valid", first_failure(honest)
+        honest = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
+        assert verdict(honest) == "valid", first_failure(honest)
 
 
 def test_side_stream_work_is_charged_and_an_early_return_gains_nothing(judge: JudgeProcess) -> None:

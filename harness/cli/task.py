@@ -58,6 +58,15 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
             f"{contract.judge_problem_id!r} is not served by {judge_url} "
             f"(it serves {sorted(problems)})",
         )
+    device = problem.get("device")
+    if isinstance(device, dict) and device.get("available") is False:
+        return Finding(
+            False,
+            "judge",
+            f"problem {contract.judge_problem_id} needs a {device.get('kind', 'device')} and "
+            f"the judge at {judge_url} has none ({device.get('detail', 'no detail')}); serve "
+            "it on a host that has one",
+        )
     served = suite_name(problem.get("suite"))
     if served != suite:
         return Finding(
@@ -79,14 +88,29 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
             False, where, f"the judge finds the seed {verdict.status}: {verdict.message}"
         )
     recorded = float(seed.verifier_raw_score or math.nan)
-    if not math.isclose(verdict.raw_score, recorded, abs_tol=SCORE_TOLERANCE):
+    tolerance = score_tolerance(task)
+    if not math.isclose(verdict.raw_score, recorded, rel_tol=tolerance, abs_tol=SCORE_TOLERANCE):
+        within = f" (beyond the task's relative tolerance {tolerance:g})" if tolerance else ""
         return Finding(
             False,
             where,
             f"recorded {recorded!r} but the judge gives "
-            f"{verdict.raw_score!r} on {suite!r}; re-run `guidance-ttt task seed`",
+            f"{verdict.raw_score!r} on {suite!r}{within}; re-run `guidance-ttt task seed`",
         )
     return Finding(True, "judge", f"seed reproduced: {verdict.raw_score!r} on {suite!r}")
+
+
+def score_tolerance(task: Path) -> float:
+    """How far a re-judged seed may be from its record, relatively: task.toml's
+    `[metadata] score_rel_tolerance` (a timing task's raw score is a measurement), else 0."""
+    try:
+        metadata = tomllib.loads((task / "task.toml").read_text()).get("metadata", {})
+    except (OSError, tomllib.TOMLDecodeError):
+        return 0.0
+    value = metadata.get("score_rel_tolerance", 0.0) if isinstance(metadata, dict) else 0.0
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value < 1:
+        return 0.0
+    return float(value)
 
 
 def check_task(task: Path, judge_url: str | None, suite: str) -> list[Finding]:
@@ -104,7 +128,6 @@ def write_seed(
 ) -> dict[str, Any]:
     """Score `program` through the judge and write `solution/seed.json` (entry, root node, the
     measurement on `suite`). Returns the record; ValueError when the program is not valid."""
-    contract = load_contract(task)
     code = program.read_text()
     if not summary.strip():
         raise ValueError("the seed needs a code-free summary (--summary or --summary-file)")
@@ -112,12 +135,29 @@ def write_seed(
         verdict = scorer(code)
     if not verdict.valid or verdict.raw_score is None:
         raise ValueError(f"{program}: the judge finds it {verdict.status}: {verdict.message}")
-    raw = verdict.raw_score
-    entry_id, node_id = str(uuid.uuid4()), str(uuid.uuid4())
     try:
         source = program.resolve().relative_to(task.resolve().parents[1]).as_posix()
     except ValueError:
         source = program.name
+    command = f"guidance-ttt task seed {task.name} {source}"
+    return save_seed_record(task, code, source, summary, verdict, judge_url, suite, command)
+
+
+def save_seed_record(
+    task: Path,
+    code: str,
+    source: str,
+    summary: str,
+    verdict: Any,
+    judge: str,
+    suite: str,
+    command: str,
+) -> dict[str, Any]:
+    """Write `solution/seed.json` for a judged seed `verdict` (a valid VerificationResult)
+    and return the record: the archive entry, its root node, the measurement on `suite`."""
+    contract = load_contract(task)
+    raw = verdict.raw_score
+    entry_id, node_id = str(uuid.uuid4()), str(uuid.uuid4())
     entry = {
         "id": entry_id, "parent_id": None, "problem_id": task.name, "timestep": 0,
         "guidance": "", "execution_thinking": "", "solution": code,
@@ -137,10 +177,9 @@ def write_seed(
     ratios = artifacts.get("case_ratios", [])
     label = artifacts.get("judge_suite", {}).get("label", "")
     measurement = {
-        "suite": suite, "suite_description": label, "judge": judge_url, "score": raw,
+        "suite": suite, "suite_description": label, "judge": judge, "score": raw,
         "cases": artifacts.get("case_count"), "valid_cases": sum(1 for r in ratios if r > 0),
-        "date": datetime.date.today().isoformat(),
-        "command": f"guidance-ttt task seed {task.name} {source}",
+        "date": datetime.date.today().isoformat(), "command": command,
     }  # fmt: skip
     path = task / SEED_RECORD
     previous = json.loads(path.read_text()).get("measured", {}) if path.is_file() else {}

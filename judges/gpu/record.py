@@ -9,7 +9,7 @@ test and per benchmark, in order:
                 "runStatus", "kind", "index", "spec", "maxError", "calls",
                 (benchmarks) "value": <mean µs>, "timing": {runs, meanUs, stdUs, errUs, bestUs,
                 worstUs, earlyUs, lateUs, callsCharged}}],
-     "gpu": {device and library versions, copy baseline}}
+     "gpu": {device and library versions, idle probe}}
 
 A passed case has ratio 1 and status "Correct"; a failed or unrun one ratio 0. `value` is present
 only when every case passed; the contract's `verifier: geomean` makes it the raw score. A
@@ -80,6 +80,7 @@ def build_record(
     meta = next((e for e in events if e.get("event") == "meta"), {})
     final["gpu"] = {k: v for k, v in meta.items() if k != "event"}
     final["gpu"]["freezing"] = startup.get("freezing")
+    final["gpu"]["calibration"] = startup.get("calibration")
     final["gpu"]["healthyAfter"] = end.get("healthyAfter") is None
     warmup = next((e for e in events if e.get("event") == "warmup"), None)
     if warmup is not None:
@@ -104,6 +105,9 @@ def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
     timing.update({
         "earlyUs": charged.get("earlyNs", 0) / 1e3, "lateUs": charged.get("lateNs", 0) / 1e3,
         "callsCharged": charged.get("callsCharged", 0),
+        # the candidate's process's own account (diagnostic, untrusted), summed over the calls
+        "worker": {key: charged.get(f"worker{key}Ns", 0) / 1e3 for key in ("Call", "Sync",
+                   "Export")} | {"clockUs": charged.get("clockNs", 0) / 1e3},
     })  # fmt: skip
     record.update({"value": mean, "timing": timing, "time": round(mean * 1e3)})
     record["msg"] = (

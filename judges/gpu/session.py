@@ -3,26 +3,29 @@
 One call, as the trusted process makes it (the inputs and the reference output are already
 computed, in its own memory):
 
-1. freeze the candidate's processes and copy the inputs into the case's shared pool with one
-   device copy (timed: it is the "early" check below), then thaw them;
-2. `arm`: wait until the worker says it is spinning; start the clock and write GO;
+1. freeze the candidate's processes, copy the inputs into the case's shared pool, check that
+   the GPU is idle (the "early" probe below), thaw them;
+2. `arm`: the worker builds the call's tensors (views of the pool) and says it is spinning;
+   start the clock and write GO;
 3. spin until the worker writes DONE (or the call's time limit passes, or the sandbox dies);
    stop the clock;
-4. map the output's allocation and copy the output out with one device copy (timed: the
-   "late" check below); compare that copy with the reference.
+4. while the worker exports the output's memory, and until the GPU is idle, probe it (the
+   "late" probe); then map the output, copy it out and compare the copy with the reference.
 
-The charged time is the clock's reading plus any excess of the two copies over what such a
-copy takes on an idle GPU (`Baseline`, measured before the candidate started). Work the
-candidate leaves running after it says DONE delays the copy of step 4 (the GPU time-slices
-between processes) or is caught half-done by it; work it keeps running between calls delays
-the copy of step 1. Either delay beyond the slack is added to the call's time.
+A probe is a one-element kernel of the trusted process, launched and waited for; on an idle GPU
+it takes a few microseconds (`IdleProbe.calibrate`, before the candidate starts). The GPU runs
+one process's work at a time, so a probe submitted while work of the candidate is still running
+waits for it (or for its time slice to end). The wait beyond the calibrated probe time is GPU
+time the candidate used outside its call: work left running after DONE, or kept running
+between calls; it is added to the call's charged time. Probing goes on until a probe comes back
+on time, so all such work is charged, and an output still being written when DONE came is
+either caught half-done by the copy or finished, and paid for, before it.
 """
 
 from __future__ import annotations
 
-import itertools
+import statistics
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,8 +38,15 @@ from judges.gpu.sandboxed import layout
 from judges.gpu.sandboxed.channel import Channel, ChannelClosed
 from judges.gpu.sandboxed.transport import TransportError
 
-SLACK_NS = 50_000  # a copy may take this much longer than the baseline before it is charged
-SLACK_FRACTION = 0.2
+PROBE_SLACK_NS = 25_000  # a probe this much slower than calibrated means the GPU was busy
+# Probe waits before a call, and after it beyond the calibrated allowance, are charged beyond a
+# slack of 25 us or 3 % of the call's clock, whichever is larger: switching the GPU between the
+# two processes takes longer the more memory the candidate's work touched (measured on the H200:
+# docs/judge.md), and honest calls must not pay for that.
+EARLY_SLACK_NS = 25_000
+LATE_SLACK_NS = 25_000
+SLACK_FRACTION = 0.03
+MIN_CHARGE_NS = 1_000
 ANSWER_TIMEOUT = 20.0  # seconds for the worker's replies outside the timed call
 
 ACCEPTED = "Accepted"
@@ -49,7 +59,8 @@ ENDED = "Sandbox Ended"
 
 @dataclass(frozen=True)
 class CallOutcome:
-    """One call: how it ended, the charged and measured times, and the comparison's detail."""
+    """One call: how it ended, the charged and measured times, and the comparison's detail.
+    `worker_ns` are the worker's own (untrusted, diagnostic) durations: call, sync, export."""
 
     status: str
     detail: str
@@ -58,55 +69,58 @@ class CallOutcome:
     early_ns: int = 0
     late_ns: int = 0
     max_error: float = 0.0
+    worker_ns: tuple[int, int, int] = (0, 0, 0)
 
     @property
     def passed(self) -> bool:
         return self.status == ACCEPTED
 
 
-class Baseline:
-    """How long one device copy of n bytes takes on an idle GPU: measured at a few sizes before
-    the candidate starts (best of several), interpolated linearly in between."""
+def charged_waits(clock_ns: int, early_ns: int, late_ns: int) -> int:
+    """The probe waits charged to a call: each beyond its slack (see SLACK_FRACTION)."""
+    fraction = round(SLACK_FRACTION * clock_ns)
+    return max(0, early_ns - max(EARLY_SLACK_NS, fraction)) + max(
+        0, late_ns - max(LATE_SLACK_NS, fraction)
+    )
 
-    SIZES = (1 << 20, 16 << 20, 256 << 20, 1 << 30)
 
-    def __init__(self, points: list[tuple[int, float]]) -> None:
-        self.points = sorted(points)
+class IdleProbe:
+    """A one-element kernel, launched and waited for, to find out whether the GPU is idle."""
 
-    @classmethod
-    def measure(cls, device: str, sync: Callable[[], None], repeats: int = 5) -> Baseline:
-        points = []
-        for size in cls.SIZES:
-            source = torch.empty(size, dtype=torch.uint8, device=device)
-            target = torch.empty_like(source)
-            best = float("inf")
-            for _ in range(repeats):
-                sync()
-                started = time.perf_counter_ns()
-                target.copy_(source)
-                sync()
-                best = min(best, time.perf_counter_ns() - started)
-            points.append((size, best))
-            del source, target
-        return cls(points)
+    def __init__(self, device: str, sync: Any) -> None:
+        self.flag = torch.zeros(1, dtype=torch.int32, device=device)
+        self.sync = sync
+        self.median_ns = 0.0
 
-    def expected(self, nbytes: int) -> float:
-        points = self.points
-        if nbytes <= points[0][0]:
-            return points[0][1]
-        for (n0, t0), (n1, t1) in itertools.pairwise(points):
-            if nbytes <= n1:
-                return t0 + (t1 - t0) * (nbytes - n0) / (n1 - n0)
-        (n0, t0), (n1, t1) = points[-2], points[-1]
-        return t1 + (t1 - t0) * (nbytes - n1) / (n1 - n0)
+    def once(self) -> int:
+        started = time.perf_counter_ns()
+        self.flag.add_(1)
+        self.sync()
+        return time.perf_counter_ns() - started
 
-    def excess(self, measured_ns: float, nbytes: int) -> int:
-        """The part of a copy's time beyond the baseline and its slack (0 for a normal copy)."""
-        allowed = self.expected(nbytes) * (1 + SLACK_FRACTION) + SLACK_NS
-        return max(0, round(measured_ns - allowed))
+    def calibrate(self, count: int = 200) -> dict[str, float]:
+        for _ in range(20):
+            self.once()
+        samples = sorted(self.once() for _ in range(count))
+        self.median_ns = statistics.median(samples)
+        return {"medianUs": self.median_ns / 1e3, "p99Us": samples[int(0.99 * count)] / 1e3}
 
-    def to_json(self) -> list[list[float]]:
-        return [[n, t] for n, t in self.points]
+    def busy_ns(self, duration: int) -> int:
+        """The part of one probe's time that was spent waiting for other work (0 if on time)."""
+        if duration <= self.median_ns + PROBE_SLACK_NS:
+            return 0
+        return round(duration - self.median_ns)
+
+    def until_idle(self, timeout: float, keep_going: Any = None) -> int:
+        """Probe until one comes back on time (and `keep_going()` is False); the summed waits."""
+        waited = 0
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            extra = self.busy_ns(self.once())
+            waited += extra
+            if extra == 0 and not (keep_going is not None and keep_going()):
+                break
+        return waited
 
 
 class Session:
@@ -118,7 +132,7 @@ class Session:
         block: ctl.Control,
         link: Channel,
         candidate: CandidateProcess,
-        baseline: Baseline | None,
+        probe: IdleProbe | None,
         call_timeout: float,
         rtol: float,
         atol: float,
@@ -127,14 +141,54 @@ class Session:
         self.block = block
         self.link = link
         self.candidate = candidate
-        self.baseline = baseline  # None: no early/late charge (the CPU stand-in)
+        self.probe = probe  # None: no early/late charge (the CPU stand-in)
         self.call_timeout = call_timeout
         self.rtol, self.atol = rtol, atol
         self.seq = 0
         self._case: dict[str, Any] | None = None
+        self.clock_offset_ns = 0  # the protocol's own cost, measured by `calibrate`
+        self.late_allowance_ns = 0
+
+    def calibrate(self, calls: int = 30) -> dict[str, float]:
+        """Time calls of the worker's own one-kernel entry (before the candidate is imported,
+        so nothing of it runs yet): the clock's median over that of a probe of ours (a kernel
+        launched and waited for in-process) is the protocol's own cost — waking the worker,
+        switching the GPU to its process, seeing DONE — and is subtracted from every call's
+        clock; the median of the late probes after such a call (the GPU switching back) is
+        allowed for before late work is charged."""
+        self.setup_case((torch.zeros(16, device=self.transport.device),))
+        outcomes = [self.call((torch.zeros(16, device=self.transport.device),), None)
+                    for _ in range(calls)]  # fmt: skip
+        self.release_case()
+        failed = [o for o in outcomes if not o.passed]
+        if failed:
+            return {"failed": failed[0].detail}
+        clock = statistics.median(o.clock_ns for o in outcomes)
+        own = self.probe.median_ns if self.probe else 0.0
+        self.clock_offset_ns = max(0, round(clock - own)) if self.probe else 0
+        self.late_allowance_ns = round(statistics.median(o.late_ns for o in outcomes))
+        return {
+            "calls": calls, "nullClockUs": clock / 1e3, "probeUs": own / 1e3,
+            "clockOffsetUs": self.clock_offset_ns / 1e3,
+            "lateAllowanceUs": self.late_allowance_ns / 1e3,
+            "nullEarlyUs": statistics.median(o.early_ns for o in outcomes) / 1e3,
+        }  # fmt: skip
+
+    def wait_hello(self, timeout: float) -> CallOutcome:
+        """The worker's start-up, before it imports the candidate."""
+        try:
+            message, _ = self.link.receive(timeout)
+        except TimeoutError:
+            return CallOutcome(TIME_LIMIT, f"the sandbox did not start within {timeout:g} s")
+        except (ChannelClosed, OSError):
+            return self._ended("while starting")
+        if message["op"] != "hello":
+            return CallOutcome(RUNTIME_ERROR, f"unexpected start-up message {message['op']!r}")
+        return CallOutcome(ACCEPTED, "hello")
 
     def wait_ready(self, timeout: float) -> CallOutcome:
-        """The worker's start-up: ACCEPTED once it imported the candidate."""
+        """Import the candidate: ACCEPTED once the worker did."""
+        self.link.send({"op": "import"})
         try:
             message, _ = self.link.receive(timeout)
         except TimeoutError:
@@ -171,22 +225,13 @@ class Session:
                 pass
         self.transport.free_pool(case["token"])
 
-    def call(self, data: Any, expected: torch.Tensor) -> CallOutcome:
+    def call(self, data: Any, expected: torch.Tensor | None) -> CallOutcome:
         """One call on `data`, checked against `expected` (module docstring)."""
         case = self._case
         assert case is not None, "setup_case first"
         _, tensors, _ = layout.flatten(data)
         layout.pack(case["staging"], case["tree"], tensors)
         self.transport.synchronize()
-        frozen = self.candidate.freeze()
-        started = time.perf_counter_ns()
-        case["pool"].copy_(case["staging"])
-        self.transport.synchronize()
-        fill_ns = time.perf_counter_ns() - started
-        self.candidate.thaw()
-        if not frozen and not self.candidate.alive():
-            return self._ended("between calls")
-        early = self.baseline.excess(fill_ns, case["pool"].numel()) if self.baseline else 0
         self.seq += 1
         seq = self.seq
         self.link.send({"op": "arm", "seq": seq})
@@ -199,6 +244,15 @@ class Session:
                     f"the candidate's process did not answer within {ANSWER_TIMEOUT:g} s",
                 )
             )
+        # The worker spins for GO; its processes are stopped while the inputs arrive, so none
+        # of its code runs between the inputs' arrival and the clock's start.
+        frozen = self.candidate.freeze()
+        case["pool"].copy_(case["staging"])
+        self.transport.synchronize()
+        early = self.probe.until_idle(self.call_timeout) if self.probe else 0
+        self.candidate.thaw()
+        if not frozen and not self.candidate.alive():
+            return self._ended("before the call")
         clock_start = time.perf_counter_ns()
         self.block.set(ctl.GO, seq)
         finished = self.block.wait(ctl.DONE, seq, self.call_timeout, self.candidate.alive)
@@ -211,27 +265,54 @@ class Session:
                     clock_ns=clock_ns,
                 )
             return self._ended("during the call")
+        late = self._described(seq)
+        if late is None:
+            return (
+                self._ended("after the call")
+                if not self.candidate.alive()
+                else CallOutcome(
+                    TIME_LIMIT, "the worker did not describe its output in time", clock_ns=clock_ns
+                )
+            )
         if self.block.get(ctl.STATUS) != ctl.OK:
             return self._call_error(seq)
-        return self._check(clock_ns, early, expected)
+        return self._check(clock_ns, early, late, expected)
 
-    def _check(self, clock_ns: int, early: int, expected: torch.Tensor) -> CallOutcome:
+    def _described(self, seq: int) -> int | None:
+        """Wait for DESCRIBED, probing the GPU meanwhile and then until it is idle; the summed
+        probe waits (None when the worker never described the call)."""
+
+        def pending() -> bool:
+            return self.block.get(ctl.DESCRIBED) != seq
+
+        if self.probe is None:
+            return (
+                0
+                if self.block.wait(ctl.DESCRIBED, seq, ANSWER_TIMEOUT, self.candidate.alive)
+                else None
+            )
+        late = self.probe.until_idle(ANSWER_TIMEOUT, pending)
+        return None if pending() else late
+
+    def _check(
+        self, clock_ns: int, early: int, late: int, expected: torch.Tensor | None
+    ) -> CallOutcome:
+        worker = tuple(self.block.get(slot) for slot in (ctl.CALL_NS, ctl.SYNC_NS, ctl.EXPORT_NS))
         try:
             output = self.transport.open_output(self.block.read_output())
-            self.transport.synchronize()
-            started = time.perf_counter_ns()
             copy = output.clone()
             self.transport.synchronize()
-            copy_ns = time.perf_counter_ns() - started
         except (TransportError, ValueError, RuntimeError) as error:
             return CallOutcome(WRONG, f"the output cannot be read: {error}", clock_ns, clock_ns)
-        nbytes = copy.numel() * copy.element_size()
-        late = self.baseline.excess(copy_ns, nbytes) if self.baseline else 0
-        charged = clock_ns + early + late
+        charged = max(clock_ns - self.clock_offset_ns, MIN_CHARGE_NS) + charged_waits(
+            clock_ns, early, late - self.late_allowance_ns
+        )
+        if expected is None:  # a calibration call of the worker's own
+            return CallOutcome(ACCEPTED, "calibration", charged, clock_ns, early, late, 0.0, worker)
         verdict = compare(copy, expected, self.rtol, self.atol)
         status = ACCEPTED if verdict.ok else WRONG
         return CallOutcome(status, verdict.detail, charged, clock_ns, early, late,
-                           verdict.max_error)  # fmt: skip
+                           verdict.max_error, worker)  # fmt: skip
 
     def _call_error(self, seq: int) -> CallOutcome:
         try:

@@ -4,7 +4,7 @@
 
 Started by the service (`judges.gpu.judge`) with the GPU chosen for this submission and the
 candidate sandbox's cgroup descriptors. It checks the GPU (a small product with a known
-result) and measures its copy baseline, starts the candidate's sandbox, then:
+result) and times its idle probe (`judges.gpu.session`), starts the candidate's sandbox, then:
 
 - the correctness tests, one checked call each on the case's own seed;
 - a warm-up on the first benchmark (GPU MODE: until its calls took `warmup_time`);
@@ -85,8 +85,8 @@ def run(spec: dict[str, Any], results: Results) -> None:
     if healthy is not None:
         results.write("end", status="judge_error", error=f"GPU self-test failed: {healthy}")
         return
-    baseline = calls.Baseline.measure(device, share.synchronize) if device == "cuda" else None
-    results.write("meta", **versions(device), baseline=baseline.to_json() if baseline else None)
+    probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
+    results.write("meta", **versions(device), probe=probe.calibrate() if probe else None)
     block = Control.create()
     link, theirs = Channel.pair()
     workdir = Path(spec["workdir"])
@@ -95,12 +95,19 @@ def run(spec: dict[str, Any], results: Results) -> None:
         workdir / "candidate.out", workdir / "candidate.err",
     )  # fmt: skip
     theirs.close()
-    judge = calls.Session(share, block, link, candidate, baseline, settings.call_timeout,
+    judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
                           settings.rtol, settings.atol)  # fmt: skip
     try:
-        started = judge.wait_ready(settings.startup_timeout)
+        started = judge.wait_hello(settings.startup_timeout)
+        calibration = judge.calibrate() if started.passed else {}
+        if "failed" in calibration:
+            failure = f"the judge's own calibration calls failed: {calibration}"
+            results.write("end", status="judge_error", error=failure)
+            return
+        if started.passed:
+            started = judge.wait_ready(settings.startup_timeout)
         results.write("startup", status=started.status, detail=started.detail,
-                      freezing=candidate.freezing)  # fmt: skip
+                      freezing=candidate.freezing, calibration=calibration)  # fmt: skip
         if started.passed:
             trial(judge, reference, cases, settings, int(spec["secret"]), results, device)
     finally:
@@ -161,7 +168,8 @@ def timed(judge: calls.Session, setup: Any, one_call: Any, case: GpuCase, rule: 
     """One checked untimed call, then timed calls until `rule` stops them; the first failure
     ends it. Returns (last outcome, charged durations[, charge summary])."""
     durations: list[float] = []
-    charges = {"earlyNs": 0, "lateNs": 0, "callsCharged": 0, "clockNs": 0}
+    charges = {"earlyNs": 0, "lateNs": 0, "callsCharged": 0, "clockNs": 0, "workerCallNs": 0,
+               "workerSyncNs": 0, "workerExportNs": 0}  # fmt: skip
     outcome = setup(case)
     if outcome.passed:
         outcome = one_call(case, combine_seed(case.spec["seed"], secret))
@@ -177,6 +185,9 @@ def timed(judge: calls.Session, setup: Any, one_call: Any, case: GpuCase, rule: 
             charges["lateNs"] += outcome.late_ns
             charges["clockNs"] += outcome.clock_ns
             charges["callsCharged"] += bool(outcome.early_ns or outcome.late_ns)
+            for key, value in zip(("workerCallNs", "workerSyncNs", "workerExportNs"),
+                                  outcome.worker_ns, strict=True):  # fmt: skip
+                charges[key] += value
     judge.release_case()
     return (outcome, durations, charges) if with_charges else (outcome, durations)
 

@@ -46,7 +46,9 @@ FACTS = json.loads((Path(__file__).resolve().parent / "task_facts.json").read_te
 PROBLEM_ID = str(FACTS["judge_problem_id"])
 LANG = FACTS["solution_language"]
 SOLUTION_PATH = FACTS["solution_path"]
-VERIFIER = FACTS["verifier"]  # "frontiercs": the judge's score; "value": the certified case value
+# "frontiercs": the judge's score; "value": the mean certified case value; "geomean": the
+# geometric mean of the case values (a timing task)
+VERIFIER = FACTS["verifier"]
 DIRECTION = FACTS["score_direction"]  # "min": the reward is 1 / raw, so it grows as raw falls
 #: The file part the judge receives, by candidate language (as the harness's client sends it).
 UPLOADS = {"cpp": ("solution.cpp", "text/x-c++src"), "python": ("solution.py", "text/x-python")}
@@ -138,17 +140,20 @@ def score(solution: Path, env: os._Environ[str] | dict[str, str]) -> tuple[float
     if problem_found:
         return 0.0, f"inconsistent judge result, score rejected: {problem_found}", details
     details["case_ratios"] = [float(case["scoreRatio"]) for case in answer["cases"]]
-    if VERIFIER == "value":
-        values = [case.get("value") for case in answer["cases"]]
-        certified = all(case["scoreRatio"] == 1.0 for case in answer["cases"])
-        if not certified or not all(_finite(v) for v in values) or not _finite(answer.get("value")):
-            return (
-                0.0,
-                "no certified value: " + str(answer["cases"][0].get("msg", ""))[:300],
-                details,
-            )
+    if VERIFIER in ("value", "geomean"):
+        geometric = VERIFIER == "geomean"  # over the cases that carry a value (the timed ones)
+        values = [c.get("value") for c in answer["cases"] if not geometric or "value" in c]
+        failed = [case for case in answer["cases"] if case["scoreRatio"] != 1.0]
+        finite = bool(values) and all(_finite(v) for v in values) and _finite(answer.get("value"))
+        if failed or not finite or (geometric and min(values) <= 0):
+            first = (failed or answer["cases"])[0]
+            return 0.0, "no certified value: " + str(first.get("msg", ""))[:300], details
         raw = float(answer["value"])
-        if abs(raw - math.fsum(values) / len(values)) > 1e-6 * max(1.0, abs(raw)):
+        if geometric:
+            expected = math.exp(math.fsum(math.log(v) for v in values) / len(values))
+        else:
+            expected = math.fsum(values) / len(values)
+        if abs(raw - expected) > 1e-6 * max(1.0, abs(raw)):
             return 0.0, f"inconsistent judge result: value {raw!r} vs cases {values!r}", details
     else:
         raw = float(answer["score"])

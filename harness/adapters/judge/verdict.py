@@ -123,7 +123,7 @@ def judge_verdict(
     artifacts["case_ratios"] = ratios
     # Every case failing is still a judged candidate: valid with score 0, as in the reference.
     failed = [(i, case) for i, case in enumerate(cases, start=1) if ratios[i - 1] == 0.0]
-    if scoring.verifier == "value":
+    if scoring.verifier in ("value", "geomean"):
         return _certified_value(answer, cases, failed, scoring, artifacts)
     message = f"score {float(score):.6f} over {len(cases)} cases"
     if failed:
@@ -144,7 +144,9 @@ def _certified_value(
     artifacts: dict[str, Any],
 ) -> VerificationResult:
     """The raw score of a `value` task: the mean `value` the verifier certified, valid only when
-    every case was certified (ratio 1) and the judge's mean agrees with the cases' values."""
+    every case was certified (ratio 1) and the judge's mean agrees with the cases' values. For a
+    `geomean` task the mean is geometric, over the cases that carry a `value` (the timed ones;
+    the others are correctness checks), and the values must be positive."""
     uncertified = failed or [
         (i, case) for i, case in enumerate(cases, start=1) if case.get("scoreRatio") != 1.0
     ]
@@ -152,11 +154,18 @@ def _certified_value(
         return VerificationResult.failure(
             INVALID, _clip(f"no certified value; {_describe_case(*uncertified[0])}"), **artifacts
         )
-    values = [case.get("value") for case in cases]
+    geometric = scoring.verifier == "geomean"
+    values = [case.get("value") for case in cases if not geometric or "value" in case]
     value = answer.get("value")
-    if not all(_finite(item) for item in values) or not _finite(value):
+    if not values or not all(_finite(item) for item in values) or not _finite(value):
         return _inconsistent(f"certified cases without a finite value: {values!r}", artifacts)
-    expected = math.fsum(values) / len(values)
+    if geometric and min(values) <= 0:
+        return _inconsistent(f"a geometric mean of non-positive values {values!r}", artifacts)
+    expected = (
+        math.exp(math.fsum(math.log(item) for item in values) / len(values))
+        if geometric
+        else math.fsum(values) / len(values)
+    )
     if abs(value - expected) > SCORE_TOLERANCE * max(1.0, abs(expected)):
         problem = f"value {value!r} disagrees with the case mean {expected!r}"
         return _inconsistent(problem, artifacts)
@@ -166,6 +175,11 @@ def _certified_value(
         )
     artifacts["case_values"] = [float(item) for item in values]
     message = f"value {float(value):.9g} certified on {len(cases)} cases"
+    if geometric:
+        message = (
+            f"geometric mean {float(value):.9g} of {len(values)} timed cases; "
+            f"{len(cases)} cases passed"
+        )
     reward = scoring.reward(float(value))
     return VerificationResult(reward, float(value), True, VALID, message, artifacts)
 

@@ -1,17 +1,18 @@
 """The control block: one page of host memory shared by the trusted process and the worker.
 
-The timed path avoids system calls: the trusted process starts the clock and writes `go`; the
-worker, spinning on `go`, calls the candidate, synchronises the device, writes the output's
-descriptor and then `done`; the trusted process, spinning on `done`, stops the clock. Both sides
-are x86-64 processes, whose stores are seen in program order, so a reader that sees `done`
-also sees the descriptor written before it.
+The timed path avoids system calls: the trusted process starts the clock and writes GO; the
+worker, spinning on GO, calls the candidate, synchronises the device and writes DONE; the
+trusted process, spinning on DONE, stops the clock. Then the worker exports the output's memory,
+writes its descriptor and STATUS, then DESCRIBED. Both sides are x86-64 processes, whose stores
+are seen in program order, so a reader that sees DESCRIBED also sees what was written before.
 
-Slots (little-endian int64 at 8-byte offsets): ARM (the trusted side asks the worker to spin),
-ARMED (the worker is spinning), GO, DONE, STATUS (of the call that DONE names). The output
-descriptor is a fixed struct at OUTPUT_OFFSET: an opaque 64-byte memory handle, the byte offset
-of the tensor's first element from the allocation's start, the allocation's size, a dtype code,
-the rank, then up to 8 sizes and 8 strides (in elements).
-"""
+Slots (little-endian int64 at 8-byte offsets): ARMED (the worker is spinning for the call the
+trusted side armed), GO, DONE, STATUS and DESCRIBED (of that call), and three durations the
+worker measured itself (the candidate's call, the device synchronisation, the export: reported
+for diagnosis only, never trusted). The output descriptor is a fixed struct at OUTPUT_OFFSET: an
+opaque 64-byte memory handle, the byte offset of the tensor's first element from the
+allocation's start, the allocation's size, a dtype code, the rank, then up to 8 sizes and 8
+strides (in elements)."""
 
 from __future__ import annotations
 
@@ -22,7 +23,8 @@ import time
 from dataclasses import dataclass
 
 PAGE = 4096
-ARM, ARMED, GO, DONE, STATUS = 0, 1, 2, 3, 4
+ARMED, GO, DONE, STATUS, DESCRIBED = 1, 2, 3, 4, 5
+CALL_NS, SYNC_NS, EXPORT_NS = 6, 7, 8
 OK, FAILED = 0, 1
 OUTPUT_OFFSET = 256
 MAX_RANK = 8

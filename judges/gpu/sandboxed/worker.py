@@ -3,22 +3,26 @@
     python3 -I -B /box/judge/worker.py CONTROL_FD SOCKET_FD BACKEND ENTRY
 
 Runs inside the sandbox with the control block and the channel inherited as descriptors. It
-imports `/box/submission.py`, reports `ready` (or `import_failed` with the traceback), then
-serves messages: `case` (map the case's input pool; the layout says where each tensor is),
-`arm` (spin on GO, then make the call), `release` (unmap the pool), `exit`.
+says `hello` and serves messages: `import` (import `/box/submission.py`, then `ready` or
+`import_failed` with the traceback; until then calls go to a one-kernel entry of its own, which
+the judge times to calibrate its overhead), `case` (map the case's input pool; the layout says
+where each tensor is), `arm` (spin on GO, then make the call), `release` (unmap the pool),
+`exit`.
 
-A call rebuilds the data from the pool (fresh tensor objects every time), calls the entry,
-synchronises the whole device (every stream of this process), exports the output's memory and
-writes its descriptor, then DONE. Everything here runs in the candidate's process and may be
-patched by it; that is why the clock and the check are in the trusted process and why the
-trusted side verifies what arrives (docs/judge.md, "What the candidate cannot do").
-"""
+Armed, the worker rebuilds the data from the pool (fresh tensor objects every time, before the
+clock starts: views only, no data is read), says ARMED and spins. A call then calls the entry,
+synchronises the whole device (every stream of this process) and writes DONE; after it, it
+exports the output's memory and writes its descriptor, STATUS and DESCRIBED. Everything here
+runs in the candidate's process and may be patched by it; that is why the clock and the check
+are in the trusted process and why the trusted side verifies what arrives (docs/judge.md, "What
+the candidate cannot do")."""
 
 from __future__ import annotations
 
 import importlib
 import os
 import sys
+import time
 import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's folder out
@@ -34,37 +38,48 @@ def main(argv: list[str]) -> int:
     control_fd, socket_fd, backend, entry_name = int(argv[1]), int(argv[2]), argv[3], argv[4]
     import socket
 
+    import torch
+
     block = control.Control(control_fd)
     link = channel.Channel(socket.socket(fileno=socket_fd))
     share = transport.make(backend)
-    sys.path.insert(0, "/box")
-    try:
-        module = importlib.import_module("submission")
-        entry = getattr(module, entry_name)
-        if not callable(entry):
-            raise TypeError(f"{entry_name} is not a function")
-    except BaseException:
-        link.send({"op": "import_failed", "error": channel.clip(traceback.format_exc())})
-        return 3
-    import torch
+    device = share.device
 
-    link.send({"op": "ready", "torch": torch.__version__})
+    def null_entry(data: object) -> torch.Tensor:
+        """Our own call before the candidate is imported: the judge's calibration."""
+        return torch.ones(16, device=device)
+
+    entry = null_entry
+    link.send({"op": "hello", "torch": torch.__version__})
     pool = token = None
     tree: dict | None = None
     while True:
         message, fds = link.receive()
         op = message["op"]
-        if op == "case":
+        if op == "import":
+            sys.path.insert(0, "/box")
+            try:
+                module = importlib.import_module("submission")
+                entry = getattr(module, entry_name)
+                if not callable(entry):
+                    raise TypeError(f"{entry_name} is not a function")
+            except BaseException:
+                link.send({"op": "import_failed", "error": channel.clip(traceback.format_exc())})
+                return 3
+            link.send({"op": "ready", "torch": torch.__version__})
+        elif op == "case":
             pool, token = share.open_pool(message["pool"], fds)
             tree = message["layout"]
             link.send({"op": "case_ready"})
         elif op == "arm":
             seq = int(message["seq"])
+            data = layout.rebuild(tree, pool)
             block.set(control.ARMED, seq)
             if not block.wait(control.GO, seq, SPIN_TIMEOUT):
                 link.send({"op": "go_missing", "seq": seq})
                 continue
-            error = call(block, share, entry, tree, pool, seq)
+            error = call(block, share, entry, data, pool, seq)
+            del data
             if error is not None:
                 link.send({"op": "call_error", "seq": seq, "error": error})
         elif op == "release":
@@ -76,18 +91,31 @@ def main(argv: list[str]) -> int:
             return 0
 
 
-def call(block, share, entry, tree, pool, seq: int) -> str | None:
-    """One timed call; the error text when the candidate failed (DONE is written either way)."""
-    error = None
+def call(block, share, entry, data, pool, seq: int) -> str | None:
+    """One timed call; the error text when the candidate (or its output) failed. DONE and
+    DESCRIBED are written either way."""
+    clock = time.perf_counter_ns
+    error = output = None
+    started = clock()
     try:
-        output = entry(layout.rebuild(tree, pool))
+        output = entry(data)
+        called = clock()
         share.synchronize()
-        block.write_output(share.export_output(output, pool))
-        block.set(control.STATUS, control.OK)
     except BaseException:
+        called = clock()
         error = channel.clip(traceback.format_exc())
-        block.set(control.STATUS, control.FAILED)
+    synced = clock()
     block.set(control.DONE, seq)
+    if error is None:
+        try:
+            block.write_output(share.export_output(output, pool))
+        except BaseException:
+            error = channel.clip(traceback.format_exc())
+    block.set(control.CALL_NS, called - started)
+    block.set(control.SYNC_NS, synced - called)
+    block.set(control.EXPORT_NS, clock() - synced)
+    block.set(control.STATUS, control.OK if error is None else control.FAILED)
+    block.set(control.DESCRIBED, seq)
     return error
 
 
