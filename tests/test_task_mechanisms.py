@@ -93,7 +93,7 @@ def test_contract_refuses_an_unsupported_language_naming_the_key() -> None:
 
 
 def test_contract_refuses_an_unknown_verifier_kind() -> None:
-    refusal = "verifier: must be one of 'frontiercs', 'value', got 'oracle'"
+    refusal = "verifier: must be one of 'frontiercs', 'value', 'geomean', got 'oracle'"
     with pytest.raises(ContractError, match=refusal):
         TaskContract.from_dict(contract(verifier="oracle"))
 

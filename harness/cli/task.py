@@ -60,12 +60,13 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
         )
     device = problem.get("device")
     if isinstance(device, dict) and device.get("available") is False:
+        kind = str(device.get("kind", "device")).upper()
+        detail = device.get("detail", "no detail")
         return Finding(
             False,
             "judge",
-            f"problem {contract.judge_problem_id} needs a {device.get('kind', 'device')} and "
-            f"the judge at {judge_url} has none ({device.get('detail', 'no detail')}); serve "
-            "it on a host that has one",
+            f"problem {contract.judge_problem_id} needs a {kind} and the judge at {judge_url} "
+            f"has none ({detail}); serve it on a host that has one",
         )
     served = suite_name(problem.get("suite"))
     if served != suite:

@@ -1,6 +1,6 @@
 """The trusted process of a GPU submission: inputs, reference, clock and check; never the candidate.
 
-    python -m judges.gpu.trusted SPEC.json
+    python -m judges.gpu.trusted TRIAL.json
 
 Started by the service (`judges.gpu.judge`) with the GPU chosen for this submission and the
 candidate sandbox's cgroup descriptors. It checks the GPU (a small product with a known
