@@ -10,9 +10,9 @@ results/check_results.py checks.
 SUITE is `generated:<seed>:<n>` (a fresh generated suite: a local judge is started for it unless
 `--judge-url` names one serving it) or `public` (`--judge-url` must serve the public cases).
 The judge's own suite label must be SUITE, and SUITE must not be the searched suite. For each
-candidate the repeats' mean and sample standard deviation are reported, as the reference reports
-TriMul's latency (mean ± sd over repeats); a score label in microseconds keeps the reference's
-field names (`scores_microseconds`, ...).
+candidate the repeats' mean and sample standard deviation are reported, as the reference
+reports its kernel task's latency (mean ± sd over repeats); a score label in microseconds keeps
+the reference's field names (`scores_microseconds`, ...).
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ import json
 import math
 import os
 import sys
+import tomllib
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path

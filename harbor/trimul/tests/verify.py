@@ -15,7 +15,9 @@ exception, a bug here — it fails loudly instead: no `reward.json` (never a sil
 in `reason.txt` and `verdict.json` (`"status": "verifier_failed"`), a `VERIFIER FAILED` line on
 stderr, exit status 1; Harbor then records the trial's verification as an error.
 
-Environment (all optional): FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, VERIFIER_SOLUTION_PATH,
+Environment (all optional): FRONTIERCS_JUDGE_URL, GUIDANCE_TTT_JUDGE_TOKEN (the judge's access
+token, sent as `Authorization: Bearer`; a judge bound off loopback needs it), FRONTIERCS_PROBLEM_ID,
+VERIFIER_SOLUTION_PATH,
 VERIFIER_LOG_DIR, VERIFIER_DEADLINE_S, VERIFIER_POLL_INTERVAL_S, VERIFIER_ATTEMPTS,
 VERIFIER_RETRY_BACKOFF_S, VERIFIER_BUDGET_S (780: all attempts together, inside Harbor's 900 s).
 """
@@ -36,6 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from score_check import check_case  # the task's own hook, beside this file
 
 DEFAULT_JUDGE_URL = "http://host.docker.internal:8081"
+TOKEN_ENV = "GUIDANCE_TTT_JUDGE_TOKEN"  # the judge's access token (docs/judge.md, "Access")
 # This file is the same in every task (a test keeps the copies identical); the task's own facts —
 # judge problem, candidate language, where the program is, scoring rule — are in `task_facts.json`
 # beside it, which a test keeps in agreement with the task's contract.json and task.toml.
@@ -168,7 +171,9 @@ def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dic
     deadline_s = float(env.get("VERIFIER_DEADLINE_S", "340"))
     interval = float(env.get("VERIFIER_POLL_INTERVAL_S", "2"))
     deadline = min(time.monotonic() + deadline_s, budget_end)
-    with httpx.Client(base_url=url.rstrip("/")) as client:
+    token = str(env.get(TOKEN_ENV) or "").strip()
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    with httpx.Client(base_url=url.rstrip("/"), headers=headers) as client:
         try:
             response = client.post(
                 "/submit",
@@ -179,6 +184,9 @@ def judge(code: str, url: str, problem: str, env: Any, budget_end: float) -> dic
             sid = response.json().get("sid") if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError, AttributeError) as exc:
             raise JudgeDown(f"submit failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code == 401:
+            state = "is wrong" if token else "is not set"
+            raise JudgeDown(f"submit answered 401: the judge wants its token; {TOKEN_ENV} {state}")
         if sid is None or isinstance(sid, bool):
             raise JudgeDown(f"submit answered {response.status_code}: {response.text[:200]!r}")
         queued = False
