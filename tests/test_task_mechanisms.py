@@ -116,7 +116,14 @@ def test_task_toml_is_accepted_by_harbors_own_task_config(task: Path) -> None:
 
     config = TaskConfig.model_validate(tomllib.loads((task / "task.toml").read_text()))
     assert config.agent.timeout_sec == 604800 and config.verifier.timeout_sec == 900
-    assert set(config.verifier.env) == {"FRONTIERCS_JUDGE_URL", "FRONTIERCS_PROBLEM_ID"}
+    # The judge's address and problem, and its access token when it is off loopback
+    # (docs/judge.md, "Access"); the token is passed through from the host, never written here.
+    assert set(config.verifier.env) == {
+        "FRONTIERCS_JUDGE_URL",
+        "FRONTIERCS_PROBLEM_ID",
+        "GUIDANCE_TTT_JUDGE_TOKEN",
+    }
+    assert config.verifier.env["GUIDANCE_TTT_JUDGE_TOKEN"] == "${GUIDANCE_TTT_JUDGE_TOKEN:-}"
 
 
 def test_every_task_ships_the_same_verifier_and_its_own_facts() -> None:
