@@ -15,6 +15,11 @@ holds up the event loop (health answers stay quick while hostile candidates are 
 Submissions that were accepted but not finished when the service stopped are queued again when
 it starts.
 
+With a verdict cache (`judges.verdict_cache`), an identical submission gets the stored verdict
+and identical ones in flight are judged once. With a `remote` judge (`judges.cluster`: Ray
+workers), compile and cases run there instead of in the local sandbox; everything else —
+queue, store, records — is the same.
+
 When the judge itself runs out of descriptors, memory or disk while judging (an OSError that
 `is_resource_exhaustion` names), or host load keeps a run from its CPU until its real-time
 backstop (`HostOverloaded`), the submission is not failed: it stays queued and is judged
@@ -28,6 +33,7 @@ disk has room.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import shutil
@@ -36,7 +42,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from judges.cases import judge_case
 from judges.judging import (
@@ -54,6 +60,9 @@ from judges.problems import Problem
 from judges.sandbox import Sandbox
 from judges.slots import WorkerSlots
 from judges.store import SubmissionStore
+
+if TYPE_CHECKING:
+    from judges.verdict_cache import VerdictCache
 
 log = logging.getLogger("judges.engine")
 
@@ -82,24 +91,40 @@ class EngineSettings:
     max_queue: int
     compile_limits: CompileLimits
     output_field_bytes: int = OUTPUT_FIELD_CAP  # stdout bytes kept in a case's `output`
+    dispatchers: int = DISPATCHERS  # submissions judged at once (more for a Ray cluster)
 
 
 class JudgeEngine:
-    """Accepts submissions, judges them in the sandbox and keeps their results on disk."""
+    """Accepts submissions, judges them in the sandbox and keeps their results on disk.
+
+    `remote` (optional) judges a problem elsewhere: `await remote.judge(problem, code,
+    language)` gives the record; `sandbox` may then be None and `scratch` names the folder
+    for work directories. `verdicts` (optional) is the verdict cache.
+    """
 
     def __init__(
         self,
         problems: dict[str, Problem],
         store: SubmissionStore,
-        sandbox: Sandbox,
+        sandbox: Sandbox | None,
         settings: EngineSettings,
+        *,
+        remote: Any = None,
+        verdicts: VerdictCache | None = None,
+        scratch: Path | None = None,
     ) -> None:
         self.problems = problems
         self.store = store
         self.sandbox = sandbox
         self.settings = settings
+        self.remote = remote
+        self.verdicts = verdicts
+        self.scratch = sandbox.scratch if sandbox is not None else scratch
         programs = store.root.parent / "programs"
-        self.programs = ProgramCache(sandbox, programs, settings.compile_limits)
+        self.programs = (
+            ProgramCache(sandbox, programs, settings.compile_limits) if sandbox else None
+        )
+        self.case_runs = 0  # cases judged (not answered from the verdict cache)
         self._queue: deque[int] = deque()
         self._pending: set[int] = set()  # queued or being judged
         self._unsaved: dict[int, bytes] = {}  # final records the disk refused
@@ -115,13 +140,17 @@ class JudgeEngine:
         for sid in self.store.unfinished():
             self._enqueue(sid)
             log.info("submission %d was not finished before the last stop; judging it again", sid)
-        self._tasks = [asyncio.create_task(self._dispatch()) for _ in range(DISPATCHERS)]
+        count = self.settings.dispatchers
+        self._tasks = [asyncio.create_task(self._dispatch()) for _ in range(count)]
 
     async def stop(self) -> None:
         """Stop dispatching and kill running sandboxes; unfinished work is redone at next start."""
-        self.sandbox.close()
+        if self.sandbox is not None:
+            self.sandbox.close()
         if self.gpu_judge is not None:
             self.gpu_judge.close()
+        if self.remote is not None:
+            self.remote.close()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -130,6 +159,16 @@ class JudgeEngine:
     def healthy(self) -> bool:
         """True while every dispatcher is running (they only end when the engine stops)."""
         return bool(self._tasks) and not any(task.done() for task in self._tasks)
+
+    def counters(self) -> dict[str, Any]:
+        """What `/health` reports besides `ok`: cases judged, the verdict cache's counts and the
+        remote workers (blocking: reads the cache's size)."""
+        found: dict[str, Any] = {"caseRuns": self.case_runs}
+        if self.verdicts is not None:
+            found["verdictCache"] = self.verdicts.stats()
+        if self.remote is not None:
+            found["ray"] = self.remote.describe()
+        return found
 
     async def submit(self, pid: str, lang: str, code: str) -> int:
         """Validate, persist (in a worker thread) and queue a submission; return its sid.
@@ -243,7 +282,8 @@ class JudgeEngine:
         """Judge one submission; any failure of the judge itself becomes a `judge` error record,
         except running out of descriptors, memory or disk, whose OSError is raised (passing)."""
         started = time.monotonic()
-        workdir = self.sandbox.scratch / f"submission-{sid}"
+        assert self.scratch is not None
+        workdir = self.scratch / f"submission-{sid}"
         if workdir.exists():  # left by an attempt that ran out of descriptors
             shutil.rmtree(workdir, ignore_errors=True)
         try:
@@ -253,7 +293,11 @@ class JudgeEngine:
                 record = error_record(f"problem {meta['pid']!r} is no longer served", "judge")
             else:
                 language = meta.get("lang", "cpp")
-                record = await self._judge_problem(problem, code, language, workdir)
+                judge = functools.partial(self._judge_problem, problem, code, language, workdir)
+                if self.verdicts is not None:
+                    record = await self.verdicts.judged(sid, problem, language, code, judge)
+                else:
+                    record = await judge()
         except HostOverloaded:
             raise  # passing: `_dispatch` judges it again later
         except JudgeFailure as failure:
@@ -277,6 +321,11 @@ class JudgeEngine:
             if self.gpu_judge is None:
                 return error_record("judge failure: no GPU judge was started", "judge")
             return await self.gpu_judge.judge(problem, code, workdir)
+        if self.remote is not None:
+            record = await self.remote.judge(problem, code, language)
+            self.case_runs += len(record.get("cases", ()))
+            return record
+        assert self.sandbox is not None and self.programs is not None
         started = time.monotonic()
         compiled = await self._in_slot(
             prepare_candidate, self.sandbox, code, language, workdir, self.settings.compile_limits
@@ -300,6 +349,7 @@ class JudgeEngine:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
+        self.case_runs += len(outcomes)
         record = aggregate(list(outcomes), problem.suite.to_json())
         record["timing"] = {
             "compileSeconds": round(prepared - started, 3),

@@ -28,6 +28,12 @@ How a problem is checked (its `kind`):
 
 Checker and interactor sources need `testlib.h`: the `testlib` directory given to `load_problems`.
 A package that cannot be served is skipped with a logged reason.
+
+**Pure verdicts.** `verdict_is_pure` says whether a problem's verdict is a function of the
+candidate's source alone, so that the verdict cache (`judges.verdict_cache`) may answer a
+resubmission from a stored verdict. It is true for the CPU-checked kinds above and false for any
+other kind (a timed benchmark, where a re-run is the point); `verdict_is_pure: true|false` in
+config.yaml overrides it.
 """
 
 from __future__ import annotations
@@ -51,6 +57,9 @@ _BUILTIN_EQUIVALENTS = {
     "9e1a344ee3bee030fa67cb509070be627b85ed3c3fa1c64b3a64582f04e6a58a": "polyomino",
 }
 KINDS = ("builtin", "checker", "interactive", "verifier", "gpu")
+# Kinds whose verdict depends only on the source (CPU-time limits, checked outputs); others,
+# e.g. timed GPU benchmarks, are not cached unless their config.yaml says `verdict_is_pure: true`.
+PURE_KINDS = frozenset(("builtin", "checker", "interactive", "verifier"))
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$", re.IGNORECASE)
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)b?\s*$", re.IGNORECASE)
 
@@ -116,7 +125,8 @@ class Problem:
 
     `checker` names the built-in checker (kind `builtin`); `program` is the checker, interactor
     or verifier source of the other kinds, `testlib` the directory holding `testlib.h`, and
-    `language` the candidate language the problem accepts (`cpp` or `python`).
+    `language` the candidate language the problem accepts (`cpp` or `python`);
+    `declared_pure` the package's `verdict_is_pure` (None when it says nothing).
     """
 
     id: str
@@ -128,6 +138,13 @@ class Problem:
     program: Path | None = None
     testlib: Path | None = None
     language: str = "cpp"
+    declared_pure: bool | None = field(default=None, kw_only=True)
+
+    @property
+    def verdict_is_pure(self) -> bool:
+        """Whether a stored verdict may answer an identical resubmission: as declared, else
+        exactly for PURE_KINDS (so a kind added later, e.g. a timed one, is not cached)."""
+        return self.declared_pure if self.declared_pure is not None else self.kind in PURE_KINDS
 
     def listing(self) -> dict[str, Any]:
         """The `/problems` entry: FrontierCS's `id` plus our case count and suite label."""
@@ -208,7 +225,16 @@ def load_problem(
     return Problem(
         problem_id, directory, tuple(cases), checker, suite, kind, program,
         testlib if kind in ("checker", "interactive") else None, language,
+        declared_pure=declared_purity(config, str(config_path)),
     )  # fmt: skip
+
+
+def declared_purity(config: dict[str, Any], where: str) -> bool | None:
+    """`verdict_is_pure` of a package's config.yaml: true, false, or None when absent."""
+    declared = config.get("verdict_is_pure")
+    if declared is not None and not isinstance(declared, bool):
+        raise ProblemError(f"{where}: verdict_is_pure {declared!r} must be true or false")
+    return declared
 
 
 def _checking(

@@ -4,11 +4,14 @@
                      [--frontiercs DIR] [--problems DIR] [--task DIR] [--public-cases DIR]
                      [--testlib DIR] [--generated-cases N --seed S]
 
-(problem sources: `judges.sources`)
+    python -m judges --ray [ADDRESS] [--ray-resource NAME] [--ray-label KEY=VALUE] ...
+    python -m judges --verdict-cache-mb MB
+
+(problem sources: `judges.sources`; the verdict cache and Ray workers: `judges.service_extras`)
 
 | call                  | answer                                                          |
 |-----------------------|-----------------------------------------------------------------|
-| GET /health           | {"ok": true}                                                    |
+| GET /health           | {"ok": true, "caseRuns", "verdictCache": {...}, "ray": {...}}   |
 | GET /problems         | {"problems": [{"id": "0", "cases": N, "suite": {...}}]}         |
 | POST /submit          | {"sid": <int>}; 400 malformed request, missing field, unknown pid  |
 |                       | or lang; 408 body too slow; 413 body over 10 MiB; 503 queue full  |
@@ -54,7 +57,7 @@ from judges.auth import (
 )
 from judges.cgroups import MODES
 from judges.connections import descriptor_budget, error_middleware, listen
-from judges.engine import EngineSettings, JudgeEngine, SubmissionRefused
+from judges.engine import DISPATCHERS, EngineSettings, JudgeEngine, SubmissionRefused
 from judges.gpu.judge import GpuJudge, add_gpu_arguments, options_from
 from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
 from judges.problems import ProblemError, parse_memory_limit
@@ -68,6 +71,7 @@ from judges.requests import (
 )
 from judges.run_bounds import memory_bound
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
+from judges.service_extras import add_extra_arguments, open_verdict_cache, start_remote
 from judges.sources import add_problem_arguments, load_served_problems
 from judges.store import SubmissionStore
 
@@ -117,8 +121,12 @@ async def _expect_continue(request: web.Request) -> web.StreamResponse | None:
 
 
 async def _health(request: web.Request) -> web.Response:
-    if request.app[ENGINE_KEY].healthy():
-        return web.json_response({"ok": True})
+    engine = request.app[ENGINE_KEY]
+    if engine.healthy():
+        token = request.app[TOKEN_KEY]
+        if token and not authorized(request, token):
+            return web.json_response({"ok": True})  # the counts only for callers with the token
+        return web.json_response({"ok": True, **await asyncio.to_thread(engine.counters)})
     return web.json_response({"ok": False, "error": "the judge engine stopped"}, status=503)
 
 
@@ -270,6 +278,7 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
         "(a candidate's processes together can then exceed its memory limit; default: off)",
     )
     add_gpu_arguments(parser)
+    add_extra_arguments(parser)
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default: %(default)s)"
     )
@@ -310,13 +319,19 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stop.set)
     problems = await asyncio.to_thread(load_served_problems, args)
     store = SubmissionStore(args.state_dir)
-    bound = await asyncio.to_thread(
-        memory_bound, args.cgroup, args.accept_per_process_limits, args.workers
-    )
+    bound = None  # with --ray, every node sets up its own bound and sandbox
+    if args.ray is None:
+        bound = await asyncio.to_thread(
+            memory_bound, args.cgroup, args.accept_per_process_limits, args.workers
+        )
     scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
+    remote = verdicts = None
     try:
-        sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid, None, bound)
-        await asyncio.to_thread(sandbox.check)
+        if args.ray is None:
+            sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid, None, bound)
+            await asyncio.to_thread(sandbox.check)
+        else:
+            sandbox, remote = None, await asyncio.to_thread(start_remote, args, problems)
         if stop.is_set():
             return
         settings = EngineSettings(
@@ -327,11 +342,17 @@ async def serve(args: argparse.Namespace) -> None:
                 cpu_seconds=args.compile_time,
                 memory_bytes=parse_memory_limit(args.compile_memory, "--compile-memory"),
             ),
+            dispatchers=remote.dispatchers if remote is not None else DISPATCHERS,
         )
-        engine = JudgeEngine(problems, store, sandbox, settings)
-        engine.gpu_judge = await asyncio.to_thread(
-            GpuJudge.start, problems, options_from(args), sandbox, args.state_dir
+        verdicts = await asyncio.to_thread(open_verdict_cache, args, problems, settings, bound)
+        engine = JudgeEngine(
+            problems, store, sandbox, settings, remote=remote, verdicts=verdicts, scratch=scratch
         )
+        remote = None  # the engine closes it when it stops
+        if sandbox is not None:  # with --ray no GPU problem is served (judges.service_extras)
+            engine.gpu_judge = await asyncio.to_thread(
+                GpuJudge.start, problems, options_from(args), sandbox, args.state_dir
+            )
         await engine.start()
         runner = web.AppRunner(
             create_app(engine, args.body_timeout, token),
@@ -371,6 +392,10 @@ async def serve(args: argparse.Namespace) -> None:
             await runner.cleanup()
             await engine.stop()
     finally:
+        if remote is not None:
+            remote.close()
+        if verdicts is not None:
+            verdicts.store.close()
         shutil.rmtree(scratch, ignore_errors=True)
         if bound is not None:
             bound.close()
