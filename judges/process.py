@@ -71,12 +71,14 @@ class JudgeProcess:
                     self.url = match.group(1)
                     found.set()
                     return
+            found.set()  # it exited without announcing itself: no need to wait any longer
 
         threading.Thread(target=read_announcement, daemon=True).start()
-        if not found.wait(self.startup_timeout):
+        if not found.wait(self.startup_timeout) or not self.url:
             self.stop()
             raise RuntimeError(
-                f"judge did not announce itself within {self.startup_timeout:g} s: "
+                f"judge did not announce itself within {self.startup_timeout:g} s (exit status "
+                f"{self.process.returncode}): "
                 f"{' '.join(self.command)}\n{self.log_path.read_text()[-4000:]}"
             )
         return self

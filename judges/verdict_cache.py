@@ -191,7 +191,7 @@ class VerdictCache:
             found = await asyncio.to_thread(self._get, key)
             if found is not None:
                 self._counts["hits"] += 1
-                log.info("submission %d: the verdict of submission %d (verdict cache)", sid, found[0])
+                log.info("submission %d: the verdict of submission %d (cached)", sid, found[0])
                 return _marked(found)
             running = self._inflight.get(key)
             if running is None:

@@ -235,13 +235,14 @@ class RayJudge:
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        record = aggregate([case for case, _ in outcomes], problem.suite.to_json())
+        record = aggregate([case for case, _, _ in outcomes], problem.suite.to_json())
         record["timing"] = {
             "compileSeconds": round(prepared - started, 3),
             "checkerSeconds": 0.0,  # each node prepares it with its first case
             "checkerCache": "node",
+            "checkerCompiles": sum(origin == "compiled" for _, _, origin in outcomes),
             "casesSeconds": round(time.monotonic() - prepared, 3),
-            "rayNodes": len({where for _, where in outcomes}),
+            "rayNodes": len({where for _, where, _ in outcomes}),
         }
         return record
 

@@ -158,9 +158,9 @@ def run_case(
     bundle: list[Any],
     program: RemoteProgram,
     number: int,
-) -> tuple[dict[str, Any], str]:
+) -> tuple[dict[str, Any], str, str]:
     """Judge case `number` of problem `digest` (`bundle`: [its ObjectRef], fetched only when
-    the node lacks it): (the case record, this node's id)."""
+    the node lacks it): (the case record, this node's id, where the checker came from)."""
     import ray  # only ever called in a Ray worker
 
     state = node_state(settings)
@@ -169,7 +169,7 @@ def run_case(
         package = ray.get(bundle[0])
     problem = state.problems.get(digest, package)
     case = state.problems.case(problem, digest, number)
-    checker, _ = state.checker(problem, digest)
+    checker, origin = state.checker(problem, digest)
     workdir = state.work(f"case-{number}")
     try:
         build = workdir / "build"
@@ -183,7 +183,7 @@ def run_case(
         )
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return record, ray.get_runtime_context().get_node_id()
+    return record, ray.get_runtime_context().get_node_id(), origin
 
 
 def _remove_stale_scratch(parent: Path) -> None:
