@@ -13,7 +13,7 @@ if [ ! -x .venv/bin/python ]; then
     "$python" -m venv .venv
 fi
 .venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[reef,torch,plot,test,watch]"
+.venv/bin/python -m pip install -q -e ".[reef,torch,plot,test,watch,cluster]"
 
 echo "== ruff check"
 .venv/bin/ruff check .

@@ -72,6 +72,8 @@ def test_with_the_token_every_call_but_health_needs_it(guarded: tuple[JudgeProce
     good = {"Authorization": f"Bearer {token}"}
     wrong = {"Authorization": f"Bearer {token[:-1]}x"}
     assert httpx.get(f"{url}/health", timeout=10).json() == {"ok": True}
+    counted = httpx.get(f"{url}/health", headers=good, timeout=10).json()  # counts need the token
+    assert counted["ok"] is True and "caseRuns" in counted and "verdictCache" in counted
     code = {"pid": "0", "lang": "cpp", "code": "int main() { return 0; }\n"}
     calls = [
         ("GET", "/problems", None),

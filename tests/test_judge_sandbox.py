@@ -206,7 +206,7 @@ def test_judge_keeps_serving_and_scores_an_honest_program(
     judge: JudgeProcess, results: dict
 ) -> None:
     assert len(results) == 12
-    assert httpx.get(f"{judge.url}/health").json() == {"ok": True}
+    assert httpx.get(f"{judge.url}/health").json()["ok"] is True
     result = wait_final(judge.url, submit(judge.url, (PROGRAMS / "shelf_packer.cpp").read_text()))
     assert result["status"] == "done" and result["score"] > 10
 

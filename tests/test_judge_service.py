@@ -60,7 +60,7 @@ def test_port_zero_announces_a_loopback_address(judge: JudgeProcess) -> None:
 
 
 def test_health_and_listing_label_the_generated_suite(judge: JudgeProcess) -> None:
-    assert httpx.get(f"{judge.url}/health").json() == {"ok": True}
+    assert httpx.get(f"{judge.url}/health").json()["ok"] is True
     (problem,) = httpx.get(f"{judge.url}/problems").json()["problems"]
     assert problem["id"] == "0" and problem["cases"] == CASES
     assert problem["suite"]["kind"] == "generated"
@@ -121,7 +121,7 @@ def test_unknown_problem_id_is_refused_and_the_judge_keeps_serving(judge: JudgeP
     answer = submit(judge.url, SHELF, pid="999")
     assert answer.status_code == 400
     assert "unknown problem id '999'" in answer.json()["error"]
-    assert httpx.get(f"{judge.url}/health").json() == {"ok": True}
+    assert httpx.get(f"{judge.url}/health").json()["ok"] is True
     assert wait_final(judge.url, submit(judge.url, SHELF).json()["sid"])["status"] == "done"
 
 
@@ -243,5 +243,5 @@ def test_without_a_cgroup_the_judge_refuses_to_start_unless_told(tmp_path: Path)
     assert "--accept-per-process-limits" in line
     with JudgeProcess(tmp_path / "state", "--generated-cases", "1", "--cgroup", "off",
                       "--accept-per-process-limits") as weak:  # fmt: skip
-        assert httpx.get(f"{weak.url}/health", timeout=10).json() == {"ok": True}
+        assert httpx.get(f"{weak.url}/health", timeout=10).json()["ok"] is True
         assert "sandbox bound: PER-PROCESS RLIMITS ONLY" in weak.log_path.read_text()
