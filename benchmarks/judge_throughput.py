@@ -2,6 +2,8 @@
 
     python benchmarks/judge_throughput.py [--task harbor/treasure_packing ...] [--suite public]
         [--submissions 3] [--workers K] [--generated-cases 70] [--seed 0] [--program PATH]
+    python benchmarks/judge_throughput.py --ray [--sweep 1,2,4] [--step 8 --duplicates 0.25]
+        [--baseline-tree DIR] [--task harbor/polyomino_packing] [--suite public] ...
 
 For each task (default: the three shipped tasks) a fresh judge (`python -m judges`, 127.0.0.1)
 serves the task's problem and the task's seed program (or `--program`) is judged three ways:
@@ -20,6 +22,10 @@ and Treasure Packing on FrontierCS problem 1's cases (`../shared/data/frontiercs
 loudly when they are absent** instead of measuring another suite. `generated` judges Polyomino on
 the built-in generated suite (Treasure Packing has no generated suite and is skipped). The Erdős
 task's package ships with the task, so it runs on either.
+
+`--ray` measures instead, for the first task, the single-process judge against the judge on a
+local Ray cluster of 1, 2, 4, … workers (`--sweep`), and the verdict cache's effect on a step
+with duplicates, all in one run (`benchmarks/judge_sweep.py`).
 """
 
 from __future__ import annotations
@@ -180,6 +186,23 @@ def main() -> None:
     parser.add_argument(
         "--program", type=Path, help="default: each task's seed (a program implies its task)"
     )
+    parser.add_argument(
+        "--ray", action="store_true",
+        help="the scaling sweep: single process against a local Ray cluster, and the cache",
+    )  # fmt: skip
+    parser.add_argument(
+        "--sweep", type=lambda text: [int(part) for part in text.split(",")], default=[1, 2, 4],
+        help="Ray worker counts of the sweep (default 1,2,4)",
+    )  # fmt: skip
+    parser.add_argument("--step", type=int, default=8, help="candidates of the cache's step")
+    parser.add_argument(
+        "--duplicates", type=float, default=0.25,
+        help="fraction of the step repeating earlier candidates (assumed; default 0.25)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--baseline-tree", type=Path,
+        help="also measure the single-process judge of this checkout (e.g. the code before)",
+    )  # fmt: skip
     options = parser.parse_args()
     if options.program is not None and not options.task:  # the task the program belongs to
         owner = next(
@@ -191,8 +214,28 @@ def main() -> None:
     elif options.program is not None and len(options.task) > 1:
         parser.error("--program names one program: give one --task with it")
     tasks = options.task or [ROOT / "harbor" / name for name in TASKS]
+    if options.ray:
+        sweep_task(tasks[0].resolve(), options)
+        return
     for task in tasks:
         bench_task(task.resolve(), options)
+
+
+def sweep_task(task: Path, options: argparse.Namespace) -> None:
+    """The scaling sweep and the cache's effect for `task` (benchmarks/judge_sweep.py)."""
+    from judge_sweep import sweep  # beside this file (the script's folder is on sys.path)
+
+    contract = load_contract(task)
+    extension = "cpp" if contract.fence_tag == "cpp" else "py"
+    program = (options.program or task / "solution" / f"solution.{extension}").read_text()
+    with tempfile.TemporaryDirectory(prefix="judge-throughput-") as scratch:
+        sources = judge_sources(task, options, Path(scratch))
+        if sources is None:
+            return
+        language = "python" if extension == "py" else "cpp"
+        pid = contract.judge_problem_id
+        print(f"{task.name}: {contract.solution_language}; sweep {options.sweep}")
+        sweep(options, sources, program, pid, language)
 
 
 if __name__ == "__main__":
