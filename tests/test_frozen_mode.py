@@ -174,6 +174,26 @@ def test_frozen_records_are_labelled_frozen_and_name_the_suite(frozen_run: Froze
     assert rescored["score"] != rescored["from_score"]
 
 
+def test_verdict_cache_hits_are_counted_in_the_run_events(frozen_run: FrozenRun) -> None:
+    """The stand-in executor answers with variants of the seed, so programs recur across the
+    run's rollouts: the local judge answers repeats from its verdict cache, and the run's
+    judge metrics say so per rollout and per step."""
+    events = read_events(event_log_path(frozen_run.settings.state_dir))
+    finished = [e for e in events if e["event"] == "rollout_finished"]
+    by_slot = {
+        (j.step, j.group, j.rollout): j.entry for j in journal(frozen_run.settings.state_dir)
+    }
+    for event in finished:
+        entry = by_slot[event["step"], event["group"], event["rollout"]]
+        judged = entry["metadata"]["verification_artifacts"].get("judge_cache_hit")
+        assert event["judge_cache_hit"] == judged
+    hits = [e for e in finished if e["judge_cache_hit"] is True]
+    assert hits, "repeated programs were answered from the cache"
+    summaries = {e["step"]: e for e in events if e["event"] == "step_summary"}
+    for step, summary in summaries.items():
+        assert summary["judge_cache_hits"] == sum(e["step"] == step for e in hits)
+
+
 def test_frozen_state_refuses_a_trained_resume(stack: Stack, frozen_run: FrozenRun) -> None:
     state = frozen_run.settings.state_dir
     before = (state / "guidance-run" / "resume-state.json").read_bytes()

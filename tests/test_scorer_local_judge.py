@@ -38,6 +38,16 @@ def score(judge: LocalJudge, program: str):
     return scorer(program)
 
 
+def test_a_repeated_program_is_a_verdict_cache_hit_in_the_verdict(judge: LocalJudge) -> None:
+    program = SEED_PROGRAM + "// judged twice\n"
+    first, again = score(judge, program), score(judge, program)
+    assert first.artifacts["judge_cache_hit"] is False
+    assert again.artifacts["judge_cache_hit"] is True
+    assert (again.status, again.raw_score, again.reward) == (first.status, first.raw_score,
+                                                             first.reward)  # fmt: skip
+    assert again.artifacts["case_ratios"] == first.artifacts["case_ratios"]
+
+
 def claims_on_stderr(text: str) -> str:
     """A program that prints `text` to stderr and exits non-zero without any output."""
     return f'#include <cstdio>\nint main() {{ std::fputs("{text}\\n", stderr); return 1; }}\n'

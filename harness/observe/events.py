@@ -12,8 +12,11 @@ Kinds and their fields (every event also gets `ts`, seconds since the epoch):
 - `rollout_stage`: step, group, rollout, stage (`guidance`, `executor`, `judge`, `reported`,
   `failed`)
 - `rollout_finished`: step, group, rollout, status, reward, raw_score, guidance_ok,
-  timings {guidance_s, executor_s, judge_s, total_s}, usage {prompt_tokens, completion_tokens}
-- `step_summary`: the step summary of the run controller (docs/design.md §7) plus usage and cost
+  timings {guidance_s, executor_s, judge_s, total_s}, usage {prompt_tokens, completion_tokens},
+  judge_cache_hit (true when the local judge answered from its verdict cache, null when the
+  judge does not say)
+- `step_summary`: the step summary of the run controller (docs/design.md §7) plus usage and cost,
+  and judge_cache_hits (the step's candidates the judge answered from its verdict cache)
 - `training_wait`: step, phase, elapsed_s, missing_slots
 - `step_committed`: step, next_step
 - `slots_rebuilt_from_reef`: step, slots ([group, rollout] pairs), reports (Reef record ids):

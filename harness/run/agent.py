@@ -217,6 +217,7 @@ class GuidanceHarness:
             raw_score=entry.verifier_raw_score,
             guidance_ok=bool(entry.metadata.get("guidance_format_ok")),
             timings={k: round(v, 3) for k, v in finished.timings.items()},
+            judge_cache_hit=entry.metadata["verification_artifacts"].get("judge_cache_hit"),
             usage=entry.metadata.get("execution_response_usage"),
             guidance_usage=entry.metadata.get("guidance_response_usage"),
         )

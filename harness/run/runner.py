@@ -271,7 +271,9 @@ def _emit_step_end(
     mode: str,
     arm: str,
 ) -> None:
-    usage = usage_by_step(step_entries(archive, step)).get(step)
+    entries = step_entries(archive, step)
+    usage = usage_by_step(entries).get(step)
+    hits = [e.metadata.get("verification_artifacts", {}).get("judge_cache_hit") for e in entries]
     events.emit(
         "step_summary",
         **dict(summary),
@@ -279,6 +281,7 @@ def _emit_step_end(
         arm=arm,
         executor_failures=run.executor_failures,
         usage=usage.to_dict() if usage else None,
+        judge_cache_hits=sum(hit is True for hit in hits),
     )
     events.emit("step_committed", step=step, next_step=step + 1)
 

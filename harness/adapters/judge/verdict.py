@@ -88,6 +88,9 @@ def judge_verdict(
     rule (raw score and reward; default: the judge's score, max)."""
     scoring = scoring or Scoring()
     status = answer.get("status")
+    cache = answer.get("verdictCache")  # the local judge's verdict cache: a stored verdict
+    if isinstance(cache, Mapping) and isinstance(cache.get("hit"), bool):
+        artifacts = {**artifacts, "judge_cache_hit": cache["hit"]}
     if status == "error":
         message = str(answer.get("error", ""))
         kind = answer.get("errorKind")  # the local judge labels its errors; FrontierCS does not
