@@ -1,26 +1,28 @@
 """The judge's scaling sweep and the verdict cache's effect (`judge_throughput.py --ray`).
 
 One task (Polyomino by default), one run, every figure a ratio to the single-process judge
-measured in the same run:
+measured in the same run. The judges run side by side and are measured in `--rounds`
+interleaved rounds (medians reported), so a host busy with other work slows them alike:
 
-1. **single process** (`python -m judges --workers W`, cache off = the path before the cache,
-   then cache on with distinct candidates; optionally the code of another checkout,
-   `--baseline-tree`): latency of one candidate alone, candidates per minute for
-   `--submissions` at once, and the per-case cost with one worker;
+1. **single process** (`python -m judges --workers W`), cache off (the path without the cache)
+   and cache on (distinct candidates: every one a miss), and optionally the judge of another
+   checkout (`--baseline-tree`, e.g. the code before the cache); and the per-case cost of one
+   worker running the cases one after another;
 2. **Ray** (`--ray`): for each worker count of `--sweep` a local Ray cluster
-   (`ray.cluster_utils.Cluster`, one node of that many CPUs) and `python -m judges --ray ADDR`:
-   the same latency and throughput, their ratios to (1), and Ray's per-task overhead (a no-op
-   task's round trip, one at a time and many at once) next to the measured per-case cost;
+   (`ray.cluster_utils.Cluster`, one node of that many CPUs) and `python -m judges --ray ADDR`;
+   then Ray's per-task overhead (a no-op task's round trip, one at a time and many at once);
 3. **cache**: a step of `--step` candidates of which a fraction `--duplicates` repeats one
    judged earlier, with the cache off and on: the step's wall time and the ratio.
 
-Candidates are the task's seed program with a distinct trailing comment each, so no two are
-identical unless a duplicate is meant; every one is compiled and judged.
+Each round measures the latency of one candidate alone and the candidates per minute for
+`--submissions` at once. Candidates are the task's seed program with a distinct trailing
+comment each, so no two are identical unless a duplicate is meant.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -45,6 +47,7 @@ class Judge:
             [sys.executable, "-m", "judges", "--port", "0", *flags],
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tree,
         )  # fmt: skip
+        self.roots = {self.process.pid}  # whose CPU time counts as this judge's
         assert self.process.stdout is not None
         lines = []
         for line in self.process.stdout:
@@ -97,19 +100,48 @@ class Variants:
                 for n in range(self.count - count, self.count)]  # fmt: skip
 
 
-def measure(judge: Judge, pid: str, lang: str, variants: Variants, submissions: int) -> dict:
-    """Warm up (cold compile of checker and workers), then latency of one alone (median of 3)
-    and candidates per minute for `submissions` at once."""
-    batch(judge.url, pid, lang, variants.next(2))
-    latencies = [judge_one(judge.url, pid, lang, code)[0] for code in variants.next(3)]
+def one_round(judge: Judge, pid: str, lang: str, variants: Variants, submissions: int) -> dict:
+    """Latency of one candidate alone, then candidates per minute for `submissions` at once and
+    the CPU seconds the judge's processes (its Ray cluster's too) spent per candidate."""
+    latency, _ = judge_one(judge.url, pid, lang, variants.next()[0])
+    cpu = tree_cpu(judge.roots)
     wall, records = batch(judge.url, pid, lang, variants.next(submissions))
-    cases = len(records[0]["cases"])
-    return {
-        "latency": statistics.median(latencies),
-        "per_min": 60 * submissions / wall,
-        "cases": cases,
-        "score": records[0]["score"],
-    }
+    cpu = (tree_cpu(judge.roots) - cpu) / submissions
+    return {"latency": latency, "per_min": 60 * submissions / wall, "cpu": cpu, "records": records}
+
+
+def _stat(pid: str) -> tuple[int, float] | None:
+    """(parent pid, CPU seconds of the process and its reaped children) from /proc."""
+    try:
+        text = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = text[text.rindex(")") + 2 :].split()
+    ticks = sum(int(value) for value in fields[11:15])  # utime, stime, cutime, cstime
+    return int(fields[1]), ticks / os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu(roots: set[int]) -> float:
+    """CPU seconds of the processes `roots` and all their live descendants (each counting the
+    children it reaped: sandboxes, compilers)."""
+    found = {int(pid): stat for pid in os.listdir("/proc") if pid.isdigit()
+             if (stat := _stat(pid)) is not None}  # fmt: skip
+    children: dict[int, list[int]] = {}
+    for pid, (parent, _) in found.items():
+        children.setdefault(parent, []).append(pid)
+    total, todo, seen = 0.0, [pid for pid in roots if pid in found], set()
+    while todo:
+        pid = todo.pop()
+        if pid not in seen:
+            seen.add(pid)
+            total += found[pid][1]
+            todo.extend(children.get(pid, ()))
+    return total
+
+
+def my_children() -> set[int]:
+    return {pid for pid in map(int, filter(str.isdigit, os.listdir("/proc")))
+            if (stat := _stat(str(pid))) is not None and stat[0] == os.getpid()}  # fmt: skip
 
 
 def per_case_cost(flags: list[str], pid: str, lang: str, variants: Variants) -> float:
@@ -123,8 +155,9 @@ def per_case_cost(flags: list[str], pid: str, lang: str, variants: Variants) -> 
     return record["timing"]["casesSeconds"] / len(record["cases"])
 
 
-def ray_task_overhead(address: str) -> tuple[float, float]:
-    """A no-op Ray task's round trip on the cluster: one at a time, and per task for 200 at once."""
+def ray_task_overhead(address: str) -> tuple[float, float, float]:
+    """A no-op Ray task's round trip on the cluster: one at a time, per task for 200 at once, and
+    the submitting process's CPU per task then (what the front spends to run one task)."""
     import ray
 
     ray.init(address=address, logging_level="ERROR")
@@ -135,12 +168,13 @@ def ray_task_overhead(address: str) -> tuple[float, float]:
         for _ in range(100):
             ray.get(noop.remote())
         alone = (time.monotonic() - started) / 100
-        started = time.monotonic()
+        started, cpu = time.monotonic(), time.process_time()
         ray.get([noop.remote() for _ in range(200)])
         many = (time.monotonic() - started) / 200
+        driver = (time.process_time() - cpu) / 200
     finally:
         ray.shutdown()
-    return alone, many
+    return alone, many, driver
 
 
 def step_with_duplicates(
@@ -164,59 +198,82 @@ def step_with_duplicates(
     return walls
 
 
+def start_judges(options: argparse.Namespace, flags: list[str], scratch: str, clusters: list):
+    """Every judge of the sweep, started side by side (label -> Judge); each has its own state
+    directory under `scratch`; the Ray clusters started are appended to `clusters`."""
+    cores = str(options.workers)
+    judges = {}
+    for label, cache in (("single process, cache off", "0"), ("single process, cache on", "1024")):
+        judges[label] = Judge([*flags, f"--state-dir={scratch}/cache-{label[-3:]}",
+                               "--workers", cores, "--verdict-cache-mb", cache])  # fmt: skip
+    if options.baseline_tree is not None:
+        label = f"single process, {options.baseline_tree.name}"
+        judges[label] = Judge([*flags, f"--state-dir={scratch}/baseline", "--workers", cores],
+                              options.baseline_tree)  # fmt: skip
+    if options.ray:
+        from ray.cluster_utils import Cluster
+
+        for workers in options.sweep:
+            before = my_children()
+            cluster = Cluster(initialize_head=True, head_node_args={
+                "num_cpus": workers, "include_dashboard": False})  # fmt: skip
+            clusters.append((workers, cluster))
+            label = f"Ray, {workers} worker{'s' * (workers > 1)}"
+            judges[label] = Judge([*flags, f"--state-dir={scratch}/ray-{workers}", "--ray",
+                                   cluster.address])  # fmt: skip
+            judges[label].roots |= my_children() - before  # the cluster's processes
+    return judges
+
+
 def sweep(options: argparse.Namespace, sources: list[str], program: str, pid: str, lang: str):
     """Print the sweep's tables (see the module docstring)."""
-    cores = options.workers
-    comment = "#" if lang == "python" else "//"
-    variants = Variants(program, comment)
+    variants = Variants(program, "#" if lang == "python" else "//")
+    clusters: list = []
+    samples: dict[str, list[dict]] = {}
     with tempfile.TemporaryDirectory(prefix="judge-sweep-") as scratch:
-        flags = [*sources, "--state-dir", f"{scratch}/state"]
-        rows: list[tuple[str, dict]] = []
-        for label, cache, tree in (("single process, cache off", "0", ROOT),
-                                   ("single process, cache on", "1024", ROOT)):  # fmt: skip
-            judge = Judge([*flags, "--workers", str(cores), "--verdict-cache-mb", cache], tree)
-            try:
-                rows.append((label, measure(judge, pid, lang, variants, options.submissions)))
-            finally:
+        flags = [*sources]
+        cost = per_case_cost([*flags, f"--state-dir={scratch}/cost"], pid, lang, variants)
+        judges = {}
+        try:
+            judges = start_judges(options, flags, scratch, clusters)
+            for judge in judges.values():  # warm: checker compiled, Ray workers started
+                batch(judge.url, pid, lang, variants.next(2))
+            for _ in range(options.rounds):  # interleaved, so a busy host slows all alike
+                for label, judge in judges.items():
+                    found = one_round(judge, pid, lang, variants, options.submissions)
+                    samples.setdefault(label, []).append(found)
+            overheads = [(w, ray_task_overhead(cluster.address)) for w, cluster in clusters]
+        finally:
+            for judge in judges.values():
                 judge.stop()
-        if options.baseline_tree is not None:
-            judge = Judge([*flags, "--workers", str(cores)], options.baseline_tree)
-            try:
-                found = measure(judge, pid, lang, variants, options.submissions)
-                rows.append((f"single process, {options.baseline_tree.name}", found))
-            finally:
-                judge.stop()
-        cost = per_case_cost(flags, pid, lang, variants)
-        overheads = []
-        if options.ray:
-            from ray.cluster_utils import Cluster
+            for _, cluster in clusters:
+                cluster.shutdown()
+        step = step_with_duplicates([*flags, f"--state-dir={scratch}/step", "--workers",
+                                     str(options.workers)], pid, lang, variants, options.step,
+                                    options.duplicates)  # fmt: skip
+    report(options, samples, cost, overheads, step)
 
-            for workers in options.sweep:
-                cluster = Cluster(initialize_head=True, head_node_args={
-                    "num_cpus": workers, "include_dashboard": False})  # fmt: skip
-                try:
-                    judge = Judge([*flags, "--ray", cluster.address])
-                    try:
-                        found = measure(judge, pid, lang, variants, options.submissions)
-                    finally:
-                        judge.stop()
-                    rows.append((f"Ray, {workers} worker{'s' * (workers > 1)}", found))
-                    overheads.append((workers, ray_task_overhead(cluster.address)))
-                finally:
-                    cluster.shutdown()
-        step = step_with_duplicates([*flags, "--workers", str(cores)], pid, lang, variants,
-                                    options.step, options.duplicates)  # fmt: skip
-    base = rows[0][1]
-    print(f"\n{pid=}: {base['cases']} cases, score {base['score']:.4f}; this host has {cores} "
-          f"cores; {options.submissions} candidates at once for throughput")  # fmt: skip
-    print(f"{'judge':34} {'cand/min':>9} {'ratio':>6} {'latency s':>10} {'ratio':>6}")
-    for label, found in rows:
-        print(f"{label:34} {found['per_min']:9.2f} {found['per_min'] / base['per_min']:6.2f} "
-              f"{found['latency']:10.2f} {found['latency'] / base['latency']:6.2f}")  # fmt: skip
+
+def report(options: argparse.Namespace, samples: dict, cost: float, overheads: list, step: dict):
+    medians = {label: {key: statistics.median(s[key] for s in found)
+                       for key in ("latency", "per_min", "cpu")}
+               for label, found in samples.items()}  # fmt: skip
+    first = next(iter(samples.values()))[0]["records"][0]
+    base = next(iter(medians.values()))
+    print(f"\n{len(first['cases'])} cases, score {first['score']:.4f}; host: "
+          f"{options.workers} cores; medians of {options.rounds} interleaved rounds; "
+          f"{options.submissions} candidates at once for throughput")  # fmt: skip
+    print(f"{'judge':30} {'cand/min':>9} {'ratio':>6} {'latency s':>10} {'ratio':>6} "
+          f"{'CPU s/cand':>11} {'ratio':>6}")  # fmt: skip
+    for label, found in medians.items():
+        print(f"{label:30} {found['per_min']:9.2f} {found['per_min'] / base['per_min']:6.2f} "
+              f"{found['latency']:10.2f} {found['latency'] / base['latency']:6.2f} "
+              f"{found['cpu']:11.2f} {found['cpu'] / base['cpu']:6.2f}")  # fmt: skip
     print(f"per-case cost, one worker, cases in sequence: {1000 * cost:.1f} ms")
-    for workers, (alone, many) in overheads:
+    for workers, (alone, many, driver) in overheads:
         print(f"Ray no-op task on {workers} CPU(s): {1000 * alone:.2f} ms alone, "
-              f"{1000 * many:.2f} ms each for 200 at once")  # fmt: skip
+              f"{1000 * many:.2f} ms each for 200 at once, submitter CPU "
+              f"{1000 * driver:.2f} ms per task")  # fmt: skip
     print(f"step of {options.step} candidates, {round(options.step * options.duplicates)} "
           f"repeating earlier ones (assumed duplicate rate {options.duplicates:.0%}): "
           f"cache off {step['off']:.1f} s ({step['hits_off']} hits), cache on {step['on']:.1f} s "

@@ -194,6 +194,7 @@ def main() -> None:
         "--sweep", type=lambda text: [int(part) for part in text.split(",")], default=[1, 2, 4],
         help="Ray worker counts of the sweep (default 1,2,4)",
     )  # fmt: skip
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds of the sweep")
     parser.add_argument("--step", type=int, default=8, help="candidates of the cache's step")
     parser.add_argument(
         "--duplicates", type=float, default=0.25,

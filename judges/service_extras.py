@@ -5,6 +5,7 @@
     --ray-resource NAME       only nodes offering custom resource NAME (one unit per task)
     --ray-label KEY=VALUE     only nodes with this node label
     --ray-in-flight N         tasks submitted at once (default: twice the nodes' capacity)
+    --ray-cases-per-task N    cases one task judges (default: four tasks per CPU, at most 8)
     --ray-retries N           runs again of a task whose worker or node was lost (default 3)
 
 Ray is imported only when `--ray` is given.
@@ -61,6 +62,11 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
         "accepted nodes' capacity)",
     )  # fmt: skip
     parser.add_argument(
+        "--ray-cases-per-task", type=int, metavar="N",
+        help="with --ray, cases one task judges one after another (default: enough tasks for "
+        "four per accepted CPU, at most 8 cases in one)",
+    )  # fmt: skip
+    parser.add_argument(
         "--ray-retries", type=int, default=3, metavar="N",
         help="with --ray, times a task whose worker or node was lost is run again before it "
         "is a judge error (default: %(default)s)",
@@ -113,6 +119,8 @@ def start_remote(args: argparse.Namespace, problems: dict[str, Problem]) -> Any:
         )
     if args.ray_in_flight is not None and args.ray_in_flight < 1:
         raise ValueError(f"--ray-in-flight {args.ray_in_flight} must be at least 1")
+    if args.ray_cases_per_task is not None and args.ray_cases_per_task < 1:
+        raise ValueError(f"--ray-cases-per-task {args.ray_cases_per_task} must be at least 1")
     if args.ray_retries < 0:
         raise ValueError(f"--ray-retries {args.ray_retries} must be 0 or more")
     label = None
@@ -140,4 +148,5 @@ def start_remote(args: argparse.Namespace, problems: dict[str, Problem]) -> Any:
         selection=Selection(args.ray_resource, label),
         retries=args.ray_retries,
         in_flight=args.ray_in_flight,
+        cases_per_task=args.ray_cases_per_task,
     )

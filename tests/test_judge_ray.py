@@ -218,7 +218,7 @@ def test_a_node_without_bubblewrap_is_refused_by_name(setup: Setup) -> None:
 
 
 def worker_running_a_case() -> int | None:
-    """The pid of a Ray worker process (a descendant of this test) executing `run_case`."""
+    """The pid of a Ray worker process (a descendant of this test) executing `run_cases`."""
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
@@ -226,7 +226,7 @@ def worker_running_a_case() -> int | None:
             title = (entry / "cmdline").read_bytes().split(b"\0")[0]
         except OSError:
             continue
-        if title.startswith(b"ray::run_case"):
+        if title.startswith(b"ray::run_cases"):
             return int(entry.name)
     return None
 
@@ -246,7 +246,7 @@ def test_killing_a_worker_mid_case_does_not_change_the_verdict(setup: Setup) -> 
     record = wait_final(setup.front.url, sid)
     assert record["status"] == "done", record.get("error")
     assert verdict(record) == verdict(expected)
-    assert not Path(f"/proc/{killed}").exists() or b"run_case" not in Path(
+    assert not Path(f"/proc/{killed}").exists() or b"run_cases" not in Path(
         f"/proc/{killed}/cmdline").read_bytes()  # fmt: skip
 
 

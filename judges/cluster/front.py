@@ -8,8 +8,10 @@ up and tries its sandbox (`judges.cluster.node.probe`). A node that cannot is re
 address and id, with the reason, and no task is ever scheduled there: every task's label
 selector lists the accepted node ids. Nodes that join later are probed within REFRESH_S.
 
-`judge` runs the candidate's compile as one task and each case as one task, so one candidate's
-cases spread over the cluster; Ray schedules them (one CPU each, and one unit of the resource).
+`judge` runs the candidate's compile as one task and its cases as tasks of a few cases each
+(`cases_per_task`; by default enough tasks for four per accepted CPU, at most
+MAX_CASES_PER_TASK cases in one), so one candidate's cases spread over the cluster; Ray
+schedules them (one CPU each, and one unit of the resource).
 At most `in_flight` tasks are submitted at once (default twice the accepted capacity), in
 submission order. A task whose worker process or node is lost is run again by Ray, elsewhere if
 the node is gone (`retries` times); past that it is a `judge` error (an infrastructure fault,
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from dataclasses import dataclass
@@ -41,11 +44,12 @@ log = logging.getLogger("judges.cluster")
 NODE_ID_LABEL = "ray.io/node-id"
 PROBE_TIMEOUT_S = 60.0
 REFRESH_S = 60.0
+MAX_CASES_PER_TASK = 8
 JUDGES_PACKAGE = Path(__file__).resolve().parents[1]
 
 _probe = ray.remote(node.probe)
 _compile = ray.remote(num_returns=2)(node.compile_program)
-_case = ray.remote(node.run_case)
+_cases = ray.remote(node.run_cases)
 
 
 @dataclass(frozen=True)
@@ -95,8 +99,10 @@ class RayJudge:
         selection: Selection | None = None,
         retries: int = 3,
         in_flight: int | None = None,
+        cases_per_task: int | None = None,
     ) -> None:
         self.address = address
+        self.cases_per_task = cases_per_task
         self.settings = settings
         self.selection = selection or Selection()
         self.retries = retries
@@ -227,31 +233,46 @@ class RayJudge:
         if error:
             return error_record(error, "compile")
         prepared = time.monotonic()
+        numbers = [case.number for case in problem.cases]
+        size = self.cases_per_task or self._auto_cases_per_task(len(numbers))
         runs = [
-            self._run_case(bundle.digest, bundle_ref, program, case.number)
-            for case in problem.cases
+            self._run_cases(bundle.digest, bundle_ref, program, tuple(numbers[at : at + size]))
+            for at in range(0, len(numbers), size)
         ]
         outcomes = await asyncio.gather(*runs, return_exceptions=True)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome
-        record = aggregate([case for case, _, _ in outcomes], problem.suite.to_json())
+        cases = [case for records, _, _ in outcomes for case in records]
+        record = aggregate(cases, problem.suite.to_json())
         record["timing"] = {
             "compileSeconds": round(prepared - started, 3),
             "checkerSeconds": 0.0,  # each node prepares it with its first case
             "checkerCache": "node",
             "checkerCompiles": sum(origin == "compiled" for _, _, origin in outcomes),
             "casesSeconds": round(time.monotonic() - prepared, 3),
+            "rayTasks": len(outcomes),
             "rayNodes": len({where for _, where, _ in outcomes}),
         }
         return record
 
-    async def _run_case(self, digest: str, bundle: Any, program: Any, number: int) -> Any:
+    def _auto_cases_per_task(self, cases: int) -> int:
+        """Cases per task: enough tasks for four per accepted CPU, at most MAX_CASES_PER_TASK
+        cases in one (fewer tasks cost less Ray overhead; smaller ones spread and retry finer)."""
+        capacity = max(1, sum(record.capacity for record in self.accepted()))
+        return max(1, min(MAX_CASES_PER_TASK, math.ceil(cases / (4 * capacity))))
+
+    async def _run_cases(
+        self, digest: str, bundle: Any, program: Any, numbers: tuple[int, ...]
+    ) -> Any:
         async with self._semaphore():
-            ref = _case.options(**self._options()).remote(
-                self.settings, digest, [bundle], program, number
+            ref = _cases.options(**self._options()).remote(
+                self.settings, digest, [bundle], program, numbers
             )
-            return await self._wait(ref, f"case {number}")
+            what = (
+                f"case {numbers[0]}" if len(numbers) == 1 else f"cases {numbers[0]}-{numbers[-1]}"
+            )
+            return await self._wait(ref, what)
 
     def _semaphore(self) -> asyncio.Semaphore:
         assert self._slots is not None, "RayJudge.start sets the task bound"

@@ -8,7 +8,7 @@ $GUIDANCE_TTT_JUDGE_NODE_DIR) also holds what the node's processes share: proble
 (`judges.cluster.bundles`) and compiled checkers and interactors (`programs/`), each written
 once per node under a file lock, so a checker is compiled once per node and kept there.
 
-`compile_program` and `run_case` call the very functions the local judge calls
+`compile_program` and `run_cases` call the very functions the local judge calls
 (`prepare_candidate`, `judge_case`), so a case gets the same record on a node as locally.
 A task's work folder is removed when it ends; the scratch folders of worker processes that are
 gone are removed by the next process that starts on the node.
@@ -152,15 +152,16 @@ def compile_program(
         shutil.rmtree(workdir, ignore_errors=True)
 
 
-def run_case(
+def run_cases(
     settings: NodeSettings,
     digest: str,
     bundle: list[Any],
     program: RemoteProgram,
-    number: int,
-) -> tuple[dict[str, Any], str, str]:
-    """Judge case `number` of problem `digest` (`bundle`: [its ObjectRef], fetched only when
-    the node lacks it): (the case record, this node's id, where the checker came from)."""
+    numbers: tuple[int, ...],
+) -> tuple[list[dict[str, Any]], str, str]:
+    """Judge cases `numbers` of problem `digest`, one after another (`bundle`: [its ObjectRef],
+    fetched only when the node lacks the problem): (their records, this node's id, where the
+    checker came from)."""
     import ray  # only ever called in a Ray worker
 
     state = node_state(settings)
@@ -168,9 +169,8 @@ def run_case(
     if not state.problems.known(digest):
         package = ray.get(bundle[0])
     problem = state.problems.get(digest, package)
-    case = state.problems.case(problem, digest, number)
     checker, origin = state.checker(problem, digest)
-    workdir = state.work(f"case-{number}")
+    workdir = state.work(f"cases-{numbers[0]}")
     try:
         build = workdir / "build"
         build.mkdir(parents=True)
@@ -178,12 +178,15 @@ def run_case(
         binary.write_bytes(program.data)
         binary.chmod(0o755)
         compiled = Compiled(binary, "", program.command, program.mount)
-        record = judge_case(
-            state.sandbox, compiled, case, problem, workdir, checker, settings.output_field_bytes
-        )
+        keep = settings.output_field_bytes
+        records = [
+            judge_case(state.sandbox, compiled, state.problems.case(problem, digest, number),
+                       problem, workdir, checker, keep)
+            for number in numbers
+        ]  # fmt: skip
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    return record, ray.get_runtime_context().get_node_id(), origin
+    return records, ray.get_runtime_context().get_node_id(), origin
 
 
 def _remove_stale_scratch(parent: Path) -> None:
