@@ -11,5 +11,9 @@ Layout, by stage:
 - `problems` — FrontierCS problem packages (`config.yaml`, `testdata/<i>.in`);
 - `checkers`, `testlib`, `polyomino/` — the checkers (pure functions), testlib's reading rules,
   the Polyomino piece enumeration and the seeded instance generator;
+- `verdict_cache`, `fingerprints` — identical submissions answered from stored verdicts, keyed by
+  the content digests of everything a verdict depends on;
+- `cluster/` — compiles and cases as Ray tasks on a cluster's nodes (`--ray`; only then is Ray
+  imported); `service_extras` — the flags and set-up of the cache and the Ray workers;
 - `process` — starting the service as a subprocess (tests, benchmarks).
 """

@@ -84,9 +84,10 @@ class NodeRecord:
         return f"{self.host} ({self.address}, node {self.id[:12]})"
 
     def to_json(self) -> dict[str, Any]:
-        found = {"id": self.id, "address": self.address, "host": self.host}
-        return {**found, "refused": self.refused} if self.refused else {
-            **found, "capacity": self.capacity}  # fmt: skip
+        found: dict[str, Any] = {"id": self.id, "address": self.address, "host": self.host}
+        if self.refused:
+            return {**found, "refused": self.refused}
+        return {**found, "capacity": self.capacity}
 
 
 class RayJudge:
@@ -152,7 +153,8 @@ class RayJudge:
         return [record for record in self.nodes.values() if not record.refused]
 
     def check_nodes(self) -> None:
-        """Probe every selected alive node not probed yet; log each refusal by name."""
+        """Probe every selected alive node not probed yet; log each refusal by name. (A refused
+        node is not probed again before the judge restarts.)"""
         if not self._refresh.acquire(blocking=False):
             return
         try:
@@ -169,6 +171,8 @@ class RayJudge:
                                     self.selection.capacity(info))  # fmt: skip
                 pinned = {**self._base_options(), "label_selector": self._label(record.id)}
                 probes[_probe.options(**pinned).remote(self.settings)] = record
+            if not probes:
+                return
             done, pending = ray.wait(list(probes), num_returns=len(probes), timeout=PROBE_TIMEOUT_S)
             for ref in pending:
                 ray.cancel(ref, force=True)
@@ -210,6 +214,7 @@ class RayJudge:
 
     def _options(self) -> dict[str, Any]:
         if time.monotonic() - self._checked > REFRESH_S:
+            self._checked = time.monotonic()  # one look at a time
             threading.Thread(target=self._check_quietly, daemon=True).start()
         return {**self._base_options(), "label_selector": self._label()}
 
