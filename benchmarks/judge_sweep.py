@@ -11,8 +11,9 @@ interleaved rounds (medians reported), so a host busy with other work slows them
 2. **Ray** (`--ray`): for each worker count of `--sweep` a local Ray cluster
    (`ray.cluster_utils.Cluster`, one node of that many CPUs) and `python -m judges --ray ADDR`;
    then Ray's per-task overhead (a no-op task's round trip, one at a time and many at once);
-3. **cache**: a step of `--step` candidates of which a fraction `--duplicates` repeats one
-   judged earlier, with the cache off and on: the step's wall time and the ratio.
+3. **cache**: steps of `--step` candidates of which a fraction `--duplicates` repeats one
+   judged in the step before, with the cache off and on (side by side, interleaved rounds):
+   a step's wall time and CPU seconds, and their ratios.
 
 Each round measures the latency of one candidate alone and the candidates per minute for
 `--submissions` at once. Candidates are the task's seed program with a distinct trailing
@@ -104,10 +105,12 @@ def one_round(judge: Judge, pid: str, lang: str, variants: Variants, submissions
     """Latency of one candidate alone, then candidates per minute for `submissions` at once and
     the CPU seconds the judge's processes (its Ray cluster's too) spent per candidate."""
     latency, _ = judge_one(judge.url, pid, lang, variants.next()[0])
-    cpu = tree_cpu(judge.roots)
+    cpu, front = tree_cpu(judge.roots), tree_cpu({judge.process.pid})
     wall, records = batch(judge.url, pid, lang, variants.next(submissions))
     cpu = (tree_cpu(judge.roots) - cpu) / submissions
-    return {"latency": latency, "per_min": 60 * submissions / wall, "cpu": cpu, "records": records}
+    front = (tree_cpu({judge.process.pid}) - front) / submissions
+    return {"latency": latency, "per_min": 60 * submissions / wall, "cpu": cpu, "front": front,
+            "records": records}  # fmt: skip
 
 
 def _stat(pid: str) -> tuple[int, float] | None:
@@ -178,24 +181,36 @@ def ray_task_overhead(address: str) -> tuple[float, float, float]:
 
 
 def step_with_duplicates(
-    flags: list[str], pid: str, lang: str, variants: Variants, step: int, duplicates: float
-) -> dict[str, float]:
-    """One step of `step` candidates, round(step x duplicates) of them repeats of candidates
-    judged in an earlier step, with the cache off and on: wall seconds each."""
-    repeats = round(step * duplicates)
-    walls = {}
-    for label, cache in (("off", "0"), ("on", "1024")):
-        judge = Judge([*flags, "--verdict-cache-mb", cache])
-        try:
-            earlier = variants.next(repeats)
-            batch(judge.url, pid, lang, [*earlier, *variants.next(1)])  # the earlier step
-            wall, records = batch(judge.url, pid, lang, earlier + variants.next(step - repeats))
-        finally:
+    options: argparse.Namespace, flags: list[str], state: str, pid: str, lang: str,
+    variants: Variants,
+) -> dict[str, dict[str, float]]:  # fmt: skip
+    """Steps of `--step` candidates, round(step x duplicates) of them repeats of candidates
+    judged in the step before, on the single-process judge with the cache off and on (side by
+    side, interleaved rounds): median wall seconds, CPU seconds and cache hits of a step."""
+    repeats = round(options.step * options.duplicates)
+    judges = {}
+    found: dict[str, list[tuple[float, float, int]]] = {"off": [], "on": []}
+    try:
+        for label, megabytes in (("off", "0"), ("on", "1024")):
+            judges[label] = Judge([*flags, f"--state-dir={state}-{label}",
+                                   "--verdict-cache-mb", megabytes])  # fmt: skip
+        for _ in range(options.rounds):
+            for label, judge in judges.items():
+                earlier = variants.next(repeats)
+                batch(judge.url, pid, lang, [*earlier, *variants.next(1)])  # the step before
+                cpu = tree_cpu(judge.roots)
+                wall, records = batch(
+                    judge.url, pid, lang, earlier + variants.next(options.step - repeats)
+                )
+                hits = sum(bool(r.get("verdictCache", {}).get("hit")) for r in records)
+                found[label].append((wall, tree_cpu(judge.roots) - cpu, hits))
+    finally:
+        for judge in judges.values():
             judge.stop()
-        hits = sum(bool(r.get("verdictCache", {}).get("hit")) for r in records)
-        walls[label] = wall
-        walls[f"hits_{label}"] = hits
-    return walls
+    return {label: {"wall": statistics.median(w for w, _, _ in rows),
+                    "cpu": statistics.median(c for _, c, _ in rows),
+                    "hits": statistics.median(h for _, _, h in rows)}
+            for label, rows in found.items()}  # fmt: skip
 
 
 def start_judges(options: argparse.Namespace, flags: list[str], scratch: str, clusters: list):
@@ -248,15 +263,14 @@ def sweep(options: argparse.Namespace, sources: list[str], program: str, pid: st
                 judge.stop()
             for _, cluster in clusters:
                 cluster.shutdown()
-        step = step_with_duplicates([*flags, f"--state-dir={scratch}/step", "--workers",
-                                     str(options.workers)], pid, lang, variants, options.step,
-                                    options.duplicates)  # fmt: skip
+        step_flags = [*flags, "--workers", str(options.workers)]
+        step = step_with_duplicates(options, step_flags, f"{scratch}/step", pid, lang, variants)
     report(options, samples, cost, overheads, step)
 
 
 def report(options: argparse.Namespace, samples: dict, cost: float, overheads: list, step: dict):
     medians = {label: {key: statistics.median(s[key] for s in found)
-                       for key in ("latency", "per_min", "cpu")}
+                       for key in ("latency", "per_min", "cpu", "front")}
                for label, found in samples.items()}  # fmt: skip
     first = next(iter(samples.values()))[0]["records"][0]
     base = next(iter(medians.values()))
@@ -270,11 +284,19 @@ def report(options: argparse.Namespace, samples: dict, cost: float, overheads: l
               f"{found['latency']:10.2f} {found['latency'] / base['latency']:6.2f} "
               f"{found['cpu']:11.2f} {found['cpu'] / base['cpu']:6.2f}")  # fmt: skip
     print(f"per-case cost, one worker, cases in sequence: {1000 * cost:.1f} ms")
+    cases = len(first["cases"])
+    for label, found in medians.items():
+        if label.startswith("Ray"):
+            print(f"{label}: the front process's own CPU {1000 * found['front'] / cases:.2f} ms "
+                  "per case (HTTP, task submission, aggregation)")  # fmt: skip
     for workers, (alone, many, driver) in overheads:
         print(f"Ray no-op task on {workers} CPU(s): {1000 * alone:.2f} ms alone, "
               f"{1000 * many:.2f} ms each for 200 at once, submitter CPU "
               f"{1000 * driver:.2f} ms per task")  # fmt: skip
+    off, on = step["off"], step["on"]
     print(f"step of {options.step} candidates, {round(options.step * options.duplicates)} "
-          f"repeating earlier ones (assumed duplicate rate {options.duplicates:.0%}): "
-          f"cache off {step['off']:.1f} s ({step['hits_off']} hits), cache on {step['on']:.1f} s "
-          f"({step['hits_on']} hits) -> {step['off'] / step['on']:.2f}x")  # fmt: skip
+          f"repeating the step before (assumed duplicate rate {options.duplicates:.0%}), medians "
+          f"of {options.rounds}: cache off {off['wall']:.1f} s, {off['cpu']:.1f} CPU s "
+          f"({off['hits']:g} hits); cache on {on['wall']:.1f} s, {on['cpu']:.1f} CPU s "
+          f"({on['hits']:g} hits) -> {off['wall'] / on['wall']:.2f}x wall, "
+          f"{off['cpu'] / on['cpu']:.2f}x CPU")  # fmt: skip
