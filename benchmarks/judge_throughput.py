@@ -31,6 +31,7 @@ with duplicates, all in one run (`benchmarks/judge_sweep.py`).
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import statistics
@@ -103,12 +104,18 @@ def start_judge(args: list[str]) -> tuple[subprocess.Popen[str], str]:
     raise SystemExit(f"the local judge exited before listening (status {process.wait()})")
 
 
+_SUBMITTED = itertools.count()
+
+
 def judge_many(url: str, task: Path, program: str, count: int) -> tuple[float, list[dict]]:
-    """Submit `program` `count` times at once; wall seconds and each submission's judge record."""
+    """Submit `program` `count` times at once, each copy with its own trailing comment (so the
+    verdict cache answers none of them: every one is compiled and judged); wall seconds and
+    each submission's judge record."""
     scorer = FrontierCSScorer.for_task(task, url, deadline_s=3600.0, poll_interval_s=0.2)
+    comment = "#" if load_contract(task).fence_tag != "cpp" else "//"
 
     def one(_: int) -> dict[str, Any]:
-        verdict = scorer(program)
+        verdict = scorer(f"{program}\n{comment} submission {next(_SUBMITTED)}\n")
         sid = verdict.artifacts["judge_sid"]
         record = httpx.get(f"{url}/result/{sid}", timeout=30).json()
         return {"verdict": verdict, "record": record}

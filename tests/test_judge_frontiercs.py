@@ -86,7 +86,8 @@ def results(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[tuple[str
     # The same state directory after a restart: the checker comes from the on-disk cache.
     with JudgeProcess(state, *JUDGE_FLAGS) as process:
         source = (PROGRAMS / "frontiercs" / "treasure_nothing.cpp").read_text()
-        answers["restart"] = judge(process.url, "1", source)
+        # One byte more, so it is judged again rather than answered from the verdict cache.
+        answers["restart"] = judge(process.url, "1", source + "\n")
     yield answers
 
 

@@ -11,7 +11,8 @@ selector lists the accepted node ids. Nodes that join later are probed within RE
 `judge` runs the candidate's compile as one task and its cases as tasks of a few cases each
 (`cases_per_task`; by default enough tasks for four per accepted CPU, at most
 MAX_CASES_PER_TASK cases in one), so one candidate's cases spread over the cluster; Ray
-schedules them (one CPU each, and one unit of the resource).
+schedules them (one CPU each, and one unit of the resource; an interactive problem's take two
+where a node has two, since the candidate and its interactor run at once).
 At most `in_flight` tasks are submitted at once (default twice the accepted capacity), in
 submission order. A task whose worker process or node is lost is run again by Ray, elsewhere if
 the node is gone (`retries` times); past that it is a `judge` error (an infrastructure fault,
@@ -205,18 +206,18 @@ class RayJudge:
             selector[self.selection.label[0]] = self.selection.label[1]
         return selector
 
-    def _base_options(self) -> dict[str, Any]:
-        options: dict[str, Any] = {"num_cpus": 1, "max_retries": self.retries,
+    def _base_options(self, cpus: int = 1) -> dict[str, Any]:
+        options: dict[str, Any] = {"num_cpus": cpus, "max_retries": self.retries,
                                    "retry_exceptions": False}  # fmt: skip
         if self.selection.resource is not None:
-            options["resources"] = {self.selection.resource: 1}
+            options["resources"] = {self.selection.resource: cpus}
         return options
 
-    def _options(self) -> dict[str, Any]:
+    def _options(self, cpus: int = 1) -> dict[str, Any]:
         if time.monotonic() - self._checked > REFRESH_S:
             self._checked = time.monotonic()  # one look at a time
             threading.Thread(target=self._check_quietly, daemon=True).start()
-        return {**self._base_options(), "label_selector": self._label()}
+        return {**self._base_options(cpus), "label_selector": self._label()}
 
     def _check_quietly(self) -> None:
         try:
@@ -240,8 +241,14 @@ class RayJudge:
         prepared = time.monotonic()
         numbers = [case.number for case in problem.cases]
         size = self.cases_per_task or self._auto_cases_per_task(len(numbers))
+        # An interactive case runs the candidate and its interactor at once: two CPUs where a
+        # node has them, as the local judge holds two slots (one where it has only one).
+        widest = max((record.capacity for record in self.accepted()), default=1)
+        cpus = min(2, widest) if problem.kind == "interactive" else 1
         runs = [
-            self._run_cases(bundle.digest, bundle_ref, program, tuple(numbers[at : at + size]))
+            self._run_cases(
+                bundle.digest, bundle_ref, program, tuple(numbers[at : at + size]), cpus
+            )
             for at in range(0, len(numbers), size)
         ]
         outcomes = await asyncio.gather(*runs, return_exceptions=True)
@@ -268,10 +275,10 @@ class RayJudge:
         return max(1, min(MAX_CASES_PER_TASK, math.ceil(cases / (4 * capacity))))
 
     async def _run_cases(
-        self, digest: str, bundle: Any, program: Any, numbers: tuple[int, ...]
+        self, digest: str, bundle: Any, program: Any, numbers: tuple[int, ...], cpus: int
     ) -> Any:
         async with self._semaphore():
-            ref = _cases.options(**self._options()).remote(
+            ref = _cases.options(**self._options(cpus)).remote(
                 self.settings, digest, [bundle], program, numbers
             )
             what = (
