@@ -5,15 +5,17 @@ suite: a resubmission gets the same record marked as a hit naming the submission
 judged, and the judge's count of case runs (`caseRuns` in /health) does not move; one changed
 byte is judged; a restarted judge keeps the cache; identical submissions in flight are judged
 once; a problem whose verdict is not a pure function of the source (what a timed GPU task
-declares, `verdict_is_pure: false`; here on a Polyomino package, since no GPU runs here) is
-judged every time. The store's bound, its eviction order and a damaged file are tested on the
-store itself.
+declares, `verdict_is_pure: false`; here on a Polyomino package) and the GPU kind itself (TriMul
+on the GPU judge's CPU stand-in) are judged every time. The store's bound, its eviction order
+and a damaged file are tested on the store itself.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import random
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +25,8 @@ import httpx
 import pytest
 
 from judges.polyomino.generator import write_suite
-from judges.problems import ProblemError, load_problem, verdict_is_pure
-from judges.process import JudgeProcess
+from judges.problems import Problem, ProblemError, Suite, declared_purity, load_problem
+from judges.process import JudgeProcess, cgroup_missing
 from judges.verdict_cache import VerdictCache, VerdictStore, storable
 
 PROGRAMS = Path(__file__).parent / "programs"
@@ -164,14 +166,40 @@ def test_without_a_cache_every_submission_is_judged(tmp_path: Path) -> None:
     assert not (tmp_path / "state" / "verdicts.sqlite").exists()
 
 
-def test_purity_defaults_to_the_cpu_checked_kinds_and_can_be_declared() -> None:
+def test_purity_defaults_to_the_cpu_checked_kinds_and_can_be_declared(tmp_path: Path) -> None:
+    def problem(kind: str, declared: bool | None = None) -> Problem:
+        suite = Suite("package", "test", True)
+        return Problem("7", tmp_path, (), None, suite, kind, declared_pure=declared)
+
     for kind in ("builtin", "checker", "interactive", "verifier"):
-        assert verdict_is_pure({}, kind, "config.yaml")
-    assert not verdict_is_pure({}, "gpu-benchmark", "config.yaml")  # an unknown, timed kind
-    assert verdict_is_pure({"verdict_is_pure": True}, "gpu-benchmark", "config.yaml")
-    assert not verdict_is_pure({"verdict_is_pure": False}, "builtin", "config.yaml")
+        assert problem(kind).verdict_is_pure
+    assert not problem("gpu").verdict_is_pure  # a timed GPU benchmark
+    assert not problem("a-kind-added-later").verdict_is_pure
+    assert problem("gpu", declared=True).verdict_is_pure
+    assert not problem("builtin", declared=False).verdict_is_pure
+    assert declared_purity({}, "config.yaml") is None
     with pytest.raises(ProblemError, match="verdict_is_pure 'no' must be true or false"):
-        verdict_is_pure({"verdict_is_pure": "no"}, "builtin", "config.yaml")
+        declared_purity({"verdict_is_pure": "no"}, "config.yaml")
+
+
+@pytest.mark.slow
+def test_a_gpu_timed_problem_is_judged_every_time(tmp_path: Path) -> None:
+    """The TriMul GPU kind on the GPU judge's CPU stand-in (what stands for the GPU here):
+    an identical resubmission is timed again, never answered from the cache."""
+    from tests.gpu_judge_support import PROGRAMS as GPU_PROGRAMS
+    from tests.gpu_judge_support import judge_program, small_package
+
+    if shutil.which("bwrap") is None or os.geteuid() != 0 or cgroup_missing() is not None:
+        pytest.skip("the GPU judge's stand-in needs bubblewrap, root and a cgroup")
+    packages = small_package(tmp_path / "packages", call_timeout="8s")
+    flags = ("--problems", str(packages), "--gpu-cpu-stand-in", "--workers", "1")
+    with JudgeProcess(tmp_path / "state", *flags) as running:
+        code = (GPU_PROGRAMS / "honest.py").read_text()
+        first, again = judge_program(running.url, code), judge_program(running.url, code)
+        counts = health(running.url)["verdictCache"]
+    assert first["status"] == again["status"] == "done", (first.get("error"), again.get("error"))
+    assert first["verdictCache"] == again["verdictCache"] == {"hit": False, "bypassed": True}
+    assert counts["bypassed"] == 2 and counts["hits"] == 0 and counts["entries"] == 0
 
 
 def test_only_verdicts_are_stored() -> None:
