@@ -212,16 +212,21 @@ def test_judge_keeps_serving_and_scores_an_honest_program(
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="the dedicated sandbox uid is used only as root")
-def test_no_sandboxed_process_outlives_its_case(results: dict) -> None:
+def test_no_sandboxed_process_outlives_its_case(results: dict, judge: JudgeProcess) -> None:
     assert results  # all judged
+    # This judge's runs, and only its runs: their cgroups are under the judge's own directory
+    # (`guidance-ttt-judge-<pid>`), which a sandboxed process cannot leave. Another judge's
+    # sandboxes on the same machine (a parallel test run, a service) are not this test's.
+    mine = f"guidance-ttt-judge-{judge.process.pid}/"
     survivors = []
     for status in Path("/proc").glob("[0-9]*/status"):
         try:
             uid_line = next(
                 line for line in status.read_text().splitlines() if line.startswith("Uid:")
             )
+            groups = (status.parent / "cgroup").read_text()
         except (OSError, StopIteration):
             continue  # the process ended meanwhile
-        if int(uid_line.split()[1]) == SANDBOX_UID:
+        if int(uid_line.split()[1]) == SANDBOX_UID and mine in groups:
             survivors.append(status.parent.name)
     assert survivors == []
