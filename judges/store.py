@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from judges.nofollow import create_nofollow, refuse_links
+
 BUCKET = 100
 INCOMING = ".incoming-"  # a submission being written; renamed to its sid when complete
 _INCOMING_FILES = ("source.code", "meta.json")
@@ -35,6 +37,7 @@ class SubmissionStore:
 
     def __init__(self, state_dir: Path) -> None:
         self.root = state_dir / "submissions"
+        refuse_links(self.root)
         self.root.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._last_sid = max(self._all_sids(), default=0)
@@ -118,7 +121,8 @@ class SubmissionStore:
 
 def _write_atomic(path: Path, data: bytes) -> None:
     temporary = path.with_name(f".{path.name}.tmp")
-    with open(temporary, "wb") as file:
+    refuse_links(path)  # a link in the target's place is refused, not replaced
+    with os.fdopen(create_nofollow(temporary), "wb") as file:
         file.write(data)
         file.flush()
         os.fsync(file.fileno())

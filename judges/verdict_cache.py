@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from judges.fingerprints import digest, problem_fingerprint
+from judges.nofollow import refuse_links
 from judges.problems import Problem
 
 log = logging.getLogger("judges.verdict_cache")
@@ -80,6 +81,7 @@ class VerdictStore:
 
     def _open(self) -> sqlite3.Connection:
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        refuse_links(*(self.path.with_name(self.path.name + s) for s in ("", "-wal", "-shm")))
         db = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         try:
             db.execute("PRAGMA journal_mode=WAL")
