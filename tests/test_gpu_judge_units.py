@@ -251,6 +251,9 @@ def test_the_gpu_sandbox_has_no_network_one_gpu_and_keeps_the_host_pid_namespace
     assert ("--dev-bind", "/dev/nvidia3") in pairs and "/dev/nvidia0" not in argv
     assert ("--ro-bind", "/opt/py") in pairs and ("--ro-bind", "/scratch/box") in pairs
     assert argv[argv.index("--size") + 1] == str(1 << 30)
+    # The interpreter is bound after the private /tmp, so a venv under the host's /tmp (a
+    # checkout there) is not hidden by it (a fresh clone under /tmp failed every case so).
+    assert argv.index("--tmpfs") < argv.index("/opt/py")
     command = ["/opt/py/bin/python3", "-I", "-B", "/box/judge/worker.py", "5", "6", "cuda"]
     assert argv[-8:] == [*command, "custom_kernel"] and argv[-9] == "--"
     settings = {argv[i + 1]: argv[i + 2] for i, word in enumerate(argv) if word == "--setenv"}

@@ -78,10 +78,12 @@ def gpu_bwrap_argv(spec: LaunchSpec, control_fd: int, socket_fd: int) -> list[st
     argv += ["--bind", "/proc", "/proc", "--ro-bind-try", "/sys", "/sys", "--dev", "/dev"]
     for node in spec.device_nodes:
         argv += ["--dev-bind", node, node]
+    argv += ["--size", str(spec.tmpfs_bytes), "--tmpfs", "/tmp"]
+    # After the private /tmp: an interpreter (a venv) that lives under the host's /tmp stays
+    # visible at its own path instead of being hidden by the new tmpfs.
     for directory in spec.python_dirs:
         argv += ["--ro-bind", directory, directory]
     argv += ["--ro-bind", spec.box, "/box"]
-    argv += ["--size", str(spec.tmpfs_bytes), "--tmpfs", "/tmp"]
     argv += ["--remount-ro", "/", "--chdir", "/box", "--"]
     argv += [spec.python, "-I", "-B", WORKER, str(control_fd), str(socket_fd), spec.backend]
     return [*argv, spec.entry]
