@@ -23,6 +23,21 @@ SANDBOX_PATH = "/usr/bin:/bin"
 RUNNER_INSIDE = "/judge/runner"
 
 
+def system_binds() -> list[str]:
+    """The host's system, read-only: `/usr`, the top-level `bin`/`lib` folders (or their
+    symlinks into `/usr`), the loader cache and `/etc/alternatives`."""
+    argv = ["--ro-bind", "/usr", "/usr"]
+    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
+        host = Path("/") / name
+        if host.is_symlink():
+            argv += ["--symlink", os.readlink(host), f"/{name}"]
+        elif host.is_dir():
+            argv += ["--ro-bind", str(host), f"/{name}"]
+    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+    argv += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+    return argv
+
+
 def bwrap_argv(
     bwrap: str,
     runner: Path,
@@ -54,16 +69,8 @@ def bwrap_argv(
         "--setenv", "HOME", "/tmp",
         "--setenv", "TMPDIR", "/tmp",
         "--setenv", "LANG", "C",
-        "--ro-bind", "/usr", "/usr",
     ]  # fmt: skip
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / name
-        if host.is_symlink():
-            argv += ["--symlink", os.readlink(host), f"/{name}"]
-        elif host.is_dir():
-            argv += ["--ro-bind", str(host), f"/{name}"]
-    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    argv += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+    argv += system_binds()
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(limits.tmpfs_bytes), "--tmpfs", "/tmp"]
     argv += ["--ro-bind", str(runner), RUNNER_INSIDE]

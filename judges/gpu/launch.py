@@ -23,6 +23,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from judges.sandbox_argv import system_binds
+
 SANDBOX_PATH = "/usr/bin:/bin"
 WORKER = "/box/judge/worker.py"
 #: Variables the candidate's process gets besides the fixed ones: what locates the driver.
@@ -64,15 +66,7 @@ def gpu_bwrap_argv(spec: LaunchSpec, control_fd: int, socket_fd: int) -> list[st
     ]  # fmt: skip
     for name, value in {**FIXED_ENV, **spec.env}.items():
         argv += ["--setenv", name, value]
-    argv += ["--ro-bind", "/usr", "/usr"]
-    for name in ("bin", "sbin", "lib", "lib32", "lib64", "libx32"):
-        host = Path("/") / name
-        if host.is_symlink():
-            argv += ["--symlink", os.readlink(host), f"/{name}"]
-        elif host.is_dir():
-            argv += ["--ro-bind", str(host), f"/{name}"]
-    argv += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-    argv += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+    argv += system_binds()
     # The host's /proc: no PID namespace of its own (module docstring); procfs itself keeps
     # other users' process details unreadable.
     argv += ["--bind", "/proc", "/proc", "--ro-bind-try", "/sys", "/sys", "--dev", "/dev"]
