@@ -37,7 +37,10 @@ def cgroup_missing() -> str | None:
 class JudgeProcess:
     """`python -m judges --port 0 --state-dir <state_dir> [args]` in a child process."""
 
-    def __init__(self, state_dir: Path, *args: str, startup_timeout: float = 120.0) -> None:
+    def __init__(
+        self, state_dir: Path, *args: str, startup_timeout: float = 120.0, cwd: Path | None = None
+    ) -> None:
+        self.cwd = cwd  # the service's working directory (relative flags resolve against it)
         self.command = [
             sys.executable, "-m", "judges", "--port", "0", "--state-dir", str(state_dir), *args,
         ]  # fmt: skip
@@ -58,7 +61,12 @@ class JudgeProcess:
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
         self.process = subprocess.Popen(
-            self.command, stdout=subprocess.PIPE, stderr=log, text=True, env=os.environ.copy()
+            self.command,
+            stdout=subprocess.PIPE,
+            stderr=log,
+            text=True,
+            env=os.environ.copy(),
+            cwd=self.cwd,
         )
         log.close()
         found = threading.Event()

@@ -72,7 +72,7 @@ from judges.requests import (
 from judges.run_bounds import memory_bound
 from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
 from judges.service_extras import add_extra_arguments, open_verdict_cache, start_remote
-from judges.sources import add_problem_arguments, load_served_problems
+from judges.sources import absolute_path, add_problem_arguments, load_served_problems
 from judges.store import SubmissionStore
 
 log = logging.getLogger("judges.service")
@@ -200,8 +200,8 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
     add_problem_arguments(parser)
     parser.add_argument(
         "--state-dir",
-        type=Path,
-        default=Path("work/judge-state"),
+        type=absolute_path,
+        default="work/judge-state",
         help="where submissions and verdicts are kept (default: %(default)s)",
     )
     parser.add_argument(

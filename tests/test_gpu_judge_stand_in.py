@@ -98,3 +98,17 @@ def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
         assert "within the limit of 8 s" in first_failure(record)
         honest = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text())
         assert verdict(honest) == "valid", first_failure(honest)
+
+
+def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
+    """`--problems packages` (or `--task harbor/trimul`) relative to the judge's working
+    directory: the trusted process runs in its own directory, so every path the package names
+    must be resolved when the package is loaded (found on the H200 by `task check`)."""
+    missing = _stand_in_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    small_package(tmp_path / "packages", call_timeout="8s")
+    with JudgeProcess(tmp_path / "state", "--problems", "packages", "--gpu-cpu-stand-in",
+                      "--workers", "1", cwd=tmp_path) as judge:  # fmt: skip
+        record = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
+    assert verdict(record) == "valid", first_failure(record) or record.get("error")

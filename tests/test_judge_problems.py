@@ -137,3 +137,26 @@ def test_generated_suite_is_labelled_not_comparable(tmp_path: Path) -> None:
     assert problem.suite.kind == "generated"
     assert problem.suite.comparable_to_frontiercs is False
     assert "seed=4 cases=1" in problem.suite.label
+
+
+def test_every_path_flag_is_absolute_once_parsed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run starts in a directory of its own, so the judge keeps no relative path: a
+    relative `--task`, `--problems`, `--state-dir` … is resolved against its working
+    directory when parsed, and the GPU package's reference module is found from anywhere."""
+    from judges.service import build_parser
+    from judges.sources import load_served_problems
+
+    repo = Path(__file__).resolve().parents[1]
+    monkeypatch.chdir(repo)
+    flags = "--task harbor/trimul --problems p --frontiercs f --testlib t --public-cases c"
+    args = build_parser().parse_args([*flags.split(), "--state-dir", "s"])
+    paths = [*args.task, *args.problems, *args.frontiercs, args.testlib, args.public_cases]
+    assert all(path.is_absolute() for path in [*paths, args.state_dir]), paths
+    assert args.task == [repo / "harbor" / "trimul"] and args.state_dir == repo / "s"
+    assert build_parser().parse_args([]).state_dir == repo / "work" / "judge-state"
+    args = build_parser().parse_args(["--task", "harbor/trimul", "--state-dir", str(tmp_path)])
+    (problem,) = load_served_problems(args).values()
+    monkeypatch.chdir(tmp_path)
+    assert problem.settings.reference.is_absolute() and problem.settings.reference.is_file()

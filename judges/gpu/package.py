@@ -129,7 +129,9 @@ class GpuProblem(Problem):
 def load_gpu_problem(
     directory: Path, config: dict[str, Any], where: str, suite: Suite | None = None
 ) -> GpuProblem:
-    """The problem of a `type: gpu` package; ProblemError naming the file and key if wrong."""
+    """The problem of a `type: gpu` package; ProblemError naming the file and key if wrong.
+    Its paths are absolute: the trusted process loads the reference from its own directory."""
+    directory = directory.absolute()
     unknown = sorted(set(config) - _KNOWN)
     if unknown:
         raise ProblemError(f"{where}: unknown keys {unknown} (known: {sorted(_KNOWN)})")
