@@ -56,6 +56,18 @@ def test_a_plan_expands_to_arms_times_seeds_with_one_directory_each(tmp_path: Pa
         ({"arms": ["random"], "seeds": [0], "stand_ins": True}, "arm 'random' is not one of"),
         ({"arms": ["unguided"], "seeds": [], "stand_ins": True}, "give `arms` and `seeds`"),
         ({"arms": ["unguided"], "seeds": [0]}, "give `settings:`"),
+        (
+            {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "steps": "two"},
+            r"steps must be a whole number ≥ 1, got 'two'; e.g. steps: 2",
+        ),
+        (
+            {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "parallel": 0},
+            "parallel must be a whole number ≥ 1, got 0",
+        ),
+        (
+            {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "judge": {"cases": 1.5}},
+            "judge.cases must be a whole number ≥ 1, got 1.5",
+        ),
     ],
 )
 def test_a_wrong_plan_is_refused_naming_what_to_fix(tmp_path: Path, plan: dict, named: str) -> None:

@@ -129,16 +129,30 @@ def load_plan(path: Path) -> Plan:
         name=str(document.get("name") or Path(path).stem),
         arms=arms,
         seeds=seeds,
-        steps=int(document.get("steps", 2)),
-        groups=int(document.get("groups", 2)),
-        rollouts=int(document.get("rollouts", 4)),
+        steps=_count(document, "steps", 2, path),
+        groups=_count(document, "groups", 2, path),
+        rollouts=_count(document, "rollouts", 4, path),
         stand_ins=stand_ins,
         settings=None if not settings else (base / str(settings)).resolve(),
-        judge_cases=int(judge.get("cases", 2)),
-        judge_seed=int(judge.get("seed", 11)),
-        parallel=max(1, int(document.get("parallel", 1))),
+        judge_cases=_count(judge, "cases", 2, path, "judge."),
+        judge_seed=_count(judge, "seed", 11, path, "judge.", least=0),
+        parallel=_count(document, "parallel", 1, path),
         max_tokens=limit.get("max_tokens"),
         max_cost_usd=limit.get("max_cost_usd"),
         directory=None if not document.get("directory") else base / str(document["directory"]),
         document=document,
     )
+
+
+def _count(
+    section: Mapping[str, Any], key: str, default: int, path: Path, prefix: str = "", least: int = 1
+) -> int:
+    """`section[key]` (or `default`) as a whole number of at least `least`; `ValueError` naming
+    the key, the value and the fix otherwise."""
+    value = section.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < least:
+        raise ValueError(
+            f"{path}: {prefix}{key} must be a whole number ≥ {least}, got {value!r}; "
+            f"e.g. {prefix}{key}: {default}"
+        )
+    return value
