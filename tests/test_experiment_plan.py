@@ -68,6 +68,10 @@ def test_a_plan_expands_to_arms_times_seeds_with_one_directory_each(tmp_path: Pa
             {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "judge": {"cases": 1.5}},
             "judge.cases must be a whole number ≥ 1, got 1.5",
         ),
+        (
+            {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "judge": 3},
+            r"judge is a mapping, e.g. judge: \{cases: 2, seed: 11\}",
+        ),
     ],
 )
 def test_a_wrong_plan_is_refused_naming_what_to_fix(tmp_path: Path, plan: dict, named: str) -> None:

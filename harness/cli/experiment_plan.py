@@ -97,6 +97,9 @@ PLAN_KEYS = {
 }
 
 
+EXAMPLES = {"judge": "{cases: 2, seed: 11}", "spend_limit": "{max_tokens: null, max_cost_usd: 5}"}
+
+
 def load_plan(path: Path) -> Plan:
     """Read and check a plan; `ValueError` naming the key and the fix."""
     try:
@@ -124,6 +127,9 @@ def load_plan(path: Path) -> Plan:
         )
     judge = document.get("judge") or {}
     limit = document.get("spend_limit") or {}
+    for key, section in (("judge", judge), ("spend_limit", limit)):
+        if not isinstance(section, Mapping):
+            raise ValueError(f"{path}: {key} is a mapping, e.g. {key}: {EXAMPLES[key]}")
     base = Path(path).resolve().parent
     return Plan(
         name=str(document.get("name") or Path(path).stem),
