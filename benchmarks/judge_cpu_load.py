@@ -34,7 +34,7 @@ from typing import Any
 
 import httpx
 
-from judges.process import JudgeProcess
+from judges.service.process import JudgeProcess
 
 INTERACTOR = r"""
 // Echo rounds: sends R numbers one at a time; each answer must be twice the number mod P.

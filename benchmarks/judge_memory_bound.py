@@ -43,8 +43,8 @@ from pathlib import Path
 
 import httpx
 
-from judges.polyomino.generator import generate_instance
-from judges.process import JudgeProcess
+from judges.problems.polyomino.generator import generate_instance
+from judges.service.process import JudgeProcess
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = ROOT / "tests" / "programs"

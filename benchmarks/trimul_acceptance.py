@@ -24,7 +24,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from judges.process import JudgeProcess  # noqa: E402
+from judges.service.process import JudgeProcess  # noqa: E402
 from tests.gpu_judge_support import ATTACKS, PROGRAMS, TASK, judge_program, verdict  # noqa: E402
 
 HONEST = {

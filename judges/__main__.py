@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from judges.service import main
+from judges.service.app import main
 
 if __name__ == "__main__":
     main()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from judges.process import JudgeProcess
+from judges.service.process import JudgeProcess
 from tests.gpu_judge_support import (
     ATTACKS,
     PROGRAMS,

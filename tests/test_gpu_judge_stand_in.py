@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from harness.cli import task as task_files
-from judges.process import JudgeProcess, cgroup_missing
+from judges.service.process import JudgeProcess, cgroup_missing
 from tests.gpu_judge_support import (
     ATTACKS,
     PROGRAMS,

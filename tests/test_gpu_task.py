@@ -20,7 +20,8 @@ import yaml
 
 from judges.gpu.compare import compare
 from judges.gpu.package import load_cases, load_gpu_problem
-from judges.problems import ProblemError, load_problems
+from judges.kinds import load_problems
+from judges.problems.package import ProblemError
 
 REPO = Path(__file__).resolve().parents[1]
 TASK = REPO / "harbor" / "trimul"

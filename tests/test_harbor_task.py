@@ -30,7 +30,7 @@ from judge_fakes import (
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.contract import load_task
 from harness.scorer import JudgeUnavailableError
-from judges.polyomino import checker
+from judges.problems.polyomino import checker
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 FULL_TEXT = TASK_DIR / "variants" / "full"

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from judges.auth import TOKEN_ENV
-from judges.process import JudgeProcess
+from judges.service.auth import TOKEN_ENV
+from judges.service.process import JudgeProcess
 
 pytestmark = pytest.mark.slow
 EVERY_ADDRESS = "0.0.0.0"  # not loopback: the judge is reachable on every interface

@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.process import JudgeProcess
+from judges.service.process import JudgeProcess
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 PUBLIC_CASES = SHARED / "data" / "frontiercs-p0"

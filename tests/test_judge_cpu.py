@@ -27,10 +27,10 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.cgroup_files import cgroup_mounts, kill_members, own_paths, write
-from judges.cgroups import CgroupUnavailable, detect
-from judges.polyomino.generator import generate_instance
-from judges.process import JudgeProcess
+from judges.cgroups.files import cgroup_mounts, kill_members, own_paths, write
+from judges.cgroups.groups import CgroupUnavailable, detect
+from judges.problems.polyomino.generator import generate_instance
+from judges.service.process import JudgeProcess
 
 PROGRAMS = Path(__file__).parent / "programs"
 PERIOD_US = 100_000

@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.process import JudgeProcess
+from judges.service.process import JudgeProcess
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "frontiercs"
 PROBLEMS = SHARED / "problems"

@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.polyomino.generator import generate_instance
-from judges.process import JudgeProcess, cgroup_missing
-from judges.requests import MAX_BODY_BYTES
+from judges.problems.polyomino.generator import generate_instance
+from judges.service.process import JudgeProcess, cgroup_missing
+from judges.service.requests import MAX_BODY_BYTES
 
 PROGRAMS = Path(__file__).parent / "programs"
 ROOT = Path(__file__).resolve().parents[1]

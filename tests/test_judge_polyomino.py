@@ -14,9 +14,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from judges.polyomino.checker import Instance, check, parse_instance
-from judges.polyomino.generator import generate_instance, piece_count, write_suite
-from judges.polyomino.shapes import (
+from judges.problems.polyomino.checker import Instance, check, parse_instance
+from judges.problems.polyomino.generator import generate_instance, piece_count, write_suite
+from judges.problems.polyomino.shapes import (
     all_free_polyominoes,
     canonical,
     free_polyominoes,
@@ -24,7 +24,7 @@ from judges.polyomino.shapes import (
     normalize,
     transform,
 )
-from judges.testlib import (
+from judges.problems.testlib import (
     INT64_MAX,
     INT64_MIN,
     CheckerQuit,

@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from judges.polyomino.generator import generate_instance, write_suite
-from judges.problems import (
+from judges.kinds import load_problem, load_problems
+from judges.problems.package import (
     ProblemError,
     UnsupportedProblem,
-    load_problem,
-    load_problems,
     parse_memory_limit,
     parse_time_limit,
 )
+from judges.problems.polyomino.generator import generate_instance, write_suite
 
 
 def package(
@@ -145,8 +144,8 @@ def test_every_path_flag_is_absolute_once_parsed(
     """A run starts in a directory of its own, so the judge keeps no relative path: a
     relative `--task`, `--problems`, `--state-dir` … is resolved against its working
     directory when parsed, and the GPU package's reference module is found from anywhere."""
-    from judges.service import build_parser
-    from judges.sources import load_served_problems
+    from judges.service.app import build_parser
+    from judges.service.sources import load_served_problems
 
     repo = Path(__file__).resolve().parents[1]
     monkeypatch.chdir(repo)

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from judges import problem_programs
-from judges.judging import CompileLimits
-from judges.problems import load_problem
-from judges.sandbox import Sandbox
+from judges.kinds import load_problem
+from judges.sandbox.runner import Sandbox
+from judges.verdicts import programs as problem_programs
+from judges.verdicts.judging import CompileLimits
 
 pytestmark = pytest.mark.slow
 

@@ -29,8 +29,8 @@ import httpx
 import pytest
 
 from judges.cluster.node import NODE_DIR_ENV
-from judges.polyomino.generator import write_suite
-from judges.process import JudgeProcess
+from judges.problems.polyomino.generator import write_suite
+from judges.service.process import JudgeProcess
 
 ray_cluster = pytest.importorskip("ray.cluster_utils", reason="Ray is not installed (.[cluster])")
 
@@ -263,8 +263,9 @@ def test_a_custom_resource_or_a_label_selects_the_nodes(setup: Setup, tmp_path: 
 def test_without_ray_the_judge_does_not_import_it() -> None:
     code = (
         "import sys\n"
-        "import judges.service, judges.service_extras, judges.engine, judges.verdict_cache\n"
-        "judges.service.build_parser().parse_args([])\n"
+        "import judges.service.app, judges.service.setup, judges.service.engine\n"
+        "import judges.verdicts.cache\n"
+        "judges.service.app.build_parser().parse_args([])\n"
         "print('ray' in sys.modules)\n"
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -15,8 +15,7 @@ import signal
 
 import pytest
 
-from judges.judging import OUTPUT_FIELD_CAP, aggregate, case_record, error_record
-from judges.outcome import (
+from judges.sandbox.outcome import (
     ACCEPTED,
     MEMORY_LIMIT,
     NONZERO_EXIT,
@@ -29,6 +28,7 @@ from judges.outcome import (
     RunOutcome,
     classify,
 )
+from judges.verdicts.judging import OUTPUT_FIELD_CAP, aggregate, case_record, error_record
 
 LIMITS = Limits(
     cpu_seconds=2,

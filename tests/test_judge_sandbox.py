@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 import judges
-from judges.polyomino.generator import generate_instance
-from judges.process import JudgeProcess, cgroup_missing
+from judges.problems.polyomino.generator import generate_instance
+from judges.service.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parent / "programs"
 SANDBOX_UID = 64123  # a uid nothing else uses, so leftover processes can be counted

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.process import JudgeProcess, cgroup_missing
+from judges.service.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parent / "programs"
 SHELF = (PROGRAMS / "shelf_packer.cpp").read_text()

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from judges.slots import WorkerSlots
+from judges.service.slots import WorkerSlots
 
 
 async def holder(slots: WorkerSlots, count: int, name: str, log: list[str], go: asyncio.Event):

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from judges.nofollow import SymlinkRefused
-from judges.store import SubmissionStore
-from judges.verdict_cache import CACHE_FILE, VerdictStore
+from judges.verdicts.cache import CACHE_FILE, VerdictStore
+from judges.verdicts.nofollow import SymlinkRefused
+from judges.verdicts.store import SubmissionStore
 
 OUTSIDE = "not the judge's\n"
 

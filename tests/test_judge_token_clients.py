@@ -19,16 +19,16 @@ from pathlib import Path
 
 import pytest
 
-import judges.auth
+import judges.service.auth
 from harness.adapters.judge import token as harness_token
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.preflight.services import check_judge
 from harness.scorer import JudgeUnavailableError
-from judges.process import JudgeProcess
+from judges.service.process import JudgeProcess
 
 TASK_DIR = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 SEED_PROGRAM = (TASK_DIR / "solution" / "solution.cpp").read_text()
-TOKEN_ENV = judges.auth.TOKEN_ENV
+TOKEN_ENV = judges.service.auth.TOKEN_ENV
 
 pytestmark = pytest.mark.slow
 

@@ -24,10 +24,11 @@ from typing import Any
 import httpx
 import pytest
 
-from judges.polyomino.generator import write_suite
-from judges.problems import Problem, ProblemError, Suite, declared_purity, load_problem
-from judges.process import JudgeProcess, cgroup_missing
-from judges.verdict_cache import VerdictCache, VerdictStore, storable
+from judges.kinds import load_problem
+from judges.problems.package import Problem, ProblemError, Suite, declared_purity
+from judges.problems.polyomino.generator import write_suite
+from judges.service.process import JudgeProcess, cgroup_missing
+from judges.verdicts.cache import VerdictCache, VerdictStore, storable
 
 PROGRAMS = Path(__file__).parent / "programs"
 SHELF = (PROGRAMS / "shelf_packer.cpp").read_text()

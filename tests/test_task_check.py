@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import task as task_files
-from judges.process import JudgeProcess
+from judges.service.process import JudgeProcess
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared" / "data" / "frontiercs"

@@ -255,7 +255,7 @@ def subcommand_parsers() -> dict[str, argparse.ArgumentParser]:
     """Every subcommand's own parser, by name (`doctor` and `judge` included)."""
     from harness.cli import browse
     from harness.preflight import doctor as preflight
-    from judges import service
+    from judges.service import app as service
 
     parser = build_parser()
     choices = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
@@ -282,7 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return browse.main(argv[1:])
     if argv and argv[0] == "judge":
-        from judges import service
+        from judges.service import app as service
 
         service.main(argv[1:], prog="guidance-ttt judge")
         return 0

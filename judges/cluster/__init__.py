@@ -2,11 +2,11 @@
 
 - `bundles` — a problem package as one value (cases, answers, limits, checker sources) that
   travels through Ray's object store and is written out once per node;
-- `node` — what runs on a worker node: the sandbox (the same `judges.sandbox` as locally, set
+- `node` — what runs on a worker node: the sandbox (the same `judges.sandbox.runner` as locally, set
   up and checked once per worker process), the node's checker cache, compile and case tasks;
 - `front` — the front's side: connecting, choosing and checking nodes, submitting tasks,
   turning a lost worker or node into a retry and, past the retries, a judge fault.
 
-Only `front` imports Ray, and only `judges.service_extras` imports `front`, when the service is
+Only `front` imports Ray, and only `judges.service.setup` imports `front`, when the service is
 started with `--ray`.
 """

@@ -20,9 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from judges.checkers import CHECKERS
-from judges.fingerprints import problem_fingerprint
-from judges.problems import Case, Problem, Suite
+from judges.problems.checkers import CHECKERS
+from judges.problems.package import Case, Problem, Suite
+from judges.verdicts.fingerprints import problem_fingerprint
 
 COMPLETE = ".complete"
 

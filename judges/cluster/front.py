@@ -35,10 +35,10 @@ from ray.exceptions import RayError, RayTaskError
 
 from judges.cluster import node
 from judges.cluster.bundles import ProblemBundle, bundle_problem
-from judges.fingerprints import judge_code
-from judges.judging import JudgeFailure, aggregate, error_record
-from judges.problems import Problem
-from judges.sandbox import SandboxUnavailable
+from judges.problems.package import Problem
+from judges.sandbox.runner import SandboxUnavailable
+from judges.verdicts.fingerprints import judge_code
+from judges.verdicts.judging import JudgeFailure, aggregate, error_record
 
 log = logging.getLogger("judges.cluster")
 

@@ -27,12 +27,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judges.cases import judge_case
 from judges.cluster.bundles import NodeProblems, ProblemBundle, node_lock
-from judges.fingerprints import judge_code
-from judges.judging import Compiled, CompileLimits, prepare_candidate
-from judges.problem_programs import ProgramCache
-from judges.sandbox import Sandbox, SandboxUnavailable
+from judges.sandbox.runner import Sandbox, SandboxUnavailable
+from judges.verdicts.cases import judge_case
+from judges.verdicts.fingerprints import judge_code
+from judges.verdicts.judging import Compiled, CompileLimits, prepare_candidate
+from judges.verdicts.programs import ProgramCache
 
 NODE_DIR_ENV = "GUIDANCE_TTT_JUDGE_NODE_DIR"
 SYSTEM_PYTHON = Path("/usr/bin/python3")
@@ -71,7 +71,7 @@ class NodeState:
     """This worker process's sandbox, checker cache and problem copies."""
 
     def __init__(self, settings: NodeSettings) -> None:
-        from judges.run_bounds import memory_bound  # the local judge's bound, same refusal
+        from judges.sandbox.bounds import memory_bound  # the local judge's bound, same refusal
 
         if settings.needs_python and not SYSTEM_PYTHON.is_file():
             raise SandboxUnavailable(f"{SYSTEM_PYTHON} is missing; install the python3 package")

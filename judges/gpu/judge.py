@@ -37,9 +37,9 @@ from judges.gpu import devices
 from judges.gpu.package import GpuProblem
 from judges.gpu.record import build_record, read_lines
 from judges.gpu.sandboxed import STAGED
-from judges.judging import error_record
-from judges.problems import Problem
-from judges.sandbox import Sandbox
+from judges.problems.package import Problem
+from judges.sandbox.runner import Sandbox
+from judges.verdicts.judging import error_record
 
 log = logging.getLogger("judges.gpu")
 

@@ -1,6 +1,6 @@
 """The candidate's sandbox on a GPU: its bubblewrap command line, start, freeze, thaw and kill.
 
-Like the CPU sandbox (judges/sandbox_argv.py) it has new user, IPC, network, UTS and cgroup
+Like the CPU sandbox (judges/sandbox/argv.py) it has new user, IPC, network, UTS and cgroup
 namespaces (no network at all, no further user namespace), a read-only root of `/usr` and the
 interpreter's folders, a private size-limited `/tmp`, a minimal `/dev`, and it is held by a
 cgroup of its own (memory without swap, processes) that the trusted process created for it.
@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from judges.sandbox_argv import system_binds
+from judges.sandbox.argv import system_binds
 
 SANDBOX_PATH = "/usr/bin:/bin"
 WORKER = "/box/judge/worker.py"

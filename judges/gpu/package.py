@@ -19,7 +19,7 @@ from typing import Any
 
 import yaml
 
-from judges.problems import (
+from judges.problems.package import (
     Case,
     Problem,
     ProblemError,

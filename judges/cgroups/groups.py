@@ -15,7 +15,7 @@ outside it.
                 peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
 
 and, where the `cpu` controller can be used, one CPU at most per run, all runs alike
-(`judges.cgroup_cpu`; without it runs are bounded in memory and processes only).
+(`judges.cgroups.cpu`; without it runs are bounded in memory and processes only).
 
 Groups live under the judge's own cgroup (from /proc/self/cgroup), in a directory
 `guidance-ttt-judge-<pid>` that `CgroupBound.close` removes (and the next judge removes, should
@@ -28,7 +28,7 @@ descriptor before it executes bubblewrap — the kernel checks the opener's cred
 writer's.
 
 `detect(mode)` returns the bound or raises `CgroupUnavailable` naming every reason none works.
-File helpers shared with `judges.cgroup_cpu` are in `judges.cgroup_files`.
+File helpers shared with `judges.cgroups.cpu` are in `judges.cgroups.files`.
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from judges.cgroup_cpu import CpuBound, enable_v2, setup_v1
-from judges.cgroup_files import (
+from judges.cgroups.cpu import CpuBound, enable_v2, setup_v1
+from judges.cgroups.files import (
     cgroup_mounts,
     judge_dir_name,
     kill_members,

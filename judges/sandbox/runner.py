@@ -2,11 +2,11 @@
 
 Every sandboxed program runs inside `bwrap` with its own namespaces, no network, no host file
 system but read-only `/usr` and a private, size-limited `/tmp`; the command line, and with it
-what the program can see, is built by `judges.sandbox_argv`. Its stdin, stdout and the runner's
-report pipe are the descriptors of `judges.sandbox_io`. This module builds the runner, starts
+what the program can see, is built by `judges.sandbox.argv`. Its stdin, stdout and the runner's
+report pipe are the descriptors of `judges.sandbox.streams`. This module builds the runner, starts
 and waits for each run, and turns what happened into a `RunOutcome`.
 
-Inside, `judge-runner` (judges/runner.cpp, built at startup) is PID 1 of the sandbox, so the
+Inside, `judge-runner` (judges/sandbox/runner.cpp, built at startup) is PID 1 of the sandbox, so the
 program can neither kill nor stop it, and it is not dumpable, so its report descriptor is out of
 reach. It sets the rlimits on the program only — CPU seconds, address space (= the memory
 limit), stack, processes, file size (this also caps stdout and stderr, which are files opened by
@@ -18,7 +18,7 @@ or idle), not the time it waited for a CPU that host load held; a run the real-t
 in the judge kills the whole sandbox a few seconds after the backstop still, should anything
 hang.
 
-With a cgroup bound (`judges.cgroups`), each run gets its own group before bubblewrap starts:
+With a cgroup bound (`judges.cgroups.groups`), each run gets its own group before bubblewrap starts:
 the memory of all its processes together — tmpfs and memfd pages included — is held to the
 memory limit without swap, its processes to the process limit, its reported memory is the
 group's peak and a kill at the bound is Memory Limit Exceeded. Without one, only the
@@ -48,8 +48,9 @@ import threading
 import time
 from pathlib import Path
 
-from judges.cgroups import CgroupBound, GroupUsage, RunGroup
-from judges.outcome import (
+from judges.cgroups.groups import CgroupBound, GroupUsage, RunGroup
+from judges.sandbox.argv import SANDBOX_PATH, bwrap_argv
+from judges.sandbox.outcome import (
     INTERNAL_ERROR,
     MEMORY_LIMIT,
     SIGNALLED,
@@ -63,10 +64,9 @@ from judges.outcome import (
     memory_exceeded,
     starved,
 )
-from judges.sandbox_argv import SANDBOX_PATH, bwrap_argv
-from judges.sandbox_io import close_descriptors, drain, open_output, sealed_input
+from judges.sandbox.streams import close_descriptors, drain, open_output, sealed_input
 
-log = logging.getLogger("judges.sandbox")
+log = logging.getLogger("judges.sandbox.runner")
 
 
 DEFAULT_SANDBOX_UID = 65534
@@ -85,7 +85,7 @@ class Sandbox:
     `scratch` is a directory for the runner binary and the programs' build and output files; it
     must be traversable by the sandbox uid (the constructor sets mode 0711). `uid`/`gid` are
     used only when the judge runs as root; otherwise programs keep the judge's own uid.
-    `bound` (from `judges.cgroups.detect`) puts each run in its own cgroup; without it only
+    `bound` (from `judges.cgroups.groups.detect`) puts each run in its own cgroup; without it only
     the per-process rlimits apply.
     """
 

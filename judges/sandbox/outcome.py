@@ -1,6 +1,6 @@
 """What a sandboxed program did: its limits, the runner's report, and the classification.
 
-Pure values and functions, no processes: `judges.sandbox` fills them in. Statuses follow
+Pure values and functions, no processes: `judges.sandbox.runner` fills them in. Statuses follow
 go-judge's names, as the FrontierCS judge reports them before its own remapping.
 """
 

@@ -4,7 +4,7 @@
   and after every response, and closes a connection still waiting for a complete request head
   when it fires; the service sets it to `--idle-timeout` seconds, so a client that connects and
   sends nothing, or trickles a partial request head, is dropped after that long. A body that
-  does not arrive in time is a 408 (`judges.requests`).
+  does not arrive in time is a 408 (`judges.service.requests`).
 - Overload: at most `cap` connections are served at once. One more is answered at once with
   `503 Service Unavailable` and `Retry-After` and closed, never left hanging.
 - Descriptors: `descriptor_budget` raises the soft RLIMIT_NOFILE to the hard one and keeps a
@@ -24,9 +24,9 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from judges.outcome import is_resource_exhaustion
+from judges.sandbox.outcome import is_resource_exhaustion
 
-log = logging.getLogger("judges.connections")
+log = logging.getLogger("judges.service.connections")
 
 RETRY_AFTER_S = 2
 _FD_RESERVE_BASE = 64  # the service's own files, logs, store writes, spooled uploads

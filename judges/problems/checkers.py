@@ -11,8 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from judges.polyomino import checker as polyomino
-from judges.testlib import Verdict
+from judges.problems.polyomino import checker as polyomino
+from judges.problems.testlib import Verdict
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,7 @@
 """The bounds every sandboxed run gets, set up and announced once at start-up.
 
-`memory_bound` finds the cgroup bound (`judges.cgroups`: memory and processes, and one CPU per
+`memory_bound` finds the cgroup bound (`judges.cgroups.groups`: memory and processes, and one CPU
+per
 run where the cpu controller allows), weighs the judge's runs as `--workers` ordinary groups,
 and says on stderr which bounds are in force and how time limits are judged, as the operator
 needs to know before trusting a verdict.
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 import logging
 
-from judges.cgroups import CgroupBound, CgroupUnavailable, detect
-from judges.outcome import BACKSTOP_FACTOR
-from judges.sandbox import SandboxUnavailable
+from judges.cgroups.groups import CgroupBound, CgroupUnavailable, detect
+from judges.sandbox.outcome import BACKSTOP_FACTOR
+from judges.sandbox.runner import SandboxUnavailable
 
-log = logging.getLogger("judges.service")
+log = logging.getLogger("judges.service.app")
 
 
 def memory_bound(mode: str, accept_per_process: bool, workers: int = 1) -> CgroupBound | None:

@@ -16,7 +16,7 @@ press the judge's runs together below one ordinary share each:
 The bound is optional: where the `cpu` controller is not offered (a delegated v2 subtree
 without it, a v1 host that does not mount it), runs keep their memory and process bounds and
 the start-up line says that CPU is not bounded and why. Time limits are judged on CPU time
-either way (`judges.outcome`).
+either way (`judges.sandbox.outcome`).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from judges.cgroup_files import judge_dir_name, sweep_stale, write
+from judges.cgroups.files import judge_dir_name, sweep_stale, write
 
 PERIOD_US = 100_000  # one CPU: a quota of one period per period
 _V2_WEIGHT, _V2_WEIGHT_MAX = 100, 10_000

@@ -26,11 +26,12 @@ How a problem is checked (its `kind`):
   `python3 verify.py in out` after the candidate; it prints `points <ratio>` or a value line (see
   `judges.verifier`). It is how a task that is not a FrontierCS problem is served.
 
-Checker and interactor sources need `testlib.h`: the `testlib` directory given to `load_problems`.
+Checker and interactor sources need `testlib.h`: the `testlib` directory given to
+`judges.kinds.load_problems`.
 A package that cannot be served is skipped with a logged reason.
 
 **Pure verdicts.** `verdict_is_pure` says whether a problem's verdict is a function of the
-candidate's source alone, so that the verdict cache (`judges.verdict_cache`) may answer a
+candidate's source alone, so that the verdict cache (`judges.verdicts.cache`) may answer a
 resubmission from a stored verdict. It is true for the CPU-checked kinds above and false for any
 other kind (a timed benchmark, where a re-run is the point); `verdict_is_pure: true|false` in
 config.yaml overrides it.
@@ -47,9 +48,9 @@ from typing import Any
 
 import yaml
 
-from judges.checkers import CHECKERS
+from judges.problems.checkers import CHECKERS
 
-log = logging.getLogger("judges.problems")
+log = logging.getLogger("judges.problems.package")
 
 _DEFAULT_CHECKER_BY_ID = {"0": "polyomino"}
 # sha256 of FrontierCS's Polyomino chk.cc whose verdicts the built-in checker reproduces exactly.
@@ -175,14 +176,8 @@ def parse_memory_limit(value: Any, where: str) -> int:
     return round(float(match.group(1)) * scale)
 
 
-def load_problem(
-    directory: Path, suite: Suite | None = None, testlib: Path | None = None
-) -> Problem:
-    """Load one package; raise ProblemError naming what is missing or malformed.
-
-    `testlib` is the directory holding `testlib.h`, needed by checker and interactor sources.
-    Every input file of a built-in checker's problem is parsed once with its instance parser.
-    """
+def read_config(directory: Path) -> tuple[dict[str, Any], Path]:
+    """A package's `config.yaml` as a mapping, and its path; ProblemError naming what is wrong."""
     config_path = directory / "config.yaml"
     if not config_path.is_file():
         raise ProblemError(f"{config_path}: missing; a FrontierCS problem needs config.yaml")
@@ -192,11 +187,23 @@ def load_problem(
         raise ProblemError(f"{config_path}: not valid YAML ({error})") from None
     if not isinstance(config, dict):
         raise ProblemError(f"{config_path}: expected a mapping at the top level")
-    problem_id = directory.name
-    if config.get("type") == "gpu":  # a Python kernel timed on a GPU: judges.gpu.package
-        from judges.gpu.package import load_gpu_problem
+    return config, config_path
 
-        return load_gpu_problem(directory, config, str(config_path), suite)
+
+def load_cpu_problem(
+    directory: Path,
+    config: dict[str, Any],
+    config_path: Path,
+    suite: Suite | None = None,
+    testlib: Path | None = None,
+) -> Problem:
+    """Build a CPU-checked problem (builtin, checker, interactive, verifier) from its config.
+
+    `testlib` is the directory holding `testlib.h`, needed by checker and interactor sources.
+    Every input file of a built-in checker's problem is parsed once with its instance parser.
+    Problems of every kind are loaded through `judges.kinds.load_problem`.
+    """
+    problem_id = directory.name
     kind, checker, program = _checking(directory, config, str(config_path))
     needs_testlib = kind in ("checker", "interactive") and program is not None
     if needs_testlib and (testlib is None or not (testlib / "testlib.h").is_file()):
@@ -368,34 +375,3 @@ def frontiercs_problems(path: Path) -> Path:
         f"{path}: no FrontierCS problems found; pass a checkout, its algorithmic/ folder or "
         "algorithmic/problems (folders <id>/config.yaml)"
     )
-
-
-def load_problems(root: Path, testlib: Path | None = None) -> dict[str, Problem]:
-    """Load every servable package under `root`; log and skip the others.
-
-    `testlib` defaults to `find_testlib(root)`. Raises ProblemError when `root` is not a
-    directory or nothing under it can be served.
-    """
-    if not root.is_dir():
-        raise ProblemError(f"problems directory {root} does not exist")
-    testlib = testlib or find_testlib(root)
-    problems: dict[str, Problem] = {}
-    unsupported = 0
-    for directory in sorted(path for path in root.iterdir() if path.is_dir()):
-        if not (directory / "config.yaml").is_file():
-            continue
-        try:
-            problems[directory.name] = load_problem(directory, testlib=testlib)
-        except UnsupportedProblem as error:
-            unsupported += 1
-            log.info("skipping problem %s: %s", directory.name, error)
-        except ProblemError as error:
-            log.warning("skipping problem %s: %s", directory.name, error)
-    if unsupported:
-        log.info("skipped %d problems that cannot be checked here under %s", unsupported, root)
-    if not problems:
-        raise ProblemError(
-            f"no servable problem under {root}: expected <id>/config.yaml with a checker source "
-            "and testlib.h, an interactor, a verifier, or a built-in checker"
-        )
-    return problems

@@ -37,7 +37,7 @@ from urllib.parse import parse_qsl
 
 from aiohttp import BodyPartReader, web
 
-from judges.outcome import is_resource_exhaustion
+from judges.sandbox.outcome import is_resource_exhaustion
 
 BODY_TIMEOUT_S = 30.0
 MAX_BODY_BYTES = 10 * 1024 * 1024  # FrontierCS accepts request bodies up to 10 MB
@@ -46,7 +46,7 @@ MAX_JSON_DEPTH = 64
 MAX_PARTS = 16
 FIELDS = ("pid", "lang", "code")
 
-log = logging.getLogger("judges.requests")
+log = logging.getLogger("judges.service.requests")
 
 
 class BadRequest(Exception):

@@ -8,7 +8,7 @@ read-only `/usr` (with the `/bin`, `/lib*` links and the loader cache); a fresh 
 minimal `/dev`; a private, size-limited tmpfs at `/tmp` as the only writable place at run time;
 `--die-with-parent` and `--new-session`. Inside, `judge-runner` is PID 1 and receives the report
 descriptor and the limits as its arguments, then the program's own command after `--`.
-Launching it is `judges.sandbox`'s job.
+Launching it is `judges.sandbox.runner`'s job.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import math
 import os
 from pathlib import Path
 
-from judges.outcome import Limits
+from judges.sandbox.outcome import Limits
 
 SANDBOX_PATH = "/usr/bin:/bin"
 RUNNER_INSIDE = "/judge/runner"

@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from judges.nofollow import create_nofollow, refuse_links
+from judges.verdicts.nofollow import create_nofollow, refuse_links
 
 BUCKET = 100
 INCOMING = ".incoming-"  # a submission being written; renamed to its sid when complete

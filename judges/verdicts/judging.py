@@ -32,9 +32,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, STARVED, Limits, RunOutcome
-from judges.problems import Case
-from judges.sandbox import Sandbox
+from judges.problems.package import Case
+from judges.sandbox.outcome import (
+    ACCEPTED,
+    INTERNAL_ERROR,
+    NONZERO_EXIT,
+    STARVED,
+    Limits,
+    RunOutcome,
+)
+from judges.sandbox.runner import Sandbox
 
 COMPILE_COMMAND = ["g++", "main.cpp", "-O2", "-pipe", "-std=gnu++17", "-o", "a"]
 STDOUT_CAP = 128 * 1024 * 1024  # FrontierCS collects at most 128 MiB of stdout
@@ -56,7 +63,7 @@ class JudgeFailure(RuntimeError):
 
 class HostOverloaded(JudgeFailure):
     """A run was kept from its CPU by host load until its real-time backstop: no verdict can be
-    given; the engine judges the submission again later (see `judges.engine`)."""
+    given; the engine judges the submission again later (see `judges.service.engine`)."""
 
 
 def raise_if_starved(outcome: RunOutcome, where: str) -> None:

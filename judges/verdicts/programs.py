@@ -12,7 +12,8 @@ compiles, their seconds and cache hits (the throughput benchmark reports them).
 
 **Verdicts** follow FrontierCS: the case message is the checker's stdout, or its stderr when
 stdout is empty (testlib writes its verdict to stderr); the case is `ok` when the checker exits 0;
-the ratio is read from `Ratio: <x>` in that message (see `judges.judging.case_record`). A message
+the ratio is read from `Ratio: <x>` in that message (see `judges.verdicts.judging.case_record`). A
+message
 carrying `Value: <number>` also gives the case a raw `value` (a verifier's certified bound).
 """
 
@@ -26,7 +27,10 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from judges.judging import (
+from judges.problems.package import Case, Problem
+from judges.sandbox.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
+from judges.sandbox.runner import Sandbox
+from judges.verdicts.judging import (
     COMPILE_COMMAND,
     CompileLimits,
     JudgeFailure,
@@ -34,9 +38,6 @@ from judges.judging import (
     excerpt,
     raise_if_starved,
 )
-from judges.outcome import ACCEPTED, INTERNAL_ERROR, NONZERO_EXIT, Limits, RunOutcome
-from judges.problems import Case, Problem
-from judges.sandbox import Sandbox
 
 CHECKER_LIMITS = Limits(
     cpu_seconds=10.0,

@@ -18,17 +18,17 @@ import dataclasses
 import os
 from typing import Any
 
-from judges.cgroups import CgroupBound
-from judges.engine import EngineSettings
-from judges.fingerprints import judge_code, toolchain
-from judges.problems import Problem
-from judges.verdict_cache import (
+from judges.cgroups.groups import CgroupBound
+from judges.problems.package import Problem
+from judges.service.engine import EngineSettings
+from judges.verdicts.cache import (
     CACHE_FILE,
     DEFAULT_LIMIT_MB,
     VerdictCache,
     VerdictStore,
     settings_context,
 )
+from judges.verdicts.fingerprints import judge_code, toolchain
 
 # EngineSettings fields that do not change a record (how much runs at once, the queue bound).
 _NOT_IN_RECORDS = frozenset({"workers", "max_queue", "dispatchers"})
@@ -110,8 +110,8 @@ def start_remote(args: argparse.Namespace, problems: dict[str, Problem]) -> Any:
     os.environ.setdefault("RAY_DISABLE_FAILURE_SIGNAL_HANDLER", "1")
     from judges.cluster.front import RayJudge, Selection  # imports Ray
     from judges.cluster.node import NodeSettings
-    from judges.judging import CompileLimits
-    from judges.problems import parse_memory_limit
+    from judges.problems.package import parse_memory_limit
+    from judges.verdicts.judging import CompileLimits
 
     gpu = sorted(pid for pid, problem in problems.items() if problem.kind == "gpu")
     if gpu:

@@ -15,7 +15,7 @@ import hashlib
 import subprocess
 from pathlib import Path
 
-from judges.problems import Problem
+from judges.problems.package import Problem
 
 JUDGE_PACKAGE = Path(__file__).parent
 

@@ -1,4 +1,5 @@
-"""Small helpers over the cgroup file systems, shared by `judges.cgroups` and `judges.cgroup_cpu`:
+"""Small helpers over the cgroup file systems, shared by `judges.cgroups.groups` and
+`judges.cgroups.cpu`:
 where the hierarchies are mounted, where this process sits in them, the judge's directory name
 and the sweep of directories a killed judge left, reading and writing control files, killing a
 group's members.

@@ -1,4 +1,4 @@
-"""Judging one case of a submission, for every kind of problem (see `judges.problems`).
+"""Judging one case of a submission, for every kind of problem (see `judges.problems.package`).
 
     builtin      run the candidate → the Python checker reads its output
     checker      run the candidate → `chk in out ans` (testlib) in the sandbox
@@ -19,8 +19,11 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from judges.checkers import get_checker
-from judges.judging import (
+from judges.problems.checkers import get_checker
+from judges.problems.package import Case, Problem
+from judges.sandbox.outcome import INTERNAL_ERROR, Limits, RunOutcome
+from judges.sandbox.runner import Sandbox
+from judges.verdicts.judging import (
     OUTPUT_FIELD_CAP,
     STDERR_FIELD_CAP,
     STDOUT_CAP,
@@ -31,10 +34,7 @@ from judges.judging import (
     raise_if_starved,
     run_limits,
 )
-from judges.outcome import INTERNAL_ERROR, Limits, RunOutcome
-from judges.problem_programs import MESSAGE_CAP, case_files, run_checker, verdict
-from judges.problems import Case, Problem
-from judges.sandbox import Sandbox
+from judges.verdicts.programs import MESSAGE_CAP, case_files, run_checker, verdict
 
 INTERACTOR_SCALE = 4  # FrontierCS gives the interactor 4x the candidate's CPU and memory
 

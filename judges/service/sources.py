@@ -18,17 +18,16 @@ import argparse
 import logging
 from pathlib import Path
 
-from judges.polyomino.generator import write_suite
-from judges.problems import (
+from judges.kinds import load_problem, load_problems
+from judges.problems.package import (
     Problem,
     ProblemError,
     frontiercs_problems,
-    load_problem,
-    load_problems,
     load_public_cases,
 )
+from judges.problems.polyomino.generator import write_suite
 
-log = logging.getLogger("judges.sources")
+log = logging.getLogger("judges.service.sources")
 
 TASK_PACKAGES = "judge"  # the folder of a Harbor task that holds its judge packages
 

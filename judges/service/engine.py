@@ -4,18 +4,20 @@ A submission is persisted (source and meta) before its sid is returned, then wai
 queue of at most `max_queue` submissions; a full queue refuses new ones (the service answers 503
 with Retry-After). Two dispatchers take submissions in order, so one compiles while the other
 runs cases. Every sandboxed program — a compile or a case — holds one of `workers` slots, and
-an interactive case two (its candidate and its interactor run at once; `judges.slots`), so no
+an interactive case two (its candidate and its interactor run at once; `judges.service.slots`), so
+no
 more than `workers` programs run at once and a case's CPU time is not stretched by
 oversubscription; the cases of one submission run in parallel within that bound.
 
-The final record (see `judges.judging`) is serialised once, in a worker thread, persisted before
+The final record (see `judges.verdicts.judging`) is serialised once, in a worker thread, persisted
+before
 it becomes visible, and read back from disk as bytes (off the event loop) on every request:
 results can be read any number of times and survive restarts, and serving a large one never
 holds up the event loop (health answers stay quick while hostile candidates are judged).
 Submissions that were accepted but not finished when the service stopped are queued again when
 it starts.
 
-With a verdict cache (`judges.verdict_cache`), an identical submission gets the stored verdict
+With a verdict cache (`judges.verdicts.cache`), an identical submission gets the stored verdict
 and identical ones in flight are judged once. With a `remote` judge (`judges.cluster`: Ray
 workers), compile and cases run there instead of in the local sandbox; everything else —
 queue, store, records — is the same.
@@ -44,8 +46,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from judges.cases import judge_case
-from judges.judging import (
+from judges.problems.package import Problem
+from judges.sandbox.outcome import is_resource_exhaustion
+from judges.sandbox.runner import Sandbox
+from judges.service.slots import WorkerSlots
+from judges.verdicts.cases import judge_case
+from judges.verdicts.judging import (
     OUTPUT_FIELD_CAP,
     CompileLimits,
     HostOverloaded,
@@ -54,17 +60,13 @@ from judges.judging import (
     error_record,
     prepare_candidate,
 )
-from judges.outcome import is_resource_exhaustion
-from judges.problem_programs import ProgramCache
-from judges.problems import Problem
-from judges.sandbox import Sandbox
-from judges.slots import WorkerSlots
-from judges.store import SubmissionStore
+from judges.verdicts.programs import ProgramCache
+from judges.verdicts.store import SubmissionStore
 
 if TYPE_CHECKING:
-    from judges.verdict_cache import VerdictCache
+    from judges.verdicts.cache import VerdictCache
 
-log = logging.getLogger("judges.engine")
+log = logging.getLogger("judges.service.engine")
 
 DISPATCHERS = 2
 QUEUED = b'{"status": "queued"}'

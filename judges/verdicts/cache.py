@@ -1,7 +1,7 @@
 """The verdict cache: an identical submission gets the stored verdict instead of being judged again.
 
 LLM executors often return a program identical to one already judged. A submission's key is the
-sha256 (`judges.fingerprints`) of
+sha256 (`judges.verdicts.fingerprints`) of
 
     the judge's code, toolchain and record-shaping settings (`context`),
     the problem package (cases, limits, answers, checker / interactor / verifier, testlib.h),
@@ -39,11 +39,11 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-from judges.fingerprints import digest, problem_fingerprint
-from judges.nofollow import refuse_links
-from judges.problems import Problem
+from judges.problems.package import Problem
+from judges.verdicts.fingerprints import digest, problem_fingerprint
+from judges.verdicts.nofollow import refuse_links
 
-log = logging.getLogger("judges.verdict_cache")
+log = logging.getLogger("judges.verdicts.cache")
 
 CACHE_FILE = "verdicts.sqlite"
 DEFAULT_LIMIT_MB = 1024
@@ -244,5 +244,5 @@ def _marked(found: tuple[int, dict[str, Any]], joined: bool = False) -> dict[str
 
 def settings_context(*parts: str) -> str:
     """The digest every key shares: give the judge's code, toolchain and record-shaping
-    settings (e.g. `judges.fingerprints.judge_code()`, `toolchain()`, a settings repr)."""
+    settings (e.g. `judges.verdicts.fingerprints.judge_code()`, `toolchain()`, a settings repr)."""
     return digest(KEY_VERSION, *parts)

@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from judges.polyomino.shapes import MAX_PIECE_SIZE
-from judges.testlib import (
+from judges.problems.polyomino.shapes import MAX_PIECE_SIZE
+from judges.problems.testlib import (
     INT64_MAX,
     INT64_MIN,
     CheckerQuit,

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from types import TracebackType
 
-from judges.cgroups import CgroupUnavailable, detect
+from judges.cgroups.groups import CgroupUnavailable, detect
 
 _ANNOUNCE = re.compile(r"judge listening on (http://\S+)")
 

@@ -7,7 +7,8 @@
     python -m judges --ray [ADDRESS] [--ray-resource NAME] [--ray-label KEY=VALUE] ...
     python -m judges --verdict-cache-mb MB
 
-(problem sources: `judges.sources`; the verdict cache and Ray workers: `judges.service_extras`)
+(problem sources: `judges.service.sources`; the verdict cache and Ray workers:
+`judges.service.setup`)
 
 | call                  | answer                                                          |
 |-----------------------|-----------------------------------------------------------------|
@@ -18,10 +19,11 @@
 | GET /result/{sid}     | {"status": "queued"} until final; the final record; 404 unknown |
 
 `/submit` takes `pid`, `lang`, `code` as multipart (a file part named `code`, or text fields),
-JSON or urlencoded, like FrontierCS (`judges.requests` reads and validates them). Any call may
-be answered 503 with Retry-After under overload (`judges.connections`), and, where the token
+JSON or urlencoded, like FrontierCS (`judges.service.requests` reads and validates them). Any call
+may
+be answered 503 with Retry-After under overload (`judges.service.connections`), and, where the token
 GUIDANCE_TTT_JUDGE_TOKEN is set (required to bind anything but loopback), any call but /health
-401 without `Authorization: Bearer <token>` (`judges.auth`). It prints
+401 without `Authorization: Bearer <token>` (`judges.service.auth`). It prints
 `judge listening on http://HOST:PORT` once ready (`--port 0` picks a free port) and stops
 cleanly on SIGTERM or SIGINT (exit status 0).
 
@@ -48,20 +50,21 @@ from pathlib import Path
 
 from aiohttp import web
 
-from judges.auth import (
+from judges.cgroups.groups import MODES
+from judges.gpu.judge import GpuJudge, add_gpu_arguments, options_from
+from judges.problems.package import ProblemError, parse_memory_limit
+from judges.sandbox.bounds import memory_bound
+from judges.sandbox.runner import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
+from judges.service.auth import (
     authorized,
     require_token_off_loopback,
     token_from_env,
     token_middleware,
     unauthorized,
 )
-from judges.cgroups import MODES
-from judges.connections import descriptor_budget, error_middleware, listen
-from judges.engine import DISPATCHERS, EngineSettings, JudgeEngine, SubmissionRefused
-from judges.gpu.judge import GpuJudge, add_gpu_arguments, options_from
-from judges.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
-from judges.problems import ProblemError, parse_memory_limit
-from judges.requests import (
+from judges.service.connections import descriptor_budget, error_middleware, listen
+from judges.service.engine import DISPATCHERS, EngineSettings, JudgeEngine, SubmissionRefused
+from judges.service.requests import (
     BODY_TIMEOUT_S,
     MAX_BODY_BYTES,
     BadRequest,
@@ -69,13 +72,12 @@ from judges.requests import (
     refuse_oversize,
     submission_fields,
 )
-from judges.run_bounds import memory_bound
-from judges.sandbox import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
-from judges.service_extras import add_extra_arguments, open_verdict_cache, start_remote
-from judges.sources import absolute_path, add_problem_arguments, load_served_problems
-from judges.store import SubmissionStore
+from judges.service.setup import add_extra_arguments, open_verdict_cache, start_remote
+from judges.service.sources import absolute_path, add_problem_arguments, load_served_problems
+from judges.verdicts.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
+from judges.verdicts.store import SubmissionStore
 
-log = logging.getLogger("judges.service")
+log = logging.getLogger("judges.service.app")
 
 ENGINE_KEY = web.AppKey("engine", JudgeEngine)
 BODY_TIMEOUT_KEY = web.AppKey("body_timeout", float)
@@ -86,7 +88,7 @@ def create_app(
     engine: JudgeEngine, body_timeout: float = BODY_TIMEOUT_S, token: str | None = None
 ) -> web.Application:
     """The aiohttp application serving `engine` (routes only; no background work); with a
-    `token`, every call but /health needs it (`judges.auth`)."""
+    `token`, every call but /health needs it (`judges.service.auth`)."""
     middlewares = [error_middleware, *([token_middleware(token)] if token else [])]
     app = web.Application(client_max_size=MAX_BODY_BYTES, middlewares=middlewares)
     app[ENGINE_KEY] = engine
@@ -349,7 +351,7 @@ async def serve(args: argparse.Namespace) -> None:
             problems, store, sandbox, settings, remote=remote, verdicts=verdicts, scratch=scratch
         )
         remote = None  # the engine closes it when it stops
-        if sandbox is not None:  # with --ray no GPU problem is served (judges.service_extras)
+        if sandbox is not None:  # with --ray no GPU problem is served (judges.service.setup)
             engine.gpu_judge = await asyncio.to_thread(
                 GpuJudge.start, problems, options_from(args), sandbox, args.state_dir
             )
