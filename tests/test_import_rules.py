@@ -1,11 +1,12 @@
 """The layout of `harness/` (docs/design.md, "The layout") and its import rules.
 
-The rules are import-linter contracts in pyproject.toml; `lint-imports` reads every import of
-`harness` and `tttd`, lazy ones inside functions included. These tests run it on the tree, show
-that it fails on a broken rule (a copy of the tree with one lazy import added), and check what
-the contracts cannot say: no import cycle between modules, a cheap `import harness, tttd`, the
-seed's module names, the size of the top level and the paths the docs cite.
-"""
+The rules are import-linter contracts in pyproject.toml (`lint-imports` reads every import of
+`harness`, `tttd` and `judges`, lazy ones inside functions included) and ruff's TID253 for the
+heavy packages that must be imported lazily. These tests run the contracts on the tree, plant
+each forbidden import of the layout review in one scratch copy of it and see the rule that names
+it fail, and check what the contracts cannot say: no import cycle between modules, every package
+a layer, a cheap `import harness, tttd` and a cheap `reef serve` path, the seed's module names,
+the size of the top level and the paths the docs cite."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import grimp
@@ -21,6 +23,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
+RUFF = Path(sys.executable).with_name("ruff")
 #: The seed's eleven module names (README, docs/design.md): the core ones are real modules, the
 #: others permanent faces of their module in a role package.
 CORE = ("state", "arms", "puct", "library", "prompts", "search", "scorer", "contract")
@@ -35,9 +38,10 @@ HEAVY = ("httpx", "reef_client", "ray", "matplotlib", "torch")
 
 def _lint_imports(cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [str(LINT_IMPORTS), "--no-cache"],
+        [str(LINT_IMPORTS), "--no-cache", "--no-logo"],
         cwd=cwd,
-        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd)},
+        # wide enough that no contract's name is wrapped in the report
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(cwd), "COLUMNS": "400"},
         capture_output=True,
         text=True,
         timeout=300,
@@ -50,32 +54,201 @@ def test_the_tree_keeps_every_import_rule() -> None:
     assert "0 broken" in done.stdout
 
 
-@pytest.mark.parametrize(
-    ("module", "line", "contract"),
-    [
-        # storage may not reach up into the loop, not even from inside a function
-        (
-            "harness/storage/atomic.py",
-            "def _broken():\n    from harness.run.runner import run_steps\n",
-            "harness packages form layers",
-        ),
-        # only adapters/reef/channel may talk to reef_client
-        (
-            "harness/observe/events.py",
-            "def _broken():\n    import reef_client\n",
-            "reef_client only in adapters.reef.channel",
-        ),
-    ],
-)
-def test_a_broken_rule_fails_the_check(tmp_path: Path, module: str, line: str, contract: str):
-    for name in ("harness", "tttd"):
-        shutil.copytree(REPO / name, tmp_path / name, ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copy(REPO / "pyproject.toml", tmp_path / "pyproject.toml")
-    target = tmp_path / module
-    target.write_text(target.read_text() + "\n\n" + line, encoding="utf-8")
-    done = _lint_imports(tmp_path)
-    assert done.returncode != 0
-    assert f"{contract}" in done.stdout and "BROKEN" in done.stdout
+LAZY = "\n\ndef _planted():\n    {}\n"
+#: The forbidden imports of the layout review (docs/design.md, "The layout"), each planted in a
+#: scratch copy of the tree: (file, what is written there, the rule that must name it, the edge
+#: it reports). A file that exists gets the line appended; a new one is a module written
+#: tomorrow, which an allow-list covers without being told. `TID253` is ruff's
+#: banned-module-level-imports; every other rule is an import-linter contract.
+PLANTS = [
+    (
+        "harness/run/trial_copy.py",
+        "import harbor\n",
+        "harbor only in run.harbor_agent and run.local_environment",
+        "harness.run.trial_copy -> harbor",
+    ),
+    (
+        "harness/cli/sandbox_shell.py",
+        LAZY.format("from harbor.environments import base"),
+        "harbor only in run.harbor_agent and run.local_environment",
+        "harness.cli.sandbox_shell -> harbor",
+    ),
+    (
+        "tttd/step_gate.py",
+        "from harness.run.gate import StepGate\n",
+        "tttd uses the harness's settings, validation, resume_state and qualification only",
+        "tttd.step_gate -> harness.run.gate",
+    ),
+    (
+        "tttd/recipe.py",
+        LAZY.format("from harness.run.spend import SpendLimit"),
+        "tttd uses the harness's settings, validation, resume_state and qualification only",
+        "tttd.recipe -> harness.run.spend",
+    ),
+    (
+        "harness/adapters/judge/verdict_files.py",
+        "from harness.storage.atomic import atomic_write_bytes\n",
+        "adapters import the core and their own family only",
+        "harness.adapters.judge.verdict_files -> harness.storage.atomic",
+    ),
+    (
+        "harness/adapters/reef/status.py",
+        LAZY.format("from harness.settings.serve import ServeSettings"),
+        "adapters import the core and their own family only",
+        "harness.adapters.reef.status -> harness.settings.serve",
+    ),
+    (
+        "harness/agent.py",
+        LAZY.format("from harness.cli.entry import main"),
+        "a face imports its one module only",
+        "harness.agent -> harness.cli.entry",
+    ),
+    (
+        "harness/adapters/executor/backends.py",
+        "import ray\n",
+        "TID253",
+        "harness/adapters/executor/backends.py",
+    ),
+    (
+        "harness/adapters/executor/backends.py",
+        "import httpx\n",
+        "the executor catalogue imports the standard library only",
+        "harness.adapters.executor.backends -> httpx",
+    ),
+    (
+        "harness/observe/cluster_sink.py",
+        LAZY.format("import ray"),
+        "ray only in adapters.reef.training_bridge",
+        "harness.observe.cluster_sink -> ray",
+    ),
+    (
+        "harness/results/live.py",
+        LAZY.format("import reef_client"),
+        "reef_client only in adapters.reef.channel",
+        "harness.results.live -> reef_client",
+    ),
+    (
+        "harness/rehearsal/proxy_stand_in.py",
+        "import aiohttp\n",
+        "aiohttp only in adapters.guidance_proxy",
+        "harness.rehearsal.proxy_stand_in -> aiohttp",
+    ),
+    (
+        "harness/run/step_metrics.py",
+        LAZY.format("import wandb"),
+        "wandb and playwright only in observe.wandb_sink",
+        "harness.run.step_metrics -> wandb",
+    ),
+    (
+        "harness/observe/wandb_sink.py",
+        "import wandb\n",
+        "TID253",
+        "harness/observe/wandb_sink.py",
+    ),
+    (
+        "harness/cli/plots.py",
+        "import matplotlib\n",
+        "TID253",
+        "harness/cli/plots.py",
+    ),
+    (
+        "harness/run/step_plot.py",
+        LAZY.format("import matplotlib"),
+        "matplotlib and the judge service only in cli",
+        "harness.run.step_plot -> matplotlib",
+    ),
+    (
+        "harness/adapters/executor/client.py",
+        LAZY.format("from harness.adapters.judge import verdict"),
+        "the adapter families are independent of each other",
+        "harness.adapters.executor.client -> harness.adapters.judge.verdict",
+    ),
+    (
+        "harness/storage/atomic.py",
+        LAZY.format("from harness.run.runner import run_steps"),
+        "harness packages form layers: a package imports only the layers below it",
+        "harness.storage.atomic -> harness.run.runner",
+    ),
+    (
+        "harness/state.py",
+        LAZY.format("from harness.storage import atomic"),
+        "the core imports only the core",
+        "harness.state -> harness.storage.atomic",
+    ),
+    (
+        "harness/settings/serve.py",
+        LAZY.format("from harness.adapters.judge import frontiercs"),
+        "settings import the core and the executor catalogue only",
+        "harness.settings.serve -> harness.adapters.judge.frontiercs",
+    ),
+    (
+        "harness/run/rollout.py",
+        LAZY.format("import harness.agent"),
+        "nothing inside the project imports a face",
+        "harness.run.rollout -> harness.agent",
+    ),
+    (
+        "judges/verdicts/archive_view.py",
+        "from harness import state\n",
+        "judges imports nothing of harness or tttd (it is deployed alone)",
+        "judges.verdicts.archive_view -> harness.state",
+    ),
+]
+
+
+def _broken_sections(report: str) -> dict[str, str]:
+    """lint-imports' "Broken contracts" part, by contract name (a name, then a rule of dashes)."""
+    lines = report.split("Broken contracts", 1)[-1].splitlines()
+    sections: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line, below in zip(lines, [*lines[1:], ""], strict=True):
+        if below and set(below) == {"-"} and line.strip() and set(line) != {"-"}:
+            current = sections.setdefault(line.strip(), [])
+        current.append(line)
+    return {name: "\n".join(body) for name, body in sections.items()}
+
+
+@pytest.fixture(scope="module")
+def planted(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, str], str]:
+    """One scratch copy of the tree with every plant in it, checked once by both tools."""
+    root = tmp_path_factory.mktemp("planted")
+    for name in ("harness", "tttd", "judges"):
+        shutil.copytree(REPO / name, root / name, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    for path, text, _, _ in PLANTS:
+        target = root / path
+        before = target.read_text(encoding="utf-8") if target.exists() else ""
+        target.write_text(before + text, encoding="utf-8")
+    linted = _lint_imports(root)
+    assert linted.returncode != 0, linted.stdout[-2000:] + linted.stderr[-2000:]
+    ruff = subprocess.run(
+        [str(RUFF), "check", "--no-cache", "--select", "TID253", "--output-format", "concise"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return _broken_sections(linted.stdout), ruff.stdout
+
+
+def test_the_review_plants_twenty_forbidden_imports() -> None:
+    assert len(PLANTS) >= 20
+    assert len({(path, text) for path, text, _, _ in PLANTS}) == len(PLANTS)
+
+
+@pytest.mark.parametrize(("path", "text", "rule", "edge"), PLANTS, ids=[p[3] for p in PLANTS])
+def test_each_planted_import_breaks_its_rule(
+    planted: tuple[dict[str, str], str], path: str, text: str, rule: str, edge: str
+) -> None:
+    broken, ruff_report = planted
+    if rule == "TID253":
+        name = text.split()[1]
+        assert f"{edge}:" in ruff_report and f"`{name}` is banned at the module level" in (
+            ruff_report
+        ), ruff_report
+        return
+    assert rule in broken, f"{rule!r} kept; broken: {sorted(broken)}"
+    assert edge in broken[rule], broken[rule]
 
 
 def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -135,16 +308,35 @@ def test_no_import_cycle_between_modules_or_packages() -> None:
     assert _strongly_connected(packages) == []
 
 
-def test_importing_harness_and_tttd_stays_cheap() -> None:
+#: What `reef serve` imports of this project: the recipe and the deployment serve.yaml names
+#: (`recipe.implementation`, `deployment.backend`).
+REEF_SERVE_PATH = ("tttd.recipe", "tttd.deployment")
+
+
+@pytest.mark.parametrize(
+    "modules", [("harness", "tttd"), REEF_SERVE_PATH], ids=["packages", "reef"]
+)
+def test_importing_harness_and_tttd_stays_cheap(modules: tuple[str, ...]) -> None:
+    heavy = (*HEAVY, "wandb", "aiohttp", "rich")
     code = (
-        "import sys, harness, tttd; "
-        f"print(','.join(sorted(m for m in {HEAVY!r} if m in sys.modules)))"
+        f"import sys; import {', '.join(modules)}; "
+        f"print(','.join(sorted(m for m in {heavy!r} if m in sys.modules)))"
     )
     done = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
     )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == ""
+
+
+def test_every_harness_package_is_a_layer() -> None:
+    """A package the layers contract does not name would be bound by no layer rule."""
+    config = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+    contracts = config["tool"]["importlinter"]["contracts"]
+    (layers,) = [c for c in contracts if c["type"] == "layers" and c["containers"] == ["harness"]]
+    named = {name.strip() for layer in layers["layers"] for name in layer.split("|")}
+    packages = {p.parent.name for p in (REPO / "harness").glob("*/__init__.py")}
+    assert packages == named
 
 
 @pytest.mark.parametrize("face", sorted(FACES))
