@@ -199,7 +199,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from harness.state import ArchiveConfig
     from harness.storage.resume_state import RunIdentity
     from harness.storage.run_files import load_seed
-    from harness.storage.store import ArchiveStore
+    from harness.storage.state_dir import StateDirectory
     from tests.bridge_fake import PHASES, FakeTrainingBridge, status_page
 
     config = {
@@ -220,8 +220,10 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             g, r = args.groups, args.rollouts
             archive_config = ArchiveConfig(rollout_n=r, groups_per_batch=g)
             seed = load_seed(TASK_DIR)
-            store = ArchiveStore.create(state / "archive", Archive.from_seed(archive_config, seed))
-            archive = store.load().archive
+            state_dir = StateDirectory.open(
+                state, archive_config, lambda: Archive.from_seed(archive_config, seed)
+            )
+            store, archive = state_dir.store, state_dir.archive
             backend = replace(
                 backend_from_name("gpt_oss_120b", base_url=urls["executor"] + "/v1"),
                 concurrency=args.executor_concurrency,
@@ -267,7 +269,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 backend.safe_dict(),
                 bridge,
                 status,
-                lambda step: store.commit_step(archive, step),
+                state_dir,
             )
             controller.begin()
             rss_before = _max_rss_mib()
@@ -293,7 +295,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             log.close()
             stages = _stage_means(state / "events.jsonl")
             executor.close()
-            store.close()
+            state_dir.close()
     finally:
         child.stdin.close()
         child.wait(timeout=30)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from bridge_fake import BridgeFaults, FakeTrainingBridge, StatusServer, status_page
+from state_stand_in import StandInState
 
 from harness.adapters.reef.status import ReefStatusClient
 from harness.observe.events import EventSink
@@ -122,8 +123,8 @@ class Rig:
             BACKEND,
             self.bridge,
             self.clients[-1],
-            lambda step: self.commit_archive(step),  # late-bound: a test may swap in a crash
-            self.archive_step,
+            StandInState(self.state_dir, lambda step: self.commit_archive(step)),  # late-bound:
+            # a test may swap in a crash
             events=events,
         )
 

@@ -17,12 +17,12 @@ from typing import Any
 import pytest
 import yaml
 from bridge_fake import FakeTrainingBridge, StatusServer, status_page
+from state_stand_in import StandInState
 from test_run_controller import BACKEND, IDENTITY, MIXED, SCENARIO, outcome
 
 from harness.adapters.reef.status import ReefStatusClient, ReefStatusUnavailable, read_step_status
 from harness.adapters.reef.training_bridge import BridgeAddress, RayTrainingBridge
 from harness.run.controller import ControllerSettings, RunController
-from harness.storage.atomic import atomic_write_json
 from harness.storage.resume_state import RunIdentity
 
 REEF_BLOCK = {
@@ -149,7 +149,6 @@ def test_real_bridge_calls_the_named_actor_like_reef_does(
     monkeypatch.setitem(sys.modules, "ray", ray)
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     bridge = RayTrainingBridge.from_state_dir(tmp_path)
-    archive = tmp_path / "guidance-run" / "committed-library.json"
     page = status_page(SCENARIO)
     with StatusServer(lambda: page) as server:
         status = ReefStatusClient(server.url)
@@ -159,7 +158,7 @@ def test_real_bridge_calls_the_named_actor_like_reef_does(
             BACKEND,
             bridge,
             status,
-            lambda step: atomic_write_json(archive, {"step": step}),
+            StandInState(tmp_path),
         )
         controller.begin()
         fake.submit_step(0, MIXED)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from bridge_fake import FakeTrainingBridge
+from state_stand_in import StandInState
 from test_run_controller import IDENTITY, LOG, MIXED, SCENARIO, TOKEN, Rig, outcome, rig
 
 from harness.run.controller import (
@@ -26,7 +27,6 @@ from harness.run.controller import (
     RunController,
 )
 from harness.run.gate import FrozenGate
-from harness.storage.atomic import atomic_write_json
 from harness.storage.resume_state import ResumeStateError, RunIdentity
 
 __all__ = ["rig"]  # the fixture, shared with test_run_controller.py
@@ -105,8 +105,7 @@ def frozen_controller(rig: Rig, steps: int = 3, identity: RunIdentity = FROZEN) 
         {"name": "local"},
         None,
         None,
-        lambda step: atomic_write_json(rig.archive, {"step": step}),  # no bridge to record
-        rig.archive_step,
+        StandInState(rig.state_dir),  # no bridge to record
         gate=FrozenGate(),
     )
 
@@ -307,25 +306,25 @@ import os, signal, sys
 from pathlib import Path
 sys.path.insert(0, {tests!r})
 from bridge_fake import FakeTrainingBridge
-from harness.storage.atomic import atomic_write_json
+from state_stand_in import StandInState
 from harness.adapters.reef.status import ReefStatusClient
 from harness.storage.resume_state import RunIdentity, StepOutcome
 from harness.run.controller import ControllerSettings, RunController
 
-state = Path({state!r})
-archive = state / "guidance-run" / "committed-library.json"
-bridge = FakeTrainingBridge(state, groups_per_step=2, rollouts_per_group=4)
+state_dir = Path({state!r})
+bridge = FakeTrainingBridge(state_dir, groups_per_step=2, rollouts_per_group=4)
 rewards = {rewards!r}
 
 def commit_archive(step):
-    atomic_write_json(archive, {{"step": step}})
+    state.write_archive(step)
     if step == 1:
         os.kill(os.getpid(), signal.SIGKILL)  # die between the archive and the resume state
 
+state = StandInState(state_dir, commit_archive)
 controller = RunController(
-    ControllerSettings(state, {scenario!r}, 3, poll_interval_s=0.005, deadline_s=20),
+    ControllerSettings(state_dir, {scenario!r}, 3, poll_interval_s=0.005, deadline_s=20),
     RunIdentity(**{identity!r}), {{"name": "local"}}, bridge,
-    ReefStatusClient({url!r}, token={token!r}), commit_archive,
+    ReefStatusClient({url!r}, token={token!r}), state,
 )
 controller.begin()
 for step in (0, 1):

@@ -18,6 +18,8 @@ from harness.library import Archive, ArchiveConfigMismatch
 from harness.state import GUIDANCE_FORMAT_ERROR, VALID, ArchiveConfig, LibraryEntry
 from harness.storage import atomic
 from harness.storage.library_json import library_json_bytes, read_library_json
+from harness.storage.resume_state import ResumeState, RunIdentity, StepOutcome
+from harness.storage.state_dir import StateDirectory
 from harness.storage.store import (
     HEAD,
     ArchiveStore,
@@ -315,3 +317,98 @@ def test_sigkill_at_random_moments_never_loses_or_tears_committed_state(fresh, t
     drive(reference, steps=steps, payload=20000)
     assert read_committed(fresh)[1] == steps - 1
     assert exported(fresh) == exported(reference)
+
+
+# --- the state directory: opening and the ordered commit (harness.storage.state_dir) ---------
+
+IDENTITY_FIELDS = {
+    "model": "Qwen/Qwen3-8B",
+    "executor": "openai/gpt-oss-120b",
+    "gpt_oss_reasoning_effort": "low",
+    "groups_per_step": CONFIG.groups_per_batch,
+    "rollouts_per_group": CONFIG.rollout_n,
+    "guidance_max_tokens": 8192,
+    "sequence_length": 12288,
+    "lora_rank": 32,
+    "inference_tensor_parallel_size": 1,
+    "megatron_tensor_parallel_size": 2,
+}
+
+
+def _record(step: int) -> ResumeState:
+    rewards = ((0.0, 0.5, 0.7), (0.2, 0.2, 0.9))
+    summaries = tuple(
+        StepOutcome(s, 1.0, rewards, 5, 6, 0.9).summary(CONFIG.rollout_n, {}, False)
+        for s in range(step + 1)
+    )
+    return ResumeState(
+        RunIdentity(**IDENTITY_FIELDS), {"name": "local"}, "summary_only", step + 1, summaries
+    )
+
+
+def _run_step(state: StateDirectory, step: int) -> None:
+    state.archive.select_parents(step)
+    for group in range(CONFIG.groups_per_batch):
+        for slot in range(CONFIG.rollout_n):
+            entry = rollout(state.archive, step, group, slot)
+            state.store.record_rollout(state.archive, step, group, slot, entry)
+
+
+def test_the_state_directory_commits_store_then_library_then_resume_state(tmp_path):
+    root = tmp_path / "state"
+    (root / "guidance-run").mkdir(parents=True)
+    stale = atomic.temp_path_for(root / "guidance-run" / "resume-state.json")
+    stale.write_text("cut short")
+    order: list[str] = []
+    seeds: list[int] = []
+
+    def seed() -> Archive:
+        seeds.append(1)
+        return Archive.from_seed(CONFIG, make_seed())
+
+    def crash(point: str) -> None:
+        order.append(point)
+        if point == "after_archive_commit":  # the store holds the step, nothing else does yet
+            assert read_committed(root / "guidance-run" / "archive")[1] == 0
+            assert not (root / "guidance-run" / "committed-library.json").exists()
+
+    assert StateDirectory.is_new(root)
+    with StateDirectory.open(root, CONFIG, seed, crash=crash) as state:
+        assert not stale.exists()
+        assert (state.committed_step, state.next_step, state.resume_state()) == (None, 0, None)
+        _run_step(state, 0)
+        saved = state.commit(0, _record(0))
+        assert order == ["before_archive_commit", "after_archive_commit"]
+        library = (root / "guidance-run" / "committed-library.json").read_bytes()
+        assert saved.committed_library_sha256 == hashlib.sha256(library).hexdigest()
+        assert state.resume_state() == saved and state.committed_step == 0
+        # idempotent: a commit made again (after a crash before resume-state) skips the store
+        assert state.commit(0, _record(0)) == saved
+        assert order == ["before_archive_commit", "after_archive_commit"]
+    assert seeds == [1] and not StateDirectory.is_new(root)
+    with StateDirectory.open(root, CONFIG, seed) as state:
+        assert seeds == [1] and (state.committed_step, state.next_step) == (0, 1)
+        assert state.check_committed_library() is None
+
+
+def test_the_state_directory_rebuilds_a_committed_library_that_differs(tmp_path):
+    root = tmp_path / "state"
+    with StateDirectory.open(root, CONFIG, lambda: Archive.from_seed(CONFIG, make_seed())) as state:
+        _run_step(state, 0)
+        saved = state.commit(0, _record(0))
+    library = root / "guidance-run" / "committed-library.json"
+    library.write_text("{}")
+    with StateDirectory.open(root, CONFIG, lambda: pytest.fail("not a new run")) as state:
+        rebuilt = state.check_committed_library()
+    assert rebuilt is not None and rebuilt.step == 0 and rebuilt.matches_record
+    assert "differs from the hash the last commit recorded" in rebuilt.message()
+    assert hashlib.sha256(library.read_bytes()).hexdigest() == saved.committed_library_sha256
+
+
+def test_the_state_directory_refuses_other_settings_and_releases_its_lock(tmp_path):
+    root = tmp_path / "state"
+    StateDirectory.open(root, CONFIG, lambda: Archive.from_seed(CONFIG, make_seed())).close()
+    other = ArchiveConfig(rollout_n=CONFIG.rollout_n + 1, groups_per_batch=2)
+    with pytest.raises(ArchiveConfigMismatch):
+        StateDirectory.open(root, other, lambda: pytest.fail("not a new run"))
+    StateDirectory.open(root, CONFIG, lambda: pytest.fail("not a new run")).close()

@@ -2,28 +2,29 @@
 training of it is durable and qualified) and its archive and resume state are committed, in that
 order (docs/design.md §7).
 
-Usage, by the step loop (which owns rollouts, the journal and the archive):
+Usage, by the step loop (which owns rollouts and the journal):
 
-    controller = RunController(settings, identity, backend.safe_dict(), bridge, status, commit)
+    state = StateDirectory.open(root, config, seed_archive)   # harness.storage.state_dir
+    controller = RunController(settings, identity, backend.safe_dict(), bridge, status, state)
     start = controller.begin()                  # resume checks; where to start
     for step in range(start.start_step, start.steps):
         outcome = run_or_replay_step(step)      # G·R rollouts reported to Reef
         controller.complete_step(outcome)       # barrier, qualification gate, commit
 
 `begin()` refuses a resume whose identity differs, a finished run, and a Reef checkpoint that
-does not pair with the committed state. `complete_step()` returns only after
-`commit_archive(step)` and the atomic `resume-state.json` write; the next step may start then.
-The gates (trained: barrier + `harness.run.qualification`; frozen: none) live in
+does not pair with the committed state. `complete_step()` returns only after the state
+directory's ordered commit (store, `committed-library.json`, `resume-state.json`); the next step
+may start then. The gates (trained: barrier + `harness.run.qualification`; frozen: none) live in
 `harness.run.gate`.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from harness.adapters.reef.status import StatusSource
 from harness.adapters.reef.training_bridge import TrainingBridge
@@ -37,10 +38,11 @@ from harness.run.gate import (
     TrainedGate,
     TrainingTimeoutError,
 )
-from harness.storage.resume_state import RESUME_STATE, ResumeState, RunIdentity, StepOutcome
+from harness.storage.resume_state import ResumeState, RunIdentity, StepOutcome
 
 __all__ = [
     "CHECKPOINT_MARKER",
+    "CommittedState",
     "ControllerSettings",
     "ResumeRefused",
     "RunController",
@@ -95,6 +97,21 @@ class ControllerSettings:
         )
 
 
+class CommittedState(Protocol):
+    """What the controller needs of the state directory (`harness.storage.state_dir.
+    StateDirectory`; the controller's tests pass a stand-in with a stand-in archive)."""
+
+    @property
+    def committed_step(self) -> int | None: ...
+
+    @property
+    def resume_state_path(self) -> Path: ...
+
+    def resume_state(self) -> ResumeState | None: ...
+
+    def commit(self, step: int, resume: ResumeState) -> ResumeState: ...
+
+
 @dataclass(frozen=True)
 class RunStart:
     """Where this process starts. `recovered_step` is set when Reef had already trained
@@ -113,12 +130,11 @@ class RunStart:
 class RunController:
     """Gatekeeper between steps: durability barrier, qualification gate, ordered commit, resume.
 
-    `commit_archive(step)` must write the working archive as committed for `step` atomically and
-    be idempotent (it is called again for a step whose commit was interrupted); it returns the
-    SHA-256 of the `committed-library.json` it exported (or None), which the resume-state record
-    keeps so a resume can check the file. `archive_step`,
-    when given, returns the step the committed archive carries (None before the first commit);
-    `begin()` then checks that it pairs with resume-state.json.
+    `state` is the run's state directory (`harness.storage.state_dir.StateDirectory`): the
+    controller reads the last commit record from it, checks in `begin()` that the step its
+    committed archive carries pairs with that record, and hands it each step's commit record;
+    the directory's `commit` is ordered and idempotent (it is called again for a step whose
+    commit was interrupted).
 
     What a step waits for before its commit is the run's `gate` (`harness.run.gate`):
     by default the `TrainedGate` on `bridge` and `status`, whose barrier emits `training_wait`
@@ -132,8 +148,7 @@ class RunController:
         executor_backend: Mapping[str, Any],
         bridge: TrainingBridge | None,
         status: StatusSource | None,
-        commit_archive: Callable[[int], str | None],
-        archive_step: Callable[[], int | None] | None = None,
+        state: CommittedState,
         events: EventSink | None = None,
         gate: StepGate | None = None,
     ) -> None:
@@ -150,15 +165,14 @@ class RunController:
                 f"the run identity is {identity.mode!r} but its step gate is {gate.mode!r}; a "
                 "run's records and its gate must carry the same mode"
             )
-        self._commit_archive = commit_archive
-        self._archive_step = archive_step
+        self._state = state
         self._start: RunStart | None = None
         self._next_step = 0
         self._summaries: list[dict[str, Any]] = []
 
     @property
     def resume_state_path(self) -> Path:
-        return self.settings.state_dir / RESUME_STATE
+        return self._state.resume_state_path
 
     @property
     def next_step(self) -> int:
@@ -168,7 +182,7 @@ class RunController:
     def begin(self) -> RunStart:
         """Check the state directory against these settings and Reef, and say where to start.
         Raises `ResumeRefused` naming the differing value and the fix; it touches no file."""
-        stored = ResumeState.load(self.resume_state_path)
+        stored = self._state.resume_state()
         next_step = 0 if stored is None else stored.next_step
         if stored is not None:
             self._check_stored(stored)
@@ -182,8 +196,7 @@ class RunController:
         if (
             recovered is None
             and self.gate.archive_commit_proves_settled
-            and self._archive_step is not None
-            and self._archive_step() == next_step
+            and self._state.committed_step == next_step
         ):
             log.warning(
                 "step %d was committed to the archive but its resume state was not written "
@@ -229,9 +242,7 @@ class RunController:
             )
 
     def _pair_with_archive(self, next_step: int, reef_trained_it: bool) -> bool:
-        if self._archive_step is None:
-            return False
-        archived = self._archive_step()
+        archived = self._state.committed_step
         archived = -1 if archived is None else archived
         if archived == next_step - 1:
             return False
@@ -260,16 +271,14 @@ class RunController:
         return summary
 
     def _commit(self, step: int, summary: dict[str, Any]) -> None:
-        library_sha = self._commit_archive(step)
-        state = ResumeState(
+        record = ResumeState(
             identity=self.identity,
             executor_backend=self._executor_backend,
             prompt_mode=self.settings.prompt_mode,
             next_step=step + 1,
             step_summaries=(*self._summaries, summary),
-            committed_library_sha256=library_sha,
         )
-        state.save(self.resume_state_path)
+        self._state.commit(step, record)
         self._summaries.append(summary)
         self._next_step = step + 1
         log.info("step %d committed; next step %d", step, step + 1)

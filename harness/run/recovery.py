@@ -10,18 +10,13 @@ already reported.
 
 from __future__ import annotations
 
-import hashlib
 import logging
-from pathlib import Path
 
 from harness.library import Archive, ArchiveError
 from harness.observe.events import EventSink
 from harness.run.crosscheck import ReefDisagrees, ReportSource, cross_check, describe
-from harness.storage.library_json import MAX_LIBRARY_BYTES, write_library_json
-from harness.storage.resume_state import RESUME_STATE, ResumeState
-from harness.storage.run_files import COMMITTED_LIBRARY
-from harness.storage.state_files import StateFileError, read_bytes
-from harness.storage.store import ArchiveStore, JournalRecord, read_committed
+from harness.storage.state_dir import StateDirectory
+from harness.storage.store import ArchiveStore, JournalRecord
 
 log = logging.getLogger(__name__)
 
@@ -60,30 +55,15 @@ def rebuild_lost_slots(
     return tuple(records)
 
 
-def check_committed_library(state_dir: Path, store_root: Path, events: EventSink) -> None:
-    """Check `committed-library.json` against the hash the last commit recorded; when it is
-    missing, differs, or no hash was recorded, rebuild it from the committed store and say so
-    (log warning and `committed_library_rebuilt` event). Nothing is ever silently ignored."""
-    stored = ResumeState.load(state_dir / RESUME_STATE)
-    if stored is None:
-        return  # nothing committed yet: there is no committed library to pair with
-    path = state_dir / COMMITTED_LIBRARY
-    expected = stored.committed_library_sha256
-    try:
-        actual = hashlib.sha256(read_bytes(path, max_bytes=MAX_LIBRARY_BYTES)).hexdigest()
-        problem = None if actual == expected else "differs from the hash the last commit recorded"
-    except StateFileError as exc:
-        problem = str(exc)
-    if expected is None:
-        problem = f"{state_dir / RESUME_STATE} records no hash for it"
-    if problem is None:
+def check_committed_library(state: StateDirectory, events: EventSink) -> None:
+    """Have the state directory check `committed-library.json` against the hash the last commit
+    recorded (and rebuild it from the store where it is missing or differs), and say so: a log
+    warning and a `committed_library_rebuilt` event. Nothing is ever silently ignored."""
+    rebuilt = state.check_committed_library()
+    if rebuilt is None:
         return
-    archive, step = read_committed(store_root)
-    rebuilt = write_library_json(archive, path)
-    message = (
-        f"{path}: {problem}; rebuilt from the committed archive of step {step} in {store_root}"
+    log.warning("%s", rebuilt.message())
+    reason = rebuilt.reason
+    events.emit(
+        "committed_library_rebuilt", path=str(rebuilt.path), step=rebuilt.step, reason=reason
     )
-    if expected is not None and rebuilt != expected:
-        message += " (the rebuilt file does not match the recorded hash either: the store changed)"
-    log.warning("%s", message)
-    events.emit("committed_library_rebuilt", path=str(path), step=step, reason=problem)

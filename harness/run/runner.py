@@ -1,25 +1,22 @@
-"""Wiring of one run: settings → store → archive → harness → controller, with resume.
+"""The steps of one run: settings → state directory → controller → the step loop, with resume.
 
-`run_steps` is what both the Harbor agent and the tests call. It opens (or creates from the task's
-seed) the archive store under `<state>/guidance-run/archive/`, replays the in-flight step's
-journal, lets the run controller decide where to start (identity, finished run, Reef's checkpoint,
-archive pairing), then runs each step and hands it to the controller, which waits for Reef's
-training, qualifies it and commits in this order: the archive store, then
-`guidance-run/committed-library.json` (the committed archive in the Discover `library.json`
-layout, atomically), then `resume-state.json`, which records the library file's SHA-256. On
-resume that file is checked against the hash; a missing or different file is rebuilt from the
-store (the durable source of truth) with a warning and a `committed_library_rebuilt` event.
+`run_steps` is what both the Harbor agent and the tests call. It checks the task, re-scores a new
+run's seed on the judge's suite, and opens the run's state directory
+(`harness.storage.state_dir.StateDirectory`: the archive store under
+`<state>/guidance-run/archive/`, created from the seed for a new run, with the in-flight step's
+journal replayed). The run controller then decides where to start (identity, finished run,
+Reef's checkpoint, archive pairing), the resume repairs run (`harness.run.recovery`: lost
+journal slots, a stale committed library), and each step is run and handed to the controller,
+which waits for Reef's training, qualifies it and has the state directory commit it in order:
+the store, `committed-library.json`, `resume-state.json`.
 
 The adapters (Reef, executor, judge, training bridge, status page) come in as `RunServices`;
-`harness.run.services.production_services` builds the real ones from `RunSettings`. Where the
-run's files live is `harness.storage.run_files`; the repairs a resume makes before its first step
-(lost journal slots, a stale committed library) are `harness.run.recovery`.
+`harness.run.services.production_services` builds the real ones from `RunSettings`.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +30,7 @@ from harness.library import Archive
 from harness.observe.cost import load_prices, usage_by_step
 from harness.observe.events import EventSink
 from harness.run.agent import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
-from harness.run.controller import ControllerSettings, RunController
+from harness.run.controller import ControllerSettings, RunController, RunStart
 from harness.run.crash_hook import crash_point
 from harness.run.recovery import check_committed_library, rebuild_lost_slots
 from harness.run.rollout import RolloutSettings
@@ -42,11 +39,9 @@ from harness.run.spend import SpendLimit
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry
-from harness.storage.atomic import remove_stale_temps
-from harness.storage.library_json import write_library_json
 from harness.storage.resume_state import RunIdentity
-from harness.storage.run_files import ARCHIVE_DIR, COMMITTED_LIBRARY, RUN_DIR, load_seed
-from harness.storage.store import HEAD, ArchiveStore
+from harness.storage.run_files import load_seed
+from harness.storage.state_dir import StateDirectory
 
 log = logging.getLogger(__name__)
 
@@ -102,164 +97,173 @@ def run_steps(
     contract, text = load_task(task_dir, settings.task_text)
     if settings.task_text != DEFAULT_TASK_TEXT:
         problem = text
-    run_dir = settings.state_dir / RUN_DIR
-    run_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_temps(run_dir)  # a resume-state write cut short leaves only its temp file
     config = ArchiveConfig(
         rollout_n=settings.rollouts_per_group,
         groups_per_batch=settings.groups_per_step,
         score_direction=contract.score_direction,
     )
-    seed_record = task_dir / settings.seed_file
-    new_run = not os.path.lexists(settings.state_dir / ARCHIVE_DIR / HEAD)
+    on_suite = _seed_on_suite(settings, task_dir, services)
+    with StateDirectory.open(
+        settings.state_dir,
+        config,
+        lambda: _seed_archive(config, on_suite, settings),
+        crash=crash_point,
+    ) as state:
+        rollout = RolloutSettings(
+            contract=contract,
+            problem=problem,
+            model=settings.model,
+            guidance_max_tokens=settings.guidance_max_tokens,
+            groups_per_step=settings.groups_per_step,
+            rollouts_per_group=settings.rollouts_per_group,
+            arm=settings.arm_spec,
+        )
+        seed_record = task_dir / settings.seed_file
+        overrides = dict(controller_overrides or {})
+        try:
+            return _run_open(
+                settings, services, state, on_suite, seed_record, rollout, workers, overrides
+            )
+        except BaseException as exc:
+            services.events.emit("error", message=f"{type(exc).__name__}: {exc}", where="run")
+            raise
+
+
+def _seed_on_suite(settings: RunSettings, task_dir: Path, services: RunServices) -> SeedOnSuite:
+    """The task's seed record on the judge's suite (a new run's seed is re-scored there first)."""
+    new_run = StateDirectory.is_new(settings.state_dir)
     try:
-        on_suite = seed_on_judge_suite(
+        return seed_on_judge_suite(
             services.scorer,
-            seed_record,
+            task_dir / settings.seed_file,
             load_seed(task_dir, settings.seed_file) if new_run else None,
         )
     except JudgeUnavailableError as exc:
         raise StepInterrupted(
             f"the judge is unavailable before the run starts: {exc}; {RESUME_HINT}"
         ) from exc
-    suite = on_suite.suite
-    store = _open_store(
-        settings.state_dir / ARCHIVE_DIR, config, task_dir, on_suite, settings.run_seed
-    )
-    try:
-        restored = store.load()
-        check_archive_suite(restored.archive, seed_record, suite, settings.judge_url)
-        if on_suite.record is not None:
-            services.events.emit("seed_rescored", **on_suite.record)
-        archive = restored.archive
-        committed = [restored.committed_step]
-
-        def commit_archive(step: int) -> str:
-            if step > committed[0]:  # else committed before a crash: the commit is idempotent
-                crash_point("before_archive_commit")
-                store.commit_step(archive, step)
-                committed[0] = step
-                crash_point("after_archive_commit")
-            return write_library_json(archive, settings.state_dir / COMMITTED_LIBRARY)
-
-        controller = RunController(
-            ControllerSettings.for_run(settings, **dict(controller_overrides or {})),
-            RunIdentity.from_dict(settings.identity()),
-            services.executor.backend.safe_dict(),
-            services.bridge,
-            services.status,
-            commit_archive,
-            lambda: committed[0] if committed[0] >= 0 else None,
-            events=services.events,
-            gate=services.gate,
-        )
-        start = controller.begin()
-        events = services.events
-        if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
-            check_committed_library(settings.state_dir, store.root, events)
-        in_flight = restored.in_flight + rebuild_lost_slots(
-            store, archive, restored.next_step, services.reef, events
-        )
-        events.emit(
-            "run_started",
-            mode=controller.gate.mode,
-            suite=suite,
-            state_dir=str(settings.state_dir),
-            start_step=start.start_step,
-            steps=start.steps,
-            groups=settings.groups_per_step,
-            rollouts=settings.rollouts_per_group,
-            best_raw_score=_best_score(archive),
-            guidance_model=settings.model,
-            executor_model=services.executor.backend.model,
-            task_text=settings.task_text,
-            arm=settings.arm,
-            parent_selection=settings.parent_selection,
-            run_seed=settings.run_seed,
-            # Where this run's settings and services are: status, inspect and plot of this
-            # state directory read them instead of the defaults.
-            settings_file=str(settings.config_path),
-            reef_url=settings.reef_url,
-            judge_url=settings.judge_url,
-            scenario=settings.scenario,
-        )
-        spend = SpendLimit(
-            settings.max_cost_usd,
-            settings.max_tokens,
-            load_prices(None, serve_yaml=settings.config_path),
-            settings.model,
-            services.executor.backend.model,
-        )
-        spend.require_prices(settings.arm_spec.guided)
-        harness = GuidanceHarness(
-            archive=archive,
-            store=store,
-            settings=RolloutSettings(
-                contract=contract,
-                problem=problem,
-                model=settings.model,
-                guidance_max_tokens=settings.guidance_max_tokens,
-                groups_per_step=settings.groups_per_step,
-                rollouts_per_group=settings.rollouts_per_group,
-                arm=settings.arm_spec,
-            ),
-            reef=services.reef,
-            executor=services.executor,
-            scorer=services.scorer,
-            workers=workers or settings.max_rollout_workers,
-            events=events,
-        )
-        summaries = list(start.step_summaries)
-        for step in range(start.start_step, start.steps):
-            if step == start.recovered_step:
-                step_run = harness.rebuild_step(step)
-            else:
-                journaled = in_flight if step == restored.next_step else ()
-                if not journaled:  # a step in progress completes whatever the spend
-                    spend.check(archive.entries.values(), step, events)
-                step_run = harness.run_step(step, journaled)
-            summary = controller.complete_step(step_run.outcome)
-            summaries.append(summary)
-            _emit_step_end(
-                events, archive, step, summary, step_run, controller.gate.mode, settings.arm
-            )
-            spend.check(archive.entries.values(), step + 1, events, stop=False)
-        result = RunResult(
-            start_step=start.start_step,
-            next_step=controller.next_step,
-            step_summaries=tuple(summaries),
-            agent_record_ids=well_formed_receipts(archive, from_step=start.start_step),
-            all_agent_record_ids=well_formed_receipts(archive),
-            runtime_load_id=_runtime_load_id(services.reef),
-            best=archive.best_entry(),
-        )
-        events.emit(
-            "run_finished",
-            next_step=result.next_step,
-            best_raw_score=result.best.verifier_raw_score if result.best else None,
-        )
-        return result
-    except BaseException as exc:
-        services.events.emit("error", message=f"{type(exc).__name__}: {exc}", where="run")
-        raise
-    finally:
-        store.close()
 
 
-def _best_score(archive: Archive) -> float | None:
-    """The archive's best raw score (the seed's before the first step), for the progress line."""
-    best = archive.best_entry()
-    return None if best is None else best.verifier_raw_score
-
-
-def _open_store(
-    root: Path, config: ArchiveConfig, task_dir: Path, seed: SeedOnSuite, run_seed: int
-) -> ArchiveStore:
-    if os.path.lexists(root / HEAD):  # a broken head is refused by open(), never replaced
-        return ArchiveStore.open(root, config)
-    log.info("new archive in %s from the seed of %s (%s)", root, task_dir, seed.suite)
+def _seed_archive(config: ArchiveConfig, seed: SeedOnSuite, settings: RunSettings) -> Archive:
+    log.info("new archive in %s from the seed (%s)", settings.state_dir, seed.suite)
     assert seed.entry is not None  # a new run's seed is aligned with the judge's suite first
-    return ArchiveStore.create(root, Archive.from_seed(config, seed.entry, run_seed))
+    return Archive.from_seed(config, seed.entry, settings.run_seed)
+
+
+def _run_open(
+    settings: RunSettings,
+    services: RunServices,
+    state: StateDirectory,
+    on_suite: SeedOnSuite,
+    seed_record: Path,
+    rollout: RolloutSettings,
+    workers: int | None,
+    controller_overrides: Mapping[str, Any],
+) -> RunResult:
+    """The steps of a run whose state directory is open: resume checks, then the step loop."""
+    archive, events = state.archive, services.events
+    check_archive_suite(archive, seed_record, on_suite.suite, settings.judge_url)
+    if on_suite.record is not None:
+        events.emit("seed_rescored", **on_suite.record)
+    controller = RunController(
+        ControllerSettings.for_run(settings, **controller_overrides),
+        RunIdentity.from_dict(settings.identity()),
+        services.executor.backend.safe_dict(),
+        services.bridge,
+        services.status,
+        state,
+        events=events,
+        gate=services.gate,
+    )
+    start = controller.begin()
+    if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
+        check_committed_library(state, events)
+    in_flight_step = state.next_step  # the step whose journal was replayed on opening
+    in_flight = state.in_flight + rebuild_lost_slots(
+        state.store, archive, in_flight_step, services.reef, events
+    )
+    _emit_run_started(events, settings, services, controller, start, on_suite.suite, archive)
+    spend = SpendLimit(
+        settings.max_cost_usd,
+        settings.max_tokens,
+        load_prices(None, serve_yaml=settings.config_path),
+        settings.model,
+        services.executor.backend.model,
+    )
+    spend.require_prices(settings.arm_spec.guided)
+    harness = GuidanceHarness(
+        archive=archive,
+        store=state.store,
+        settings=rollout,
+        reef=services.reef,
+        executor=services.executor,
+        scorer=services.scorer,
+        workers=workers or settings.max_rollout_workers,
+        events=events,
+    )
+    summaries = list(start.step_summaries)
+    for step in range(start.start_step, start.steps):
+        if step == start.recovered_step:
+            step_run = harness.rebuild_step(step)
+        else:
+            journaled = in_flight if step == in_flight_step else ()
+            if not journaled:  # a step in progress completes whatever the spend
+                spend.check(archive.entries.values(), step, events)
+            step_run = harness.run_step(step, journaled)
+        summary = controller.complete_step(step_run.outcome)
+        summaries.append(summary)
+        _emit_step_end(events, archive, step, summary, step_run, controller.gate.mode, settings.arm)
+        spend.check(archive.entries.values(), step + 1, events, stop=False)
+    result = RunResult(
+        start_step=start.start_step,
+        next_step=controller.next_step,
+        step_summaries=tuple(summaries),
+        agent_record_ids=well_formed_receipts(archive, from_step=start.start_step),
+        all_agent_record_ids=well_formed_receipts(archive),
+        runtime_load_id=_runtime_load_id(services.reef),
+        best=archive.best_entry(),
+    )
+    events.emit(
+        "run_finished",
+        next_step=result.next_step,
+        best_raw_score=result.best.verifier_raw_score if result.best else None,
+    )
+    return result
+
+
+def _emit_run_started(
+    events: EventSink,
+    settings: RunSettings,
+    services: RunServices,
+    controller: RunController,
+    start: RunStart,
+    suite: str,
+    archive: Archive,
+) -> None:
+    best = archive.best_entry()  # the seed's before the first step, for the progress line
+    events.emit(
+        "run_started",
+        mode=controller.gate.mode,
+        suite=suite,
+        state_dir=str(settings.state_dir),
+        start_step=start.start_step,
+        steps=start.steps,
+        groups=settings.groups_per_step,
+        rollouts=settings.rollouts_per_group,
+        best_raw_score=None if best is None else best.verifier_raw_score,
+        guidance_model=settings.model,
+        executor_model=services.executor.backend.model,
+        task_text=settings.task_text,
+        arm=settings.arm,
+        parent_selection=settings.parent_selection,
+        run_seed=settings.run_seed,
+        # Where this run's settings and services are: status, inspect and plot of this
+        # state directory read them instead of the defaults.
+        settings_file=str(settings.config_path),
+        reef_url=settings.reef_url,
+        judge_url=settings.judge_url,
+        scenario=settings.scenario,
+    )
 
 
 def _emit_step_end(
