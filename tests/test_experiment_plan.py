@@ -11,8 +11,8 @@ import yaml
 
 from harness.arms import Arm
 from harness.cli.estimate import estimate
-from harness.cli.experiment import run_settings_document
-from harness.cli.experiment_plan import PlannedRun, load_plan
+from harness.experiment.plan import PlannedRun, load_plan
+from harness.experiment.runs import run_settings_document
 from harness.observe.cost import Price, PriceTable
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.settings.task_dirs import bundled_task_dir

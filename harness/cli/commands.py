@@ -146,13 +146,13 @@ def _plot_series(args: argparse.Namespace) -> tuple[plot_series.Series, str]:
 
 
 def _cmd_status(args: argparse.Namespace, console: Console) -> int:
-    from harness.cli import experiment
+    from harness.experiment import index, runs
 
-    if experiment.is_experiment(args.state_dir):  # an experiment directory: every run
+    if index.is_experiment(args.state_dir):  # an experiment directory: every run
         if args.json:
-            console.print_json(json.dumps(experiment.status_rows(args.state_dir)))
+            console.print_json(json.dumps(index.status_rows(args.state_dir)))
         else:
-            experiment.render_status(args.state_dir, console)
+            runs.render_status(args.state_dir, console)
         return 0
     view = results.load_run(args.state_dir)
     services = _services(args, args.state_dir)

@@ -32,6 +32,7 @@ from rich.table import Table
 
 from harness import results
 from harness.adapters.judge.suites import PUBLIC
+from harness.experiment.index import EXPERIMENT_FILE
 from harness.observe.cost import PriceTable, load_prices
 from harness.results.compare import (
     AXIS_LABELS,
@@ -45,8 +46,6 @@ from harness.storage.state_files import exists, read_json_object
 
 REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
 REFERENCE_ARM = "reference (published, one seed)"
-#: The file an experiment directory holds (`harness.cli.experiment`).
-EXPERIMENT_FILE = "experiment.json"
 CSV_FIELDS = ("kind", "arm", "run", "seed", "axis", "x", "best_so_far", "mean", "ci_low", "ci_high")
 
 

@@ -135,14 +135,14 @@ def _lazy(module: str) -> Callable[[argparse.Namespace, Console], int]:
     def run(args: argparse.Namespace, console: Console) -> int:
         from importlib import import_module
 
-        return int(import_module(f"harness.cli.{module}").run(args, console))
+        return int(import_module(module).run(args, console))
 
     return run
 
 
 COMMANDS: dict[str, Callable[[argparse.Namespace, Console], int]] = {
-    "experiment": _lazy("experiment"),
-    "compare": _lazy("compare"),
-    "estimate": _lazy("estimate"),
-    "reevaluate": _lazy("reevaluate"),
+    "experiment": _lazy("harness.experiment.runs"),
+    "compare": _lazy("harness.cli.compare"),
+    "estimate": _lazy("harness.cli.estimate"),
+    "reevaluate": _lazy("harness.cli.reevaluate"),
 }

@@ -1,6 +1,6 @@
 """`guidance-ttt experiment PLAN.yaml`: arms × seeds of one task, run as a whole.
 
-The plan's file is described in `harness.cli.experiment_plan` and docs/experiments.md.
+The plan's file is described in `harness.experiment.plan` and docs/experiments.md.
 
 Without `stand_ins`, `settings:` names the settings file every run starts from (a
 serve-frozen.yaml for the frozen `guidance-ttt` arm and the arms without a guidance model, a
@@ -23,7 +23,6 @@ import io
 import os
 import shlex
 import subprocess
-from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,35 +31,12 @@ import yaml
 from rich.console import Console
 from rich.table import Table
 
-from harness import results
-from harness.cli.compare import EXPERIMENT_FILE
-from harness.cli.experiment_plan import Plan, PlannedRun, load_plan
+from harness.experiment.index import read_index, status_rows, write_index
+from harness.experiment.plan import Plan, PlannedRun, load_plan
 from harness.run.controller import ResumeRefused
 from harness.run.spend import SpendLimitReached
-from harness.storage.atomic import atomic_write_json
-from harness.storage.state_files import exists, read_json_object
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _write_index(directory: Path, plan: Plan, status: Mapping[str, str]) -> None:
-    atomic_write_json(
-        directory / EXPERIMENT_FILE,
-        {
-            "name": plan.name,
-            "plan": dict(plan.document),
-            "runs": [
-                {
-                    "dir": run.directory,
-                    "arm": run.arm.name,
-                    "parent_selection": run.arm.selection,
-                    "run_seed": run.arm.run_seed,
-                    "status": status.get(run.directory, "planned"),
-                }
-                for run in plan.runs()
-            ],
-        },
-    )
 
 
 def run(args: argparse.Namespace, console: Console) -> int:
@@ -69,7 +45,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     directory.mkdir(parents=True, exist_ok=True)
     planned = plan.runs()
     status: dict[str, str] = {}
-    _write_index(directory, plan, status)
+    write_index(directory, plan, status)
     console.print(
         f"experiment {plan.name}: {len(plan.arms)} arms × {len(plan.seeds)} seeds = "
         f"{len(planned)} runs of {plan.groups}×{plan.rollouts} for {plan.steps} steps in "
@@ -102,7 +78,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
         with ThreadPoolExecutor(plan.parallel) as pool:
             for item, outcome in zip(planned, pool.map(one, planned), strict=True):
                 status[item.directory] = outcome
-                _write_index(directory, plan, status)
+                write_index(directory, plan, status)
                 console.print(f"{item.directory}: {outcome}", markup=False, soft_wrap=True)
     finally:
         if runner is not None:
@@ -297,32 +273,8 @@ def _behind_key_forwarder(settings: Any, path: Path, stack: Any) -> Path:
 # --- status over an experiment ---------------------------------------------------------------
 
 
-def is_experiment(directory: Path) -> bool:
-    return exists(Path(directory) / EXPERIMENT_FILE)
-
-
-def status_rows(directory: Path) -> list[dict[str, Any]]:
-    """One row per run of an experiment directory: arm, seed, steps, best, state."""
-    document = read_json_object(Path(directory) / EXPERIMENT_FILE)
-    rows = []
-    for entry in document.get("runs", []):
-        state = Path(directory) / str(entry["dir"])
-        row = {**entry, "committed_steps": 0, "best_score": None, "seed_score": None}
-        if results.find_store(state) is not None:
-            view = results.load_run(state)
-            trajectory = results.trajectory(view.archive, "run", view.committed_step)
-            row.update(
-                committed_steps=view.committed_step + 1,
-                best_score=trajectory[-1].cumulative_best,
-                seed_score=trajectory[0].cumulative_best,
-                in_flight=len(view.in_flight),
-            )
-        rows.append(row)
-    return rows
-
-
 def render_status(directory: Path, console: Console) -> None:
-    document = read_json_object(Path(directory) / EXPERIMENT_FILE)
+    document = read_index(directory)
     steps = (document.get("plan") or {}).get("steps")
     table = Table(title=f"experiment {document.get('name')} ({directory})")
     for column in ("run", "arm", "selection", "seed", "steps", "best", "state"):

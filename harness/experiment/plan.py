@@ -15,7 +15,7 @@ The plan (docs/experiments.md):
 
 `load_plan` reads and checks a plan (a `ValueError` naming the key and the fix); `Plan.runs()`
 lists its arm × seed runs, each with the state directory `<arm>-s<seed>`. Running them is
-`harness.cli.experiment`.
+`harness.experiment.runs`.
 """
 
 from __future__ import annotations
