@@ -4,7 +4,7 @@
         --executor-concurrency 8 --guidance-latency 0.5 --executor-latency 1.5
         --judge-latency 0.5]
 
-One step of `harness.run.agent.GuidanceHarness.run_step` (parents, G·R rollouts in the worker pool,
+One step of `harness.run.step.GuidanceHarness.run_step` (parents, G·R rollouts in the worker pool,
 strict parsing, the real `ExecutionClient` with its concurrency bound, the real
 `FrontierCSScorer`, the real `ArchiveStore` journal with an fsync per rollout, reports through
 the real `ReefChannel`, and the event log plus the progress display as sinks), then the run
@@ -193,9 +193,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from harness.library import Archive
     from harness.observe.events import EventLog, Fanout
     from harness.observe.progress import ProgressDisplay
-    from harness.run.agent import GuidanceHarness, step_outcome
     from harness.run.controller import ControllerSettings, RunController
     from harness.run.rollout import RolloutSettings
+    from harness.run.step import GuidanceHarness, step_outcome
     from harness.state import ArchiveConfig
     from harness.storage.resume_state import RunIdentity
     from harness.storage.run_files import load_seed

@@ -7,6 +7,9 @@ cannot silently corrupt a run. The pure pieces it composes live beside it: node 
 `harness.archive.nodes`, who is selectable in `harness.archive.selection`, the filter arithmetic
 in `harness.archive.filtering`, the invariant checks in `harness.archive.checks`. Persistence lives
 in `harness.storage.store`, the `library.json` exchange format in `harness.storage.library_json`.
+
+Slightly over the project's ~400 lines: what is left is the archive's own state and its
+mutations, each re-checking the invariants; the pure pieces are already out in `archive/`.
 """
 
 from __future__ import annotations
@@ -17,10 +20,8 @@ from dataclasses import replace
 from types import MappingProxyType
 
 from harness import arms, puct
-from harness.archive import checks
-from harness.archive import filtering as archive_filter
-from harness.archive import nodes as archive_nodes
-from harness.archive import selection as archive_selection
+from harness.archive import checks, filtering, selection
+from harness.archive.nodes import child_node, seed_roots
 from harness.state import (
     ARCHIVE_CANDIDATE,
     ArchiveConfig,
@@ -111,7 +112,7 @@ class Archive:
                 f"seed entry {seed.id} must be valid, with a raw score and a solution "
                 f"(status {seed.verifier_status!r}, raw score {seed.verifier_raw_score!r})"
             )
-        nodes, entries = archive_nodes.seed_roots(config, seed, run_seed)
+        nodes, entries = seed_roots(config, seed, run_seed)
         best = max(nodes.values(), key=lambda n: (n.value, n.id)).id
         return cls(
             config,
@@ -224,9 +225,9 @@ class Archive:
         ranked = self.ranking(step)
         if not ranked:
             raise ArchiveError(f"no selectable node for step {step}: the archive has no candidate")
-        blocked = archive_selection.blocked_lines(self._nodes, self._groups, t)
+        blocked = selection.blocked_lines(self._nodes, self._groups, t)
         roots = [n.id for n in self._nodes.values() if n.is_root]
-        chosen_id = archive_selection.choose(
+        chosen_id = selection.choose(
             policy,
             ranked,
             blocked,
@@ -250,7 +251,7 @@ class Archive:
         """PUCT ranking of the nodes selectable in `step`: visible (root or made before this
         step), archive candidates, with a non-empty solution."""
         return puct.rank(
-            archive_selection.selectable(self._nodes, self._entries, step + 1),
+            selection.selectable(self._nodes, self._entries, step + 1),
             visits=self._puct_n,
             best_child=self._puct_m,
             total=self._puct_T,
@@ -301,9 +302,7 @@ class Archive:
         key = self._key(entry.id)
         grows = entry.metadata.get(arms.ADDS_TO_TREE, True) is not False  # best-of-n: never
         if grows and child_value is not None and (key is None or key not in self._candidate_keys):
-            child = archive_nodes.child_node(
-                entry, parent_id=parent.id, timestep=t, value=child_value
-            )
+            child = child_node(entry, parent_id=parent.id, timestep=t, value=child_value)
             self._nodes[child.id] = child
             self._nodes[parent.id] = replace(parent, children=(*parent.children, child.id))
             if key is not None:
@@ -320,7 +319,7 @@ class Archive:
         # PUCT statistics: m for the direct parent (before the duplicate check), n up the tree.
         if child_value is not None:
             self._puct_m[parent.id] = max(self._puct_m.get(parent.id, child_value), child_value)
-        for node_id in archive_filter.ancestors(self._nodes, parent.id):
+        for node_id in filtering.ancestors(self._nodes, parent.id):
             self._puct_n[node_id] = self._puct_n.get(node_id, 0) + 1
         self._puct_T += 1
         self._submitted += 1
@@ -353,7 +352,7 @@ class Archive:
     # --- archive filter (docs/design.md §2, when a step's whole batch is finalized) -------------
 
     def _filter(self) -> None:
-        candidates, closure = archive_filter.survivors(
+        candidates, closure = filtering.survivors(
             self._nodes,
             topk_children=self.config.topk_children,
             max_buffer_size=self.config.max_buffer_size,

@@ -4,18 +4,16 @@ A scorer turns one candidate program into one `VerificationResult`. This module 
 contract, so a test can replace the judge with an honest fake; the pieces behind it are:
 
 * `harness.adapters.judge.frontiercs.FrontierCSScorer`: the `Scorer` that speaks the FrontierCS
-  judge's
-  HTTP protocol (multipart submit, poll `GET /result/{sid}`), with its timing (`JudgeSettings`)
-  and retries;
+  judge's HTTP protocol (multipart submit, poll `GET /result/{sid}`), with its timing
+  (`JudgeSettings`) and retries;
 * `harness.adapters.judge.verdict`: the pure mapping from one final judge answer to a verdict (the
-  score
-  hardening of docs/task.md) and the task's part of it (`Scoring`, the case check).
+  score hardening of docs/task.md) and the task's part of it (`Scoring`, the case check).
 
 The error contract: a candidate's own failure (compile error, inconsistent score, timeout, a
-submission too large) is a verdict, `invalid` with reward 0. A judge infrastructure fault is
-never a reward: each attempt that meets one raises `JudgeFault` inside the client and is
-retried; when the attempts are spent the scorer raises `JudgeUnavailableError` and the caller
-stops before reporting the slot (docs/judge.md).
+submission too large) is a verdict, `invalid` with reward 0. A judge infrastructure fault is never a
+reward: each attempt that meets one raises `JudgeFault` inside the client and is retried; when the
+attempts are spent the scorer raises `JudgeUnavailableError` and the caller stops before reporting
+the slot (docs/judge.md).
 """
 
 from __future__ import annotations

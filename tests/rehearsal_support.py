@@ -49,11 +49,11 @@ from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for t
     seed_source,
     task_dir,
 )
-from harness.run.agent import StepInterrupted  # noqa: E402
 from harness.run.crash_hook import ENV_VAR, crash_point  # noqa: E402
 from harness.run.gate import FrozenGate  # noqa: E402
 from harness.run.runner import RunResult, run_steps  # noqa: E402
 from harness.run.services import RunServices, executor_backend  # noqa: E402
+from harness.run.step import StepInterrupted  # noqa: E402
 from harness.settings.run_settings import RunSettings  # noqa: E402
 from harness.storage.atomic import temp_path_for  # noqa: E402
 from harness.storage.run_files import COMMITTED_LIBRARY, event_log_path  # noqa: E402

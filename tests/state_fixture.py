@@ -261,7 +261,7 @@ def build_state_dir(
             group_rewards=rewards,
             valid_rollouts=valid,
             well_formed_guidance=groups * rollouts - counts.get(GUIDANCE_FORMAT_ERROR, 0),
-            best_raw_score=step_best,  # the step's own best, as `harness.run.agent.step_outcome`
+            best_raw_score=step_best,  # the step's own best, as `harness.run.step.step_outcome`
             archive_best_raw_score=best,  # the archive's best after the step, the seed included
         )
         metrics = {"train/grad_norm": 0.4 + step / 10, "train/global_batch_size": groups * rollouts}

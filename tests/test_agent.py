@@ -21,10 +21,10 @@ from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.reef.channel import ReefChannel
 from harness.library import Archive
 from harness.observe.events import read_events
-from harness.run.agent import RESUME_HINT, StepInterrupted, step_outcome
 from harness.run.crash_hook import ENV_VAR
 from harness.run.rollout import report_body
 from harness.run.runner import run_steps
+from harness.run.step import RESUME_HINT, StepInterrupted, step_outcome
 from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry
 from harness.storage.run_files import event_log_path

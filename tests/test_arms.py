@@ -220,7 +220,7 @@ def test_a_cost_limit_prices_the_tokens_and_refuses_an_unpriced_model() -> None:
         unpriced.require_prices(guided=False)
 
 
-def test_prices_in_either_settings_file_are_accepted_and_read(tmp_path: Path) -> None:
+def test_prices_in_either_settings_file_are_checked_and_read(tmp_path: Path) -> None:
     from harness.observe.cost import load_prices
 
     price = {"api/model": {"input_per_mtok": 2.0, "output_per_mtok": 6.0}}
@@ -232,6 +232,12 @@ def test_prices_in_either_settings_file_are_accepted_and_read(tmp_path: Path) ->
     for name, document in (("serve.yaml", trained), ("serve-frozen.yaml", frozen)):
         path = tmp_path / name
         path.write_text(yaml.safe_dump(document, sort_keys=False))
-        RunSettings.load(path, environ=env, base_dir=tmp_path)  # the key is not refused
-        table = load_prices(serve_yaml=path, environ={})
+        settings = RunSettings.load(path, environ=env, base_dir=tmp_path)  # the key is accepted
+        table = load_prices(settings_prices=settings.pricing, environ={})
         assert table.prices["api/model"] == Price(2.0, 6.0), name
+    for bad in ({"input_per_mtok": -1, "output_per_mtok": 1}, {"input_per_mtok": 1}):
+        trained["training"]["config"]["harness"]["pricing"] = {"api/model": bad}
+        path = tmp_path / "bad.yaml"
+        path.write_text(yaml.safe_dump(trained, sort_keys=False))
+        with pytest.raises(RunSettingsError, match=r"pricing"):
+            RunSettings.load(path, environ=env, base_dir=tmp_path)

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from harness import results
-from harness.cli import entry as cli
+from harness.cli.entry import main
 from tests.bridge_fake import status_page
 from tests.reef_fixtures import free_port, running_reef
 from tests.state_fixture import FixtureRun, build_state_dir
@@ -73,7 +73,7 @@ def _down() -> str:
 
 
 def test_status_prints_step_best_open_slots_and_cost_with_services_down(run, capsys):
-    code = cli.main(
+    code = main(
         [
             "status",
             str(run.state_dir),
@@ -104,7 +104,7 @@ def test_status_prints_step_best_open_slots_and_cost_with_services_down(run, cap
 def test_status_json_totals_match_the_rollouts(run, capsys, tmp_path):
     prices = tmp_path / "prices.yaml"
     prices.write_text("z-ai/glm-5.2: {input_per_mtok: 1.0, output_per_mtok: 2.0}\n")
-    cli.main(
+    main(
         [
             "status",
             str(run.state_dir),
@@ -169,7 +169,7 @@ def test_status_shows_healthy_services_and_the_slots_reef_still_misses(
                 timeout=30,
             )
             assert report.status_code == 200, report.text
-        code = cli.main(
+        code = main(
             [
                 "status",
                 str(run.state_dir),
@@ -194,7 +194,7 @@ def test_status_lists_the_slots_reefs_grouping_still_misses(run, capsys, judge_h
     scenario = "guidance-ttt-polyomino-packing"
     page = status_page(scenario, open_steps={run.committed_steps: [(0, 3), (1, 2)]})
     with json_routes({"/healthz": {"ok": True}, "/reef/status": page}) as reef_url:
-        code = cli.main(
+        code = main(
             [
                 "status",
                 str(run.state_dir),
@@ -212,7 +212,7 @@ def test_status_lists_the_slots_reefs_grouping_still_misses(run, capsys, judge_h
 
 
 def test_inspect_prints_best_candidates_lineage_failures_and_cases(run, capsys):
-    assert cli.main(["inspect", str(run.state_dir), "--top", "3", "--cases", "1"]) == 0
+    assert main(["inspect", str(run.state_dir), "--top", "3", "--cases", "1"]) == 0
     out = capsys.readouterr().out
     view = results.load_run(run.state_dir)
     best_entry = view.archive.entries[run.best_entry_id]
@@ -236,7 +236,7 @@ def test_inspect_prints_best_candidates_lineage_failures_and_cases(run, capsys):
 
 
 def test_commands_on_a_directory_without_a_run_exit_2_naming_what_was_looked_for(tmp_path, capsys):
-    assert cli.main(["inspect", str(tmp_path)]) == 2
+    assert main(["inspect", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "holds no run" in err and "guidance-run/archive/archive-head.json" in err
 
@@ -285,5 +285,5 @@ def test_a_corrupt_resume_state_is_named_instead_of_a_traceback(run, tmp_path, c
     state = tmp_path / "state"
     shutil.copytree(run.state_dir, state)
     (state / "guidance-run" / "resume-state.json").write_text("{not json")
-    assert cli.main(["status", str(state), "--reef-url", _down(), "--judge-url", _down()]) == 2
+    assert main(["status", str(state), "--reef-url", _down(), "--judge-url", _down()]) == 2
     assert "resume-state.json: not valid JSON" in capsys.readouterr().err

@@ -19,8 +19,8 @@ import pytest
 from rich.console import Console
 
 from harness import results
-from harness.cli import entry as cli
 from harness.cli import plot_series, plots
+from harness.cli.entry import main
 from harness.observe.cost import load_prices
 from harness.observe.events import read_events
 from harness.observe.progress import ProgressDisplay
@@ -35,7 +35,7 @@ def _down() -> str:
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    code = cli.main(argv)
+    code = main(argv)
     captured = capsys.readouterr()
     assert code == 0, captured.err
     return captured.out

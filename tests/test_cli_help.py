@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import entry as cli
+from harness.cli import entry
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -33,7 +33,7 @@ def test_version_prints_the_installed_distributions_version():
 
 
 def test_every_subcommand_names_itself_and_gives_every_flag_a_help_text_and_its_default():
-    parsers = cli.subcommand_parsers()
+    parsers = entry.subcommand_parsers()
     assert {"doctor", "judge", "status", "inspect", "plot", "export"} <= set(parsers)
     problems = []
     for name, parser in parsers.items():
@@ -51,7 +51,7 @@ def test_every_subcommand_names_itself_and_gives_every_flag_a_help_text_and_its_
     assert not problems, "\n".join(problems)
 
 
-@pytest.mark.parametrize("sub", sorted(cli.subcommand_parsers()))
+@pytest.mark.parametrize("sub", sorted(entry.subcommand_parsers()))
 def test_help_output_starts_with_the_subcommands_own_usage(sub):
     done = _guidance_ttt(sub, "--help")
     assert done.returncode == 0, done.stderr
@@ -59,3 +59,13 @@ def test_help_output_starts_with_the_subcommands_own_usage(sub):
     assert "%(default)" not in done.stdout
     widest = max(len(line) for line in done.stdout.splitlines())
     assert widest <= 80, done.stdout
+
+
+def test_every_subcommand_has_a_description_and_task_help_lists_its_actions():
+    parsers = entry.subcommand_parsers()
+    assert set(parsers) == set(entry.SUBCOMMANDS)
+    missing = [name for name, parser in parsers.items() if not (parser.description or "").strip()]
+    assert missing == []
+    done = _guidance_ttt("task", "--help")
+    assert done.returncode == 0, done.stderr
+    assert all(action in done.stdout for action in ("check", "new", "seed"))

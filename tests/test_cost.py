@@ -58,19 +58,17 @@ def test_estimate_sums_priced_models_and_names_unpriced_ones():
     assert CostEstimate(12.345).describe() == "$12.35"
 
 
-def test_prices_merge_defaults_then_serve_yaml_then_override_file(tmp_path):
-    serve = tmp_path / "serve.yaml"
-    serve.write_text(
-        "training:\n  config:\n    harness:\n      pricing:\n"
-        "        z-ai/glm-5.2: {input_per_mtok: 0.4, output_per_mtok: 1.6}\n"
-        "        extra/model: {input_per_mtok: 1, output_per_mtok: 1}\n"
-    )
+def test_prices_merge_defaults_then_the_settings_then_override_file(tmp_path):
     override = tmp_path / "prices.yaml"
     override.write_text("extra/model: {input_per_mtok: 2.5, output_per_mtok: null}\n")
     defaults = load_prices(environ={})
     assert defaults.prices["openai/gpt-oss-120b"] == Price(0.0, 0.0)
     assert defaults.prices["z-ai/glm-5.2"] == Price(None, None)  # unknown, not guessed
-    merged = load_prices(serve_yaml=serve, environ={PRICING_ENV: str(override)})
+    settings_prices = {
+        "z-ai/glm-5.2": {"input_per_mtok": 0.4, "output_per_mtok": 1.6},
+        "extra/model": {"input_per_mtok": 1, "output_per_mtok": 1},
+    }
+    merged = load_prices(settings_prices=settings_prices, environ={PRICING_ENV: str(override)})
     assert merged.prices["z-ai/glm-5.2"] == Price(0.4, 1.6)
     assert merged.prices["extra/model"] == Price(2.5, None)
     assert merged.prices["Qwen/Qwen3-8B"] == Price(0.0, 0.0)

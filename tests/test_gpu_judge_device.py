@@ -105,10 +105,10 @@ def test_task_check_passes_on_a_gpu_host(tmp_path: Path) -> None:
     """`guidance-ttt task check harbor/trimul`: every file, and the seed re-judged within the
     task's relative tolerance (task.toml `score_rel_tolerance`)."""
     pytest.importorskip("pydantic", reason="the harness (task check) needs pydantic")
-    from harness.cli import task as task_files
+    from harness.cli import task as task_command
 
     with JudgeProcess(tmp_path / "state", "--task", str(TASK), "--gpus", "0") as process:
         lines: list[str] = []
-        status = task_files.main(["check", str(TASK), "--judge-url", process.url], lines.append)
+        status = task_command.main(["check", str(TASK), "--judge-url", process.url], lines.append)
     assert status == 0, lines
     assert lines[-1].startswith("ok   judge: seed reproduced"), lines

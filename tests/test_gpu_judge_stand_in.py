@@ -19,7 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from harness.cli import task as task_files
+from harness.cli import task as task_command
 from judges.service.process import JudgeProcess, cgroup_missing
 from tests.gpu_judge_support import (
     ATTACKS,
@@ -50,7 +50,7 @@ def test_without_a_gpu_the_judge_says_so_once_and_refuses_as_its_own_fault(
         (problem,) = httpx.get(f"{judge.url}/problems").json()["problems"]
         record = judge_program(judge.url, (TASK / "solution" / "solution.py").read_text())
         lines: list[str] = []
-        status = task_files.main(["check", str(TASK), "--judge-url", judge.url], lines.append)
+        status = task_command.main(["check", str(TASK), "--judge-url", judge.url], lines.append)
     assert problem["device"]["available"] is False
     assert record["status"] == "error" and record["errorKind"] == "judge"
     assert "needs a GPU and this judge has none" in record["error"]

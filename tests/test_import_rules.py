@@ -10,6 +10,7 @@ the size of the top level and the paths the docs cite."""
 
 from __future__ import annotations
 
+import ast
 import importlib
 import re
 import shutil
@@ -29,7 +30,7 @@ RUFF = Path(sys.executable).with_name("ruff")
 CORE = ("state", "arms", "puct", "library", "prompts", "search", "scorer", "contract")
 FACES = {
     "execution": "harness.adapters.executor.client",
-    "agent": "harness.run.agent",
+    "agent": "harness.run.step",
     "run_controller": "harness.run.controller",
     "harbor_agent": "harness.run.harbor_agent",
 }
@@ -186,6 +187,24 @@ PLANTS = [
         LAZY.format("import harness.agent"),
         "nothing inside the project imports a face",
         "harness.run.rollout -> harness.agent",
+    ),
+    (
+        "harness/cli/status.py",
+        LAZY.format("import subprocess"),
+        "cli parses, dispatches and renders: no process start-up, YAML or run",
+        "harness.cli.status -> subprocess",
+    ),
+    (
+        "harness/cli/export.py",
+        LAZY.format("import yaml"),
+        "cli parses, dispatches and renders: no process start-up, YAML or run",
+        "harness.cli.export -> yaml",
+    ),
+    (
+        "harness/cli/rehearse.py",
+        LAZY.format("from harness.run.runner import run_steps"),
+        "cli parses, dispatches and renders: no process start-up, YAML or run",
+        "harness.cli.rehearse -> harness.run.runner",
     ),
     (
         "judges/verdicts/archive_view.py",
@@ -393,3 +412,20 @@ def test_every_cited_path_exists() -> None:
             if not (REPO / cited).exists():
                 missing.append(f"{text.name}: {cited}")
     assert missing == []
+
+
+def test_only_settings_writes_a_settings_file() -> None:
+    """`harness.settings.copies` is the one writer of YAML in the harness (a run's copy of its
+    settings file): no other module calls `yaml.dump` or `yaml.safe_dump`."""
+    writers = []
+    for path in sorted((REPO / "harness").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            called = node.func if isinstance(node, ast.Call) else None
+            if (
+                isinstance(called, ast.Attribute)
+                and called.attr in {"dump", "safe_dump"}
+                and isinstance(called.value, ast.Name)
+                and called.value.id == "yaml"
+            ):
+                writers.append(path.relative_to(REPO).as_posix())
+    assert set(writers) == {"harness/settings/copies.py"}

@@ -19,7 +19,7 @@ import pytest
 
 from judges.kinds import load_problem
 from judges.sandbox.runner import Sandbox
-from judges.verdicts import programs as problem_programs
+from judges.verdicts import programs as verdict_programs
 from judges.verdicts.judging import CompileLimits
 
 pytestmark = pytest.mark.slow
@@ -69,8 +69,8 @@ def test_a_checker_copy_cut_short_is_never_taken_for_a_compiled_checker(
             raise OSError(errno.ENOSPC, "No space left on device", str(target))
         return real_copy(source, target)
 
-    monkeypatch.setattr(problem_programs.shutil, "copyfile", copy_that_fills_the_disk)
-    cache = problem_programs.ProgramCache(sandbox, store, CompileLimits())
+    monkeypatch.setattr(verdict_programs.shutil, "copyfile", copy_that_fills_the_disk)
+    cache = verdict_programs.ProgramCache(sandbox, store, CompileLimits())
     with pytest.raises(OSError, match="No space left on device"):
         cache.program(problem)
     assert cut_short
@@ -84,6 +84,6 @@ def test_a_checker_copy_cut_short_is_never_taken_for_a_compiled_checker(
     saved = next(store.rglob("program"))
     assert program.read_bytes() == saved.read_bytes() and program.stat().st_size > 1000
     assert program.stat().st_mode & 0o111 and saved.stat().st_mode & 0o111
-    again = problem_programs.ProgramCache(sandbox, store, CompileLimits())
+    again = verdict_programs.ProgramCache(sandbox, store, CompileLimits())
     shutil.rmtree(program.parent)
     assert again.program(problem)[1] == "disk"  # a restart takes the complete saved copy

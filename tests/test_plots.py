@@ -14,8 +14,8 @@ from statistics import fmean
 import pytest
 
 from harness import results
-from harness.cli import entry as cli
 from harness.cli import plot_series, plots
+from harness.cli.entry import main
 from harness.observe.cost import load_prices
 from tests.state_fixture import FixtureRun, build_state_dir
 
@@ -170,7 +170,7 @@ def test_the_health_figure_shows_valid_and_format_error_fractions_tokens_and_cos
 def test_a_trajectory_csv_draws_its_best_so_far_and_valid_fraction_in_its_direction(tmp_path):
     rows = [r for r in results.read_trajectory_csv(REFERENCE / "trajectory.csv")]
     trimul = [r for r in rows if r.task == "trimul"]
-    assert cli.main(["plot", str(REFERENCE / "trajectory.csv"), "--task", "trimul",
+    assert main(["plot", str(REFERENCE / "trajectory.csv"), "--task", "trimul",
                      "-o", str(tmp_path / "t.png")]) == 0  # fmt: skip
     assert (tmp_path / "t-health.png").read_bytes().startswith(PNG)
     series = plot_series.from_trajectory(trimul, "min")
@@ -194,21 +194,21 @@ def test_plot_command_writes_both_figures_and_names_a_missing_task_or_reference(
     run, tmp_path, capsys
 ):
     png = tmp_path / "state.png"
-    assert cli.main(["plot", str(run.state_dir), "-o", str(png), "--reference"]) == 0
+    assert main(["plot", str(run.state_dir), "-o", str(png), "--reference"]) == 0
     out = capsys.readouterr().out
     assert f"wrote {png} and {tmp_path / 'state-health.png'}" in out
     assert f"{run.committed_steps} steps, best {run.cumulative_best[-1]:.4f}" in out
     reference = REFERENCE / "trajectory.csv"
-    assert cli.main(["plot", str(reference), "-o", str(tmp_path / "r.png")]) == 2
+    assert main(["plot", str(reference), "-o", str(tmp_path / "r.png")]) == 2
     assert "holds tasks ['polyomino', 'trimul']; choose one with --task" in capsys.readouterr().err
     argv = ["plot", str(run.state_dir), "-o", str(png), "--reference", "--reference-task", "nope"]
-    assert cli.main(argv) == 2
+    assert main(argv) == 2
     assert "has no reference run of task 'nope'" in capsys.readouterr().err
 
 
 def test_plot_without_matplotlib_names_the_extra_to_install_in_one_line(run, tmp_path):
     blocker = "import sys; sys.modules['matplotlib'] = None\n"
-    code = blocker + "from harness import cli; sys.exit(cli.main(sys.argv[1:]))"
+    code = blocker + "from harness import cli; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run(
         [sys.executable, "-c", code, "plot", str(run.state_dir), "-o", str(tmp_path / "x.png")],
         capture_output=True,
@@ -247,11 +247,11 @@ def test_the_reference_is_refused_beside_a_run_scored_on_another_suite(tmp_path,
         labels={"mode": "frozen", "suite": "generated:11:2"},
     )
     png = str(tmp_path / "g.png")
-    assert cli.main(["plot", str(generated.state_dir), "-o", png, "--reference"]) == 2
+    assert main(["plot", str(generated.state_dir), "-o", png, "--reference"]) == 2
     err = capsys.readouterr().err
     assert "suite generated:11:2, the reference run's from the public cases" in err
     assert "plot without --reference" in err
-    assert cli.main(["plot", str(generated.state_dir), "-o", png]) == 0
+    assert main(["plot", str(generated.state_dir), "-o", png]) == 0
 
 
 def test_a_reference_score_is_a_labelled_line(run, tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness import results
-from harness.cli import entry as cli
+from harness.cli.entry import main
 from tests.state_fixture import FixtureRun, build_state_dir
 
 REPO = Path(__file__).resolve().parents[1]
@@ -28,7 +28,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[FixtureRun, Path
     run = build_state_dir(root / "state", committed_steps=4, in_flight_slots=2)
     out = root / "records"
     assert (
-        cli.main(
+        main(
             [
                 "export",
                 str(run.state_dir),
@@ -188,7 +188,7 @@ def test_export_replaces_its_task_and_keeps_the_others(exported, tmp_path):
     merged = tmp_path / "merged"
     shutil.copytree(REPO / "results" / "reference", merged)
     assert (
-        cli.main(
+        main(
             [
                 "export",
                 str(run.state_dir),
@@ -212,5 +212,5 @@ def test_export_replaces_its_task_and_keeps_the_others(exported, tmp_path):
 
 def test_export_refuses_a_run_with_nothing_committed(tmp_path, capsys):
     run = build_state_dir(tmp_path / "state", committed_steps=0, in_flight_slots=2)
-    assert cli.main(["export", str(run.state_dir), "--out", str(tmp_path / "o")]) == 2
+    assert main(["export", str(run.state_dir), "--out", str(tmp_path / "o")]) == 2
     assert "no committed step yet" in capsys.readouterr().err

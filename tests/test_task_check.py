@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.cli import task as task_files
+from harness.cli import task as task_command
 from judges.service.process import JudgeProcess
 
 REPO = Path(__file__).resolve().parents[1]
@@ -42,7 +42,7 @@ def judge_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 def check(task: Path, *flags: str) -> tuple[int, list[str]]:
     lines: list[str] = []
-    status = task_files.main(["check", str(task), *flags], out=lines.append)
+    status = task_command.main(["check", str(task), *flags], out=lines.append)
     return status, lines
 
 
@@ -127,7 +127,7 @@ def test_seed_command_writes_a_record_that_check_accepts(judge_url: str, tmp_pat
     program = task / "solution" / "solution.py"
     lines: list[str] = []
     args = ["seed", str(task), str(program), "--summary", summary, "--judge-url", judge_url]
-    assert task_files.main(args, out=lines.append) == 0, lines
+    assert task_command.main(args, out=lines.append) == 0, lines
     record = json.loads((task / "solution" / "seed.json").read_text())
     bound = record["entry"]["verifier_raw_score"]
     assert 0.38 < bound < 0.39  # the bound itself, lower is better

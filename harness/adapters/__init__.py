@@ -1,6 +1,4 @@
 """Adapters to the outside services, one family each: the executor LLM (`executor`), the judge
-(`judge`),
-Reef (`reef`), and the frozen-mode guidance proxy. Each takes explicit parameters (never
-`serve.yaml`); the
-families import the core and their own family only.
+(`judge`), Reef (`reef`) and the frozen-mode key forwarder (`guidance_proxy`). Each takes
+explicit parameters, never `serve.yaml`; the families import the core and their own family only.
 """

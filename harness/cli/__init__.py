@@ -1,5 +1,8 @@
-"""The `guidance-ttt` command: the parser (`entry`), the subcommands, the views, plots, `score` and
-`task`.
+"""The `guidance-ttt` command: it parses, dispatches and renders, nothing else. `entry` is the
+parser (a loop over its table of subcommands) and `main`; each subcommand is a module exposing
+`add_parser(subparsers)` and `run(args)`; `flags` reads the flags several share, `views`,
+`plot_series` and `plots` render. The work is done below: `experiment`, `rehearsal`,
+`preflight`, `results`, `run`.
 
 `harness.cli:main` (the console script) and `python -m harness.cli` are its faces.
 """

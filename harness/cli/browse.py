@@ -26,7 +26,6 @@ import html
 import json
 import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -42,9 +41,10 @@ SCRIPT = HERE / "browse_page.js"
 LIBRARY_NAMES = ("library.json", COMMITTED_LIBRARY.name)
 
 
-def build_parser(prog: str = "guidance-ttt browse") -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog=prog,
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "browse",
+        help="the archive as a self-contained HTML page (tree, diffs)",
         description="Write the archive as a self-contained HTML page: the search tree, and for "
         "each rollout its score, verdict, guidance, summary, program and diff against its "
         "parent, Reef receipt and PUCT statistics. Opens offline in any browser.",
@@ -66,7 +66,6 @@ def build_parser(prog: str = "guidance-ttt browse") -> argparse.ArgumentParser:
         "write once)",
     )
     parser.add_argument("--title", help="the page's title (default: the run directory's name)")
-    return parser
 
 
 def load_source(run: Path) -> tuple[results.RunView | None, Any, Path]:
@@ -152,8 +151,8 @@ def _shown(run: Path, source: Path) -> str:
         return source.name
 
 
-def main(argv: Sequence[str] | None = None, *, prog: str = "guidance-ttt browse") -> int:
-    args = build_parser(prog).parse_args(argv)
+def run(args: argparse.Namespace) -> int:
+    prog = "guidance-ttt browse"
     if args.every is not None and args.every < 1:
         print(f"{prog}: --every {args.every} is too short; use 1 second or more", file=sys.stderr)
         return 2

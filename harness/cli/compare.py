@@ -42,9 +42,9 @@ from harness.results.compare import (
     curve_of_record,
     curve_of_run,
 )
+from harness.settings.paths import REFERENCE_DIR
 from harness.storage.state_files import exists, read_json_object
 
-REFERENCE_DIR = Path(__file__).resolve().parents[2] / "results" / "reference"
 REFERENCE_ARM = "reference (published, one seed)"
 CSV_FIELDS = ("kind", "arm", "run", "seed", "axis", "x", "best_so_far", "mean", "ci_low", "ci_high")
 
@@ -298,7 +298,53 @@ def render(comparison: Comparison, console: Console) -> None:
     console.print(f"intervals: {comparison.method}", markup=False)
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+#: The budget axes of `--x`.
+X_AXES = ("step", "rollouts", "usd", "tokens")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    compare = subparsers.add_parser(
+        "compare",
+        help="compare runs by arm: best so far with 95 %% bootstrap intervals, table, CSV",
+        description="Compare runs by arm: each arm's best so far against a budget axis, with "
+        "95 %% bootstrap intervals over its seeds; a table, a PNG and a CSV of the curves.",
+    )
+    compare.add_argument(
+        "runs",
+        nargs="+",
+        help="state directories, exported results directories, an experiment directory, or "
+        "`reference` (the published reference run, a single-seed arm)",
+    )
+    compare.add_argument(
+        "--by", choices=("arm",), default="arm", help="how runs are grouped (default: arm)"
+    )
+    compare.add_argument(
+        "--x",
+        choices=X_AXES,
+        default="step",
+        help="the budget axis: step, rollouts, usd or tokens (default: %(default)s)",
+    )
+    compare.add_argument(
+        "-o", "--output", type=Path, default=Path("compare.png"), help="PNG (default: compare.png)"
+    )
+    compare.add_argument(
+        "--csv", type=Path, help="CSV of the curves (default: the PNG's name with .csv)"
+    )
+    compare.add_argument(
+        "--bootstrap", type=int, default=2000, help="bootstrap resamples (default: %(default)s)"
+    )
+    compare.add_argument(
+        "--pricing", type=Path, help="price table for the usd axis (default: as for status)"
+    )
+    compare.add_argument(
+        "--reference-dir",
+        type=Path,
+        help="folder of the published reference runs (default: the checkout's results/reference)",
+    )
+
+
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
     prices = load_prices(args.pricing)
     curves = load_curves(list(args.runs), prices, args.reference_dir or REFERENCE_DIR)
     comparison = compare(curves, args.x, args.bootstrap)

@@ -106,10 +106,31 @@ def estimate(
     )
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    estimate = subparsers.add_parser(
+        "estimate",
+        help="expected tokens and cost of the configured run, before it starts",
+        description="Expected tokens and cost of the configured run, before it starts: per "
+        "step and in all, from the grid, the prompt sizes and the price table.",
+    )
+    estimate.add_argument(
+        "--config", type=Path, help="the settings file (default: the project's serve.yaml)"
+    )
+    estimate.add_argument("--pricing", type=Path, help="price table YAML (default: as for status)")
+    estimate.add_argument(
+        "--executor-completion-tokens",
+        type=int,
+        metavar="N",
+        default=8000,
+        help="assumed executor completion tokens per call (default: %(default)s)",
+    )
+
+
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
     config = Path(args.config) if args.config else DEFAULT_SERVE_YAML
     settings = RunSettings.load(config)
-    prices = load_prices(args.pricing, serve_yaml=settings.config_path)
+    prices = load_prices(args.pricing, settings_prices=settings.pricing)
     result = estimate(
         settings,
         prices,

@@ -90,7 +90,32 @@ def judge_repeats(scorer: Any, entry: LibraryEntry, repeats: int, micro: bool) -
     }
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    reevaluate = subparsers.add_parser(
+        "reevaluate",
+        help="re-judge a run's best candidates on another suite, N times",
+        description="Re-judge the K best candidates of a run on another suite N times and write "
+        "the figures (suite named) to <state>/guidance-run/reevaluation.json; `export` puts them "
+        "in runs.json's fixed_candidate_reevaluation.",
+    )
+    reevaluate.add_argument("state_dir", type=Path, help="the run's state directory")
+    reevaluate.add_argument("--top", type=int, default=3, help="candidates (default: 3)")
+    reevaluate.add_argument(
+        "--suite",
+        required=True,
+        help="generated:SEED:N (a fresh generated suite, judged by a local judge started for "
+        "it) or public (the judge at --judge-url must serve the public cases); required, no "
+        "default",
+    )
+    reevaluate.add_argument("--repeats", type=int, default=3, help="repeats (default: 3)")
+    reevaluate.add_argument(
+        "--judge-url", help="a running judge that serves the suite (default: start a local one)"
+    )
+    reevaluate.add_argument("--task-dir", type=Path, help="the task (default: the run's task)")
+
+
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
     if args.top < 1 or args.repeats < 2:
         raise ValueError("--top must be ≥ 1 and --repeats ≥ 2 (a spread needs two repeats)")
     view = results.load_run(args.state_dir)

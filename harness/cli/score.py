@@ -32,6 +32,16 @@ from harness.state import VerificationResult
 EXIT_INVALID, EXIT_JUDGE_DOWN = 1, 3
 
 
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    score = subparsers.add_parser(
+        "score",
+        help="score one program through the configured judge",
+        description="Score one program through the configured judge: per-case table, score, "
+        "verdict, suite. Exit 0 valid, 1 judged not valid, 3 judge unavailable.",
+    )
+    add_arguments(score)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `score` subcommand's flags."""
     parser.add_argument("file", type=Path, help="the program to score (e.g. a solution.cpp)")
@@ -84,8 +94,9 @@ def selected_task() -> Path:
         raise ValueError(f"serve.yaml cannot name the task ({exc}); pass --task DIR") from None
 
 
-def run(args: argparse.Namespace, console: Console) -> int:
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
     """Score `args.file` and print the report; returns the exit status."""
+    console = console or Console()
     code = Path(args.file).read_text(encoding="utf-8", errors="replace")
     args.task = args.task or selected_task()
     contract = load_contract(args.task)

@@ -22,6 +22,15 @@ from harness.library import Archive
 from harness.state import LibraryEntry
 
 
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    show = subparsers.add_parser(
+        "show",
+        help="one rollout in full: guidance, summary, verdict per case, program, diff, prompts",
+        description=__doc__.splitlines()[0],
+    )
+    add_arguments(show)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The `show` subcommand's flags."""
     parser.add_argument("state_dir", type=Path, help="the run's state directory")
@@ -69,8 +78,13 @@ def parent_of(archive: Archive, entry: LibraryEntry) -> LibraryEntry | None:
     return archive.entries.get(str(entry.metadata.get("selected_parent_entry_id")))
 
 
-def run(args: argparse.Namespace, console: Console, task_dir: Path | None) -> int:
-    """Print the rollout; `task_dir` (the run's task) rebuilds the executor's prompt."""
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    """Print the rollout; the run's task (`--task`, else its recorded settings') rebuilds the
+    executor's prompt."""
+    from harness.cli.flags import run_task
+
+    console = console or Console()
+    task_dir = args.task or run_task(args.state_dir)
     view = results.load_run(args.state_dir)
     archive = view.archive
     entry = find_entry(archive, args.entry)

@@ -1,4 +1,4 @@
-"""`guidance-ttt task check DIR` and `guidance-ttt task seed DIR PROGRAM`: a task, checked.
+"""`guidance-ttt task new|check|seed DIR`: a task written, checked, and its seed recorded.
 
 A task is a directory of files (docs/adding-a-task.md). `check` validates every file and every
 key the harness and Harbor read, then scores the seed program through the judge on the named
@@ -191,9 +191,26 @@ def save_seed_record(
     return record
 
 
-def _parser() -> argparse.ArgumentParser:
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "task",
+        help="check, create (new) or seed a task directory",
+        description=__doc__.splitlines()[0],
+    )
+    _add_actions(parser)
+
+
+def _standalone() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="guidance-ttt task", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="action", required=True)
+    _add_actions(parser)
+    return parser
+
+
+def _add_actions(parser: argparse.ArgumentParser) -> None:
+    """`task check`, `task new` and `task seed`, each with its flags."""
+    sub = parser.add_subparsers(
+        dest="action", required=True, metavar="{check,new,seed}", help="what to do with the task"
+    )
     default_url = os.environ.get("FRONTIERCS_JUDGE_URL", DEFAULT_JUDGE_URL)
     check = sub.add_parser("check", help="validate a task directory and its seed through the judge")
     check.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
@@ -238,7 +255,6 @@ def _parser() -> argparse.ArgumentParser:
     seed.add_argument(
         "--suite", default=DEFAULT_SUITE, help="the suite the judge serves (default: %(default)s)"
     )
-    return parser
 
 
 def _new(args: argparse.Namespace, out: Callable[[str], None]) -> int:
@@ -263,9 +279,13 @@ def _new(args: argparse.Namespace, out: Callable[[str], None]) -> int:
 
 
 def main(argv: Sequence[str] | None = None, out: Callable[[str], None] = print) -> int:
+    """`guidance-ttt task ...` from its own arguments (`argv` after `task`)."""
+    return run(_standalone().parse_args(argv), out)
+
+
+def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
     """`guidance-ttt task ...`: 0 when the task passes (or the seed was written), 1 when a
     check fails or the seed is not valid, 2 for bad arguments."""
-    args = _parser().parse_args(argv)
     task: Path = args.task
     if args.action == "new":
         return _new(args, out)

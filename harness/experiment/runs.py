@@ -17,42 +17,38 @@ are shared by all runs of an experiment.
 
 from __future__ import annotations
 
-import argparse
-import copy
 import io
 import os
-import shlex
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import yaml
 from rich.console import Console
-from rich.table import Table
 
-from harness.experiment.index import read_index, status_rows, write_index
-from harness.experiment.plan import Plan, PlannedRun, load_plan
+from harness.experiment.index import write_index
+from harness.experiment.plan import Plan, PlannedRun
 from harness.run.controller import ResumeRefused
 from harness.run.spend import SpendLimitReached
+from harness.settings.copies import (
+    RunValues,
+    fill_run,
+    is_frozen,
+    load_document,
+    with_upstream,
+    write_copy,
+)
+from harness.settings.paths import REPO_ROOT, RUN_SH
 
-REPO = Path(__file__).resolve().parents[2]
 
-
-def run(args: argparse.Namespace, console: Console) -> int:
-    plan = load_plan(args.plan)
-    directory = Path(args.dir or plan.directory or REPO / "work" / plan.name).resolve()
+def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
+    """Run every run of `plan` under `directory` (`plan.parallel` at once), keeping
+    `experiment.json` current and printing a line as each run ends; returns each run's outcome
+    by its directory (`finished`, or why not)."""
     directory.mkdir(parents=True, exist_ok=True)
     planned = plan.runs()
     status: dict[str, str] = {}
     write_index(directory, plan, status)
-    console.print(
-        f"experiment {plan.name}: {len(plan.arms)} arms × {len(plan.seeds)} seeds = "
-        f"{len(planned)} runs of {plan.groups}×{plan.rollouts} for {plan.steps} steps in "
-        f"{directory}",
-        markup=False,
-        soft_wrap=True,
-    )
     runner = _StandInRunner(plan, directory, console) if plan.stand_ins else None
     try:
         if runner is not None:
@@ -83,15 +79,7 @@ def run(args: argparse.Namespace, console: Console) -> int:
     finally:
         if runner is not None:
             runner.stop()
-    done = sum(1 for s in status.values() if s == "finished")
-    console.print(
-        f"experiment {plan.name}: {done}/{len(planned)} runs finished; compare them with\n"
-        f"  guidance-ttt compare {shlex.quote(str(directory))} -o "
-        f"{shlex.quote(str(directory / 'compare.png'))}",
-        markup=False,
-        soft_wrap=True,
-    )
-    return 0 if done == len(planned) else 1
+    return status
 
 
 class _StandInRunner:
@@ -137,34 +125,27 @@ class _StandInRunner:
 def run_settings_document(plan: Plan, item: PlannedRun, state: Path) -> dict[str, Any]:
     """The plan's settings file with this run's arm, seed, grid, STEPS and state directory."""
     assert plan.settings is not None
-    document = copy.deepcopy(yaml.safe_load(plan.settings.read_text(encoding="utf-8")))
-    config = document.get("recipe", {}).get("config", {})
-    frozen = "guidance-ttt" in config
-    config.update({"groups-per-step": plan.groups, "rollouts-per-group": plan.rollouts})
-    run_config = config["guidance-ttt"] if frozen else document["training"]["config"]
-    if not frozen:
-        options = document["training"]["options"]
-        options["global-batch-size"] = plan.groups * plan.rollouts
-        run_config["checkpoint_dir"] = str(state / "checkpoints")
-        document["reef"]["run-dir"] = str(state / "stack")
-    run_config.update(steps=plan.steps, state_dir=str(state))
-    if frozen:  # runs here, maybe several at once: each its own Reef port
+    document = load_document(plan.settings)
+    values = RunValues(
+        state_dir=state,
+        steps=plan.steps,
+        groups=plan.groups,
+        rollouts=plan.rollouts,
+        arm=item.arm.name,
+        parent_selection=item.arm.parent_selection,
+        run_seed=item.arm.run_seed,
+        max_cost_usd=plan.max_cost_usd,
+        max_tokens=plan.max_tokens,
+    )
+    fill_run(document, values)
+    if is_frozen(document):  # runs here, maybe several at once: each its own Reef port
         from harness.rehearsal.reef_process import free_port
 
         document["reef"]["port"] = free_port()
-    if frozen and not item.arm.guided:  # no guidance endpoint is called: name none
-        document["inference"].update(
-            {"upstream-url": "http://127.0.0.1:9", "upstream-model": "none (no guidance model)"}
-        )
-    run_config["harness"]["experiment"] = {
-        "arm": item.arm.name,
-        "parent_selection": item.arm.parent_selection,
-        "run_seed": item.arm.run_seed,
-    }
-    run_config["harness"]["spend_limit"] = {
-        "max_cost_usd": plan.max_cost_usd,
-        "max_tokens": plan.max_tokens,
-    }
+        if not item.arm.guided:  # no guidance endpoint is called: name none
+            document["inference"].update(
+                {"upstream-url": "http://127.0.0.1:9", "upstream-model": "none (no guidance model)"}
+            )
     return document
 
 
@@ -175,17 +156,16 @@ def _settings_run(plan: Plan, item: PlannedRun, state: Path, console: Console) -
 
     state.mkdir(parents=True, exist_ok=True)
     document = run_settings_document(plan, item, state)
-    frozen = "guidance-ttt" in document.get("recipe", {}).get("config", {})
-    path = state / ("serve-frozen.yaml" if frozen else "serve.yaml")
-    path.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
+    frozen = is_frozen(document)
+    path = write_copy(document, state / ("serve-frozen.yaml" if frozen else "serve.yaml"))
     if not frozen:
         completed = subprocess.run(
-            [str(REPO / "run.sh")], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)}
+            [str(RUN_SH)], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)}
         )
         if completed.returncode != 0:
             raise RuntimeError(f"./run.sh exited with {completed.returncode} for {path}")
         return
-    settings = RunSettings.load(path, base_dir=REPO)
+    settings = RunSettings.load(path, base_dir=REPO_ROOT)
     _frozen_run(settings, path, console)
 
 
@@ -263,31 +243,7 @@ def _behind_key_forwarder(settings: Any, path: Path, stack: Any) -> Path:
             break
         except httpx.HTTPError:
             time.sleep(0.1)
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
-    document["inference"]["upstream-url"] = url
-    proxied = path.with_name(path.stem + "-forwarded.yaml")
-    proxied.write_text(yaml.safe_dump(document, sort_keys=False), encoding="utf-8")
-    return proxied
+    return with_upstream(path, url)
 
 
 # --- status over an experiment ---------------------------------------------------------------
-
-
-def render_status(directory: Path, console: Console) -> None:
-    document = read_index(directory)
-    steps = (document.get("plan") or {}).get("steps")
-    table = Table(title=f"experiment {document.get('name')} ({directory})")
-    for column in ("run", "arm", "selection", "seed", "steps", "best", "state"):
-        table.add_column(column, overflow="fold")
-    for row in status_rows(directory):
-        best = row["best_score"]
-        table.add_row(
-            str(row["dir"]),
-            str(row["arm"]),
-            str(row["parent_selection"]),
-            str(row["run_seed"]),
-            f"{row['committed_steps']}/{steps}",
-            "--" if best is None else f"{best:.4f}",
-            str(row["status"]),
-        )
-    console.print(table)

@@ -7,8 +7,8 @@ Sources, all read after the fact so accounting can never disturb a run:
 - guidance usage: the entry's `metadata.guidance_response_usage` when the rollout loop kept it,
   else Reef's stored inference record of the rollout's receipt (`payload.response.usage`, or
   the token counts of `payload.response.training`), fetched by `ReefRecordUsage`;
-- prices: `harness/observe/pricing.yaml`, overridden by `training.config.harness.pricing` in
-  serve.yaml
+- prices: `harness/observe/pricing.yaml`, overridden by the run settings' `harness.pricing`
+  (read and checked by `harness.settings`)
   and by a YAML file (`--pricing FILE` or `GUIDANCE_TTT_PRICING`), model by model.
 
 A model without a price is reported as unpriced, never guessed.
@@ -198,32 +198,19 @@ def _read_yaml(path: Path) -> Any:
         raise PricingError(f"price table {path} is not valid YAML: {exc}") from exc
 
 
-#: Where a settings file may hold prices: the trained file's and the frozen file's harness section.
-PRICING_PATHS = (
-    ("training", "config", "harness", "pricing"),
-    ("recipe", "config", "guidance-ttt", "harness", "pricing"),
-)
-
-
 def load_prices(
     path: Path | None = None,
     *,
-    serve_yaml: Path | None = None,
+    settings_prices: Mapping[str, Any] | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> PriceTable:
-    """The price table in force: the packaged defaults, then `training.config.harness.pricing`
-    (or a frozen file's `recipe.config.guidance-ttt.harness.pricing`) of `serve_yaml` (when
-    given and present), then the file `path` or `$GUIDANCE_TTT_PRICING`.
-    Later sources replace earlier ones model by model."""
+    """The price table in force: the packaged defaults, then the run's settings' prices
+    (`RunSettings.pricing`: serve.yaml's `training.config.harness.pricing`, or a frozen file's
+    `recipe.config.guidance-ttt.harness.pricing`, checked by `harness.settings`), then the file
+    `path` or `$GUIDANCE_TTT_PRICING`. Later sources replace earlier ones model by model."""
     table = PriceTable(parse_prices(_read_yaml(DEFAULT_PRICING), str(DEFAULT_PRICING)))
-    if serve_yaml is not None and Path(serve_yaml).exists():
-        document = _read_yaml(Path(serve_yaml))
-        for keys in PRICING_PATHS:  # serve.yaml's harness section, or serve-frozen.yaml's
-            section: Any = document
-            for key in keys:
-                section = section.get(key) if isinstance(section, Mapping) else None
-            if section is not None:
-                table = table.merged(parse_prices(section, f"{serve_yaml} {'.'.join(keys)}"))
+    if settings_prices:
+        table = table.merged(parse_prices(settings_prices, "the settings' harness.pricing"))
     override = path or (environ if environ is not None else os.environ).get(PRICING_ENV)
     if override:
         table = table.merged(parse_prices(_read_yaml(Path(override)), str(override)))

@@ -18,6 +18,9 @@ by one line:
 Not attached to a terminal (a log file, CI), it prints plain lines instead: one per finished
 rollout, one per training phase change, errors, and the same summary line. The estimate is
 throughput-based: elapsed × remaining / finished, which holds for a bounded worker pool.
+
+Slightly over the project's ~400 lines: the terminal grid and the plain-line form read the same
+events and share their state, so they stay one sink.
 """
 
 from __future__ import annotations

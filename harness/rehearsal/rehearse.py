@@ -25,7 +25,6 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-import yaml
 from rich.console import Console
 
 from harness.adapters.executor.backends import backend_from_name
@@ -47,12 +46,11 @@ from harness.rehearsal.stand_ins import (
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import production_services
 from harness.run.watchers import wandb_sink
-from harness.settings.run_settings import FROZEN_SECTION, RunSettings
-from harness.storage.atomic import atomic_write_bytes
+from harness.settings.copies import RunValues, fill_run, load_document, write_copy
+from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
+from harness.settings.run_settings import RunSettings
 from harness.storage.run_files import event_log_path
 
-REPO = Path(__file__).resolve().parents[2]
-FROZEN_TEMPLATE = REPO / "serve-frozen.yaml"
 SETTINGS_FILE = "serve-frozen.yaml"
 TOKEN = "reef-local"
 #: The third guidance call answers with two <guidance> blocks: the display and the records show
@@ -119,13 +117,22 @@ def write_settings(
 ) -> RunSettings:
     """The repository's serve-frozen.yaml with the rehearsal's values, written to `path`
     (`task`, default the template's, names the Reef scenario, `guidance-ttt-<task>`)."""
-    document = yaml.safe_load(FROZEN_TEMPLATE.read_text(encoding="utf-8"))
+    document = load_document(FROZEN_TEMPLATE)
     document["reef"].update(host="127.0.0.1", port=reef_port, token=TOKEN)
     document["inference"].update({"upstream-url": guidance_url, "upstream-model": GUIDANCE_MODEL})
-    recipe = document["recipe"]["config"]
-    recipe.update({"groups-per-step": options.groups, "rollouts-per-group": options.rollouts})
-    run = recipe[FROZEN_SECTION[-1]]
-    run.update(steps=options.steps, state_dir=str(state_dir), task=task or run["task"])
+    values = RunValues(
+        state_dir=state_dir,
+        steps=options.steps,
+        groups=options.groups,
+        rollouts=options.rollouts,
+        arm=options.arm,
+        parent_selection=options.parent_selection,
+        run_seed=options.run_seed,
+        max_cost_usd=options.max_cost_usd,
+        max_tokens=options.max_tokens,
+    )
+    run = fill_run(document, values)
+    run["task"] = task or run["task"]
     if options.wandb:
         block = document.setdefault("observability", {}).setdefault("wandb", {})
         block.update(dict(options.wandb))
@@ -135,19 +142,13 @@ def write_settings(
         judge_url=judge_url,
         judge_problem_id="0" if options.task is None else "",  # a task's own: contract.json
         seed=options.seed_record,
-        experiment={
-            "arm": options.arm,
-            "parent_selection": options.parent_selection,
-            "run_seed": options.run_seed,
-        },
-        spend_limit={"max_cost_usd": options.max_cost_usd, "max_tokens": options.max_tokens},
     )
     run["harness"].pop("executor", None)  # the stand-in's address is given at run time
     header = (
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
         "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"
     )
-    atomic_write_bytes(path, (header + yaml.safe_dump(document, sort_keys=False)).encode("utf-8"))
+    write_copy(document, path, header)
     return RunSettings.load(path, environ={}, base_dir=path.parent)
 
 
@@ -293,9 +294,9 @@ def next_commands(state_dir: Path) -> list[str]:
     state = shlex.quote(str(state_dir))
     results = shlex.quote(str(Path(state_dir) / "results"))
     png = shlex.quote(str(Path(state_dir) / "trajectory.png"))
-    check = os.path.relpath(REPO / "results" / "check_results.py")
+    check = os.path.relpath(CHECK_RESULTS)
     if check.startswith(".."):  # run from outside the repository: name it in full
-        check = str(REPO / "results" / "check_results.py")
+        check = str(CHECK_RESULTS)
     return [
         f"guidance-ttt status  {state}",
         f"guidance-ttt inspect {state}",

@@ -26,19 +26,18 @@ from pathlib import Path
 import yaml
 
 from harness.rehearsal.openai_server import RecordedRequest, Reply
-
-REPO = Path(__file__).resolve().parents[2]
+from harness.settings.paths import FROZEN_TEMPLATE, REPO_ROOT
 
 
 def _template_task() -> str:
     """The task the repository's serve-frozen.yaml selects (the rehearsal's template)."""
-    document = yaml.safe_load((REPO / "serve-frozen.yaml").read_text(encoding="utf-8"))
+    document = yaml.safe_load(FROZEN_TEMPLATE.read_text(encoding="utf-8"))
     return str(document["recipe"]["config"]["guidance-ttt"]["task"])
 
 
 #: The task directory the rehearsal runs (serve-frozen.yaml's task; the scripted executor's
 #: variants edit that task's shelf-packer seed, so the template names the Polyomino task).
-TASK_DIR = REPO / "harbor" / _template_task()
+TASK_DIR = REPO_ROOT / "harbor" / _template_task()
 #: The seed record the scripted variants edit: the task's shelf packer (its `harness.seed`).
 SEED_RECORD = "solution/shelf/seed.json"
 GUIDANCE_MODEL = "scripted-guidance-stand-in"

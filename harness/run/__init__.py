@@ -1,4 +1,5 @@
-"""The loop: one rollout, one step (`agent`), the run controller and its training gate,
-qualification,
-Reef cross-checks, crash recovery, the services a run builds, the runner, and the Harbor agent.
+"""The loop: one rollout (`rollout`), one step (`step`), the run controller and its training gate
+(`controller`, `gate`), qualification, Reef cross-checks, repairs on resume, the spend limit, the
+services and watchers a run builds, the steps of a run (`runner`), crash points for tests, and
+the Harbor agent with its local trial environment.
 """

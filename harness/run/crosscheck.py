@@ -15,7 +15,7 @@ with the wrong Reef). `cross_check` compares them before any slot runs:
   a later step, a report without the grid metadata) is `ReefDisagrees`, naming it.
 
 A journaled slot with no stored report is not a disagreement: it is the crash between journal
-line and report, whose report the loop posts (harness/run/agent.py).
+line and report, whose report the loop posts (harness/run/step.py).
 
 The rebuilt entry keeps what Reef trained on — the reward, the status and message of the
 feedback, the receipt and the grid slot — but Reef never held the program, so the entry has no

@@ -123,7 +123,7 @@ def load_bridge_factory(reference: str) -> Any:
 def _prices(settings: RunSettings) -> PriceTable | None:
     """The price table for the live cost estimate; a broken one only costs the estimate."""
     try:
-        return load_prices(serve_yaml=settings.config_path)
+        return load_prices(settings_prices=settings.pricing)
     except (OSError, ValueError) as exc:
         logging.getLogger(__name__).warning("no cost estimate: %s", exc)
         return None

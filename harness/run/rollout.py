@@ -221,7 +221,7 @@ def _execute(
     try:
         result = executor.complete(prompt.messages(), seed=seed)
     except ExecutorAccessError:
-        raise  # the key or the account is refused: the run stops (harness.run.agent)
+        raise  # the key or the account is refused: the run stops (harness.run.step)
     except Exception as exc:  # any other executor failure is this rollout's execution_error
         failure = VerificationResult.failure(EXECUTION_ERROR, f"{type(exc).__name__}: {exc}")
         return _Candidate(failure)

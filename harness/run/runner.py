@@ -29,13 +29,13 @@ from harness.contract import DEFAULT_TASK_TEXT, load_task
 from harness.library import Archive
 from harness.observe.cost import load_prices, usage_by_step
 from harness.observe.events import EventSink
-from harness.run.agent import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.run.controller import ControllerSettings, RunController, RunStart
 from harness.run.crash_hook import crash_point
 from harness.run.recovery import check_committed_library, rebuild_lost_slots
 from harness.run.rollout import RolloutSettings
 from harness.run.services import RunServices
 from harness.run.spend import SpendLimit
+from harness.run.step import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry
@@ -186,7 +186,7 @@ def _run_open(
     spend = SpendLimit(
         settings.max_cost_usd,
         settings.max_tokens,
-        load_prices(None, serve_yaml=settings.config_path),
+        load_prices(None, settings_prices=settings.pricing),
         settings.model,
         services.executor.backend.model,
     )

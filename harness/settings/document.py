@@ -2,12 +2,11 @@
 
 Interpolation, as Reef 0.1.3 does it: ``${VAR}`` is the environment variable (empty when unset),
 ``${VAR:?}`` must be set and non-empty, and ``${dotted.path}`` refers to another setting of the
-file. Reef has no default form, so ``${VAR:-default}`` (the variable when set and non-empty,
-else ``default``) is accepted only under ``training.config.harness``, the harness's own section
-that Reef passes through untouched; anywhere else Reef would use that text literally, so it is
-refused here. What the values must be is declared in ``harness.settings.run_settings``; this module
-only
-produces them.
+file. Reef has no default form, so ``${VAR:-default}`` (the variable when set and non-empty, else
+``default``) is accepted only under ``training.config.harness``, the harness's own section that Reef
+passes through untouched; anywhere else Reef would use that text literally, so it is refused here.
+What the values must be is declared in ``harness.settings.run_settings``; this module only produces
+them.
 """
 
 from __future__ import annotations

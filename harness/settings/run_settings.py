@@ -1,15 +1,14 @@
 """Run settings: ``serve.yaml`` read once into the frozen ``RunSettings`` record.
 
-``serve.yaml`` is the single source of truth for the grid (G, R), STEPS, the token limits, the
-LoRA rank, the TP sizes, where Reef listens and where state lives. Reef reads the file with
-``reef serve -c serve.yaml``; the harness reads the same file (``harness.settings.document``: the
-same
-interpolation as Reef 0.1.3) and validates it with the section models of
-``harness.settings.serve`` (the same models the tttd recipe package applies under ``reef serve``),
-then keeps what the run needs here, checked once and passed down.
+``serve.yaml`` is the single source of truth for the grid (G, R), STEPS, the token limits, the LoRA
+rank, the TP sizes, where Reef listens and where state lives. Reef reads the file with ``reef serve
+-c serve.yaml``; the harness reads the same file (``harness.settings.document``: the same
+interpolation as Reef 0.1.3) and validates it with the section models of ``harness.settings.serve``
+(the same models the tttd recipe package applies under ``reef serve``), then keeps what the run
+needs here, checked once and passed down.
 
-To add a setting: declare it on its section model in ``harness.settings.serve``, add the field
-to ``RunSettings`` and set it in ``_record``.
+To add a setting: declare it on its section model in ``harness.settings.serve``, add the field to
+``RunSettings`` and set it in ``_record``.
 """
 
 from __future__ import annotations
@@ -31,6 +30,7 @@ from harness.settings.document import (
 )
 from harness.settings.frozen import FrozenServeSettings
 from harness.settings.observability import WandbSection
+from harness.settings.paths import DEFAULT_SERVE_YAML, SETTINGS_BASE
 from harness.settings.serve import (
     DEFAULT_RAY_ACTOR_NAME,
     DEFAULT_RAY_NAMESPACE,
@@ -73,13 +73,6 @@ __all__ = [
     "grid_layout_errors",
     "section_errors",
 ]
-
-#: Where a relative path in a settings file starts, for every reader (run.py, run.sh, doctor,
-#: the CLI and ``reef serve``, which run.sh starts there): the repository root, wherever the
-#: file itself lies, so a copy of serve.yaml anywhere means the same paths (docs/running.md).
-SETTINGS_BASE = Path(__file__).resolve().parents[2]
-#: ``serve.yaml`` at the repository root.
-DEFAULT_SERVE_YAML = SETTINGS_BASE / "serve.yaml"
 
 
 @dataclass(frozen=True)
@@ -161,6 +154,8 @@ class RunSettings:
     #: The spend limit checked at step boundaries (None: none).
     max_cost_usd: float | None = None
     max_tokens: int | None = None
+    #: ``harness.pricing``: per-model prices over the packaged table (``harness.observe.cost``).
+    pricing: Mapping[str, Mapping[str, float | None]] | None = None
 
     @property
     def arm_spec(self) -> arms.Arm:
@@ -293,6 +288,9 @@ def _harness_fields(harness: HarnessConfig, mode: str = "trained") -> dict[str, 
         "run_seed": harness.experiment.run_seed,
         "max_cost_usd": harness.spend_limit.max_cost_usd,
         "max_tokens": harness.spend_limit.max_tokens,
+        "pricing": None
+        if harness.pricing is None
+        else {model: price.model_dump() for model, price in harness.pricing.items()},
     }
 
 

@@ -1,18 +1,21 @@
 """The rules of ``serve.yaml``, declared once as pydantic models, one per section.
 
 ``harness.settings.run_settings`` validates a whole file with :class:`ServeSettings` before it
-builds the
-run's record; the tttd recipe package validates the same sections with the same models while Reef
-resolves the file (``tttd.recipe``: ``recipe.config``, ``reef``, ``inference``;
+builds the run's record; the tttd recipe package validates the same sections with the same models
+while Reef resolves the file (``tttd.recipe``: ``recipe.config``, ``reef``, ``inference``;
 ``tttd.deployment``: ``training.config``), so ``run.py --describe``, ``reef serve --print-config``
 and ``guidance-ttt doctor`` refuse the same mistakes with the same words, e.g.
 ``recipe.config.groups-per-step: must be ≥ 1, got 0``.
 
 Sections Reef owns (``reef``, ``inference``, ``recipe.config``, ``training``, ``training.options``)
-declare only the keys the harness reads; Reef refuses unknown keys there itself. Sections only
-this project reads (``training.config`` and its ``harness``) refuse unknown keys, so a misspelt
-key stops the run instead of being ignored. A new setting is a new field on its model (type,
-bounds, default; a rule across keys as a validator), never a check written elsewhere.
+declare only the keys the harness reads; Reef refuses unknown keys there itself. Sections only this
+project reads (``training.config`` and its ``harness``) refuse unknown keys, so a misspelt key stops
+the run instead of being ignored. A new setting is a new field on its model (type, bounds, default;
+a rule across keys as a validator), never a check written elsewhere.
+
+Longer than the project's ~400 lines on purpose: every section model of the file, and the rules
+across them, in one place, so that a rule is declared once and the readers (the harness, the
+recipe under `reef serve`, the preflight) cannot drift apart.
 """
 
 from __future__ import annotations
@@ -152,6 +155,17 @@ class SpendLimit(Section):
     max_tokens: Integer | None = Field(None, ge=1)
 
 
+#: Dollars per million tokens: a number ≥ 0, or null where the price is unknown.
+DollarsPerMtok = Annotated[float, Field(ge=0, allow_inf_nan=False, strict=True)] | None
+
+
+class ModelPrice(Section):
+    """One model's entry of ``harness.pricing`` (as in harness/observe/pricing.yaml)."""
+
+    input_per_mtok: DollarsPerMtok
+    output_per_mtok: DollarsPerMtok
+
+
 def _blank_is_unset(value: Any) -> Any:
     # `${VAR:-}` expands to "" when the variable is unset: the preset's value then applies.
     return None if isinstance(value, str) and not value.strip() else value
@@ -218,15 +232,14 @@ class HarnessConfig(Section):
     startup_deadline_s: Integer = Field(3600, ge=1)
     experiment: ExperimentConfig = ExperimentConfig()
     spend_limit: SpendLimit = SpendLimit()
-    #: Per-model token prices over harness/observe/pricing.yaml (read by harness.observe.cost,
-    #: which checks the entries; docs/observability.md).
     #: The executor by endpoint and model (presets' values replaced key by key).
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings, validate_default=True)
     #: Free disk the preflight asks for at the state directory, in GB (unset: 100 for a trained
     #: run, which keeps Megatron checkpoints; 5 for a frozen one, which keeps none).
     min_free_gb: _unset(Annotated[float, Field(ge=0)]) = None
-    #: Per-model prices over harness/observe/pricing.yaml (docs/observability.md).
-    pricing: dict[str, Any] | None = None
+    #: Per-model prices over harness/observe/pricing.yaml (docs/observability.md), checked here;
+    #: `RunSettings.pricing` hands them to harness.observe.cost.
+    pricing: dict[str, ModelPrice] | None = None
 
     @field_validator("seed")
     @classmethod

@@ -14,8 +14,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Protocol
 
-PACKAGE_DIR = Path(__file__).resolve().parents[1]  # harness/
-TASK_ROOTS = (PACKAGE_DIR / "harbor_tasks", PACKAGE_DIR.parent / "harbor")
+from harness.settings.paths import REPO_ROOT, TASK_ROOTS
 
 
 def bundled_task_dir(task: str) -> Path:
@@ -44,5 +43,5 @@ def task_dir_of(settings: _NamesATask, base: Path | None = None) -> Path:
     if task.is_absolute():
         return task
     if len(task.parts) > 1:
-        return ((base or PACKAGE_DIR.parent) / task).resolve()
+        return ((base or REPO_ROOT) / task).resolve()
     return bundled_task_dir(settings.task)

@@ -1,16 +1,15 @@
 """The store's records on disk: their encoding with a per-record checksum, and the readers.
 
-Every record of a store directory (each journal and segment line, and the head) is compact
-JSON ending with its own `"sha256"` member, the SHA-256 of the record's bytes without that
-member. `encode_record` writes that form; every reader here verifies it, so a record altered
-after it was written (one digit of a score, one character of a string) or stripped of its
-checksum raises `StoreError` naming file and line. Files are read through
-`harness.storage.state_files`, so a FIFO, directory or symlink loop in a record file's place is
-named
-instead of hanging. A final line without its newline is a torn append and is left out.
+Every record of a store directory (each journal and segment line, and the head) is compact JSON
+ending with its own `"sha256"` member, the SHA-256 of the record's bytes without that member.
+`encode_record` writes that form; every reader here verifies it, so a record altered after it was
+written (one digit of a score, one character of a string) or stripped of its checksum raises
+`StoreError` naming file and line. Files are read through `harness.storage.state_files`, so a FIFO,
+directory or symlink loop in a record file's place is named instead of hanging. A final line without
+its newline is a torn append and is left out.
 
-`read_committed` and `read_in_flight` take no lock: the head is replaced atomically and
-committed segments are append-only, so they are safe while a run writes (harness/storage/store.py).
+`read_committed` and `read_in_flight` take no lock: the head is replaced atomically and committed
+segments are append-only, so they are safe while a run writes (harness/storage/store.py).
 """
 
 from __future__ import annotations

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from harness.settings.paths import DEFAULT_SERVE_YAML
 from tttd.gpu_check import CheckResult, upstream_missing, use_upstream_sources
 
-REPO = Path(__file__).resolve().parents[2]
 CHECKS = ("arguments", "loss", "loss-tp2", "step")
 
 
@@ -82,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m tttd.gpu_check", description=__doc__)
     parser.add_argument("--only", choices=CHECKS, action="append", help="run only these checks")
     parser.add_argument("--step", action="store_true", help="also run the optimizer step (GPU)")
-    parser.add_argument("--serve-yaml", type=Path, default=REPO / "serve.yaml")
+    parser.add_argument("--serve-yaml", type=Path, default=DEFAULT_SERVE_YAML)
     parser.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     parser.add_argument("--json", type=Path, help="also write the rows as JSON here")
     parser.add_argument(

@@ -1,0 +1,77 @@
+"""`guidance-ttt experiment PLAN.yaml`: arms × seeds of one task, run as a whole
+(`harness.experiment`: the plan, its runs, the experiment index; docs/experiments.md); and the
+table of an experiment directory's runs that `guidance-ttt status EXPERIMENT_DIR` shows."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from harness.experiment.index import read_index, status_rows
+from harness.experiment.plan import load_plan
+from harness.experiment.runs import run_experiment
+from harness.settings.paths import WORK_DIR
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    experiment = subparsers.add_parser(
+        "experiment",
+        help="run an experiment plan: arms × seeds × task, one state directory per run",
+        description="Run every run of PLAN.yaml (arms × seeds of one task), one state directory "
+        "per run under the experiment directory, resuming the unfinished ones; then print the "
+        "compare command. `guidance-ttt status EXPERIMENT_DIR` shows every run.",
+    )
+    experiment.add_argument("plan", type=Path, help="the plan (docs/experiments.md)")
+    experiment.add_argument(
+        "--dir",
+        type=Path,
+        help="the experiment directory (default: the plan's `directory`, else work/<plan name>)",
+    )
+
+
+def run(args: argparse.Namespace, console: Console | None = None) -> int:
+    console = console or Console()
+    plan = load_plan(args.plan)
+    directory = Path(args.dir or plan.directory or WORK_DIR / plan.name).resolve()
+    planned = plan.runs()
+    console.print(
+        f"experiment {plan.name}: {len(plan.arms)} arms × {len(plan.seeds)} seeds = "
+        f"{len(planned)} runs of {plan.groups}×{plan.rollouts} for {plan.steps} steps in "
+        f"{directory}",
+        markup=False,
+        soft_wrap=True,
+    )
+    status = run_experiment(plan, directory, console)
+    done = sum(1 for s in status.values() if s == "finished")
+    console.print(
+        f"experiment {plan.name}: {done}/{len(planned)} runs finished; compare them with\n"
+        f"  guidance-ttt compare {shlex.quote(str(directory))} -o "
+        f"{shlex.quote(str(directory / 'compare.png'))}",
+        markup=False,
+        soft_wrap=True,
+    )
+    return 0 if done == len(planned) else 1
+
+
+def render_status(directory: Path, console: Console) -> None:
+    document = read_index(directory)
+    steps = (document.get("plan") or {}).get("steps")
+    table = Table(title=f"experiment {document.get('name')} ({directory})")
+    for column in ("run", "arm", "selection", "seed", "steps", "best", "state"):
+        table.add_column(column, overflow="fold")
+    for row in status_rows(directory):
+        best = row["best_score"]
+        table.add_row(
+            str(row["dir"]),
+            str(row["arm"]),
+            str(row["parent_selection"]),
+            str(row["run_seed"]),
+            f"{row['committed_steps']}/{steps}",
+            "--" if best is None else f"{best:.4f}",
+            str(row["status"]),
+        )
+    console.print(table)
