@@ -1,5 +1,5 @@
-"""A real `reef serve` on loopback for tests; it lives in `harness.rehearsal.reef_process`
-because `guidance-ttt rehearse` starts Reef the same way."""
+"""A real `reef serve` on loopback for tests (`harness.rehearsal.reef_process`, over
+`harness.adapters.reef.process`), started as `guidance-ttt rehearse` starts it."""
 
 from harness.rehearsal.reef_process import (
     DEFAULT_MODEL,

@@ -131,7 +131,7 @@ PLANTS = [
     (
         "harness/rehearsal/proxy_stand_in.py",
         "import aiohttp\n",
-        "aiohttp only in adapters.guidance_proxy",
+        "aiohttp only in adapters.guidance_proxy.server",
         "harness.rehearsal.proxy_stand_in -> aiohttp",
     ),
     (

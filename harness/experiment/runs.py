@@ -139,7 +139,7 @@ def run_settings_document(plan: Plan, item: PlannedRun, state: Path) -> dict[str
     )
     fill_run(document, values)
     if is_frozen(document):  # runs here, maybe several at once: each its own Reef port
-        from harness.rehearsal.reef_process import free_port
+        from harness.adapters.reef.process import free_port
 
         document["reef"]["port"] = free_port()
         if not item.arm.guided:  # no guidance endpoint is called: name none
@@ -176,10 +176,10 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
     `GUIDANCE_TTT_EXECUTOR_URL` when set, the events in the run's log and on the console."""
     from contextlib import ExitStack
 
+    from harness.adapters.reef.process import running_reef
     from harness.contract import load_contract
     from harness.observe.events import EventLog, Fanout
     from harness.observe.progress import ProgressDisplay
-    from harness.rehearsal.reef_process import running_reef
     from harness.run.runner import run_steps
     from harness.run.services import production_services
     from harness.settings.task_dirs import bundled_task_dir
@@ -216,33 +216,16 @@ def _behind_key_forwarder(settings: Any, path: Path, stack: Any) -> Path:
     """With `GUIDANCE_TTT_GUIDANCE_API_KEY` set, start the key forwarder
     (`harness.adapters.guidance_proxy`, the key in its environment only) and return a copy of
     the settings file whose upstream is the forwarder; else `path` unchanged."""
-    import sys
-    import time
+    from harness.adapters.guidance_proxy import KEY_VARIABLE
+    from harness.adapters.guidance_proxy.process import running_forwarder
+    from harness.adapters.reef.process import free_port
 
-    import httpx
-
-    from harness.rehearsal.reef_process import free_port
-
-    if not os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY", "").strip():
+    if not os.environ.get(KEY_VARIABLE, "").strip():
         return path
-    port = free_port()
-    log = (settings.state_dir / "guidance-proxy.log").open("ab")
-    stack.callback(log.close)
-    command = [sys.executable, "-m", "harness.adapters.guidance_proxy"]
-    command += ["--upstream", str(settings.guidance_upstream_url), "--port", str(port)]
-    proxy = subprocess.Popen(
-        command,
-        stdout=log,
-        stderr=subprocess.STDOUT,
+    log = settings.state_dir / "guidance-proxy.log"
+    url = stack.enter_context(
+        running_forwarder(str(settings.guidance_upstream_url), free_port(), log)
     )
-    stack.callback(lambda: (proxy.terminate(), proxy.wait(timeout=20)))
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(100):  # up to ~10 s for the forwarder to listen
-        try:
-            httpx.get(url + "/v1/models", timeout=1.0)
-            break
-        except httpx.HTTPError:
-            time.sleep(0.1)
     return with_upstream(path, url)
 
 

@@ -1,2 +1,2 @@
-"""Reef: the guidance channel and receipts (`channel`), the status page (`status`) and the training
-bridge (`training_bridge`)."""
+"""Reef: the guidance channel and receipts (`channel`), the status page (`status`), the training
+bridge (`training_bridge`) and `reef serve` as a process beside a run (`process`)."""

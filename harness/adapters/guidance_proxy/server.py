@@ -23,7 +23,8 @@ from collections.abc import Sequence
 
 from aiohttp import ClientSession, ClientTimeout, web
 
-KEY_VARIABLE = "GUIDANCE_TTT_GUIDANCE_API_KEY"
+from harness.adapters.guidance_proxy import KEY_VARIABLE
+
 #: Hop-by-hop and recomputed headers that are not forwarded.
 _DROPPED = {
     "host",
