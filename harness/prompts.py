@@ -9,6 +9,7 @@ method's, pinned by tests/test_prompt_elements.py. Pure functions: a
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,6 +59,42 @@ FAILURE_MESSAGES = {
 OTHER_FAILURE_MESSAGE = "the candidate failed verification"
 
 
+#: The tags this module's prompts are built of. Model-written text placed into a prompt (a
+#: summary, a guidance) has them escaped, so that it cannot close its block and open its own.
+PROMPT_TAGS = (
+    "problem",
+    "selected_summary",
+    "selected_parent",
+    "parent_code",
+    "guidance",
+    "solution",
+    "summary",
+)
+_LT, _GT = "<\uff1c\ufe64\u2039\u3008", ">\uff1e\ufe65\u203a\u3009"
+_GAP = "\\s*"
+_PROMPT_TAG = re.compile(
+    f"[{_LT}]{_GAP}/?{_GAP}(?:{'|'.join(PROMPT_TAGS)})\\b[^{_LT}{_GT}\\n]{{0,80}}[{_GT}]",
+    re.IGNORECASE,
+)
+_HEADING = re.compile("^([ \\t]{0,3})(?=[#\uff03])", re.MULTILINE)
+#: Zero-width characters, joiners and bidi controls: invisible, so nothing a reader misses.
+_FORMAT_CHARACTERS = re.compile("[\u00ad\u200b-\u200f\u202a-\u202e\u2060-\u2064\ufeff]")
+
+
+def _escaped_tag(match: re.Match[str]) -> str:
+    return "&lt;" + match.group(0)[1:-1] + "&gt;"
+
+
+def escape_model_text(text: str) -> str:
+    """Model-written `text` as a prompt shows it: zero-width and bidi control characters
+    dropped, the prompt's own tags (`PROMPT_TAGS`, in any case, spaced, or with look-alike
+    angle brackets) written as `&lt;tag&gt;`, and a line that starts a Markdown heading
+    (`# Objective`) escaped as `\\# Objective`, so that it can neither close its block nor
+    add a section of the prompt. Ordinary text, holding none of these, is unchanged."""
+    visible = _FORMAT_CHARACTERS.sub("", text)
+    return _HEADING.sub(r"\1\\", _PROMPT_TAG.sub(_escaped_tag, visible))
+
+
 @dataclass(frozen=True)
 class Prompt:
     """A system + user message pair."""
@@ -102,12 +139,13 @@ def score_block(entry: LibraryEntry, raw_score_label: str) -> str:
 def summary_for_guidance(entry: LibraryEntry) -> str:
     """The summary the guidance model sees for a candidate: the executor's raw summary
     (`metadata.raw_model_summary`) if non-empty, else the stored `summary`, else a fixed
-    sentence (stripped). This is the only implementation context the guidance model ever gets."""
+    sentence (stripped), with the prompt's tags and headings escaped (`escape_model_text`).
+    This is the only implementation context the guidance model ever gets."""
     raw = entry.metadata.get("raw_model_summary")
     if isinstance(raw, str) and raw.strip():
-        return raw.strip()
+        return escape_model_text(raw.strip())
     if entry.summary.strip():
-        return entry.summary.strip()
+        return escape_model_text(entry.summary.strip())
     return NO_PREVIOUS_SUMMARY
 
 
@@ -162,8 +200,10 @@ def executor_prompt(
     contract: TaskContract, problem: str, parent: LibraryEntry, guidance: str
 ) -> Prompt:
     """The execution model's prompt: the problem, the parent's verdict and full source, the
-    guidance, the solution contract and the two-block answer contract (`<solution>` then
-    `<summary>`)."""
+    guidance (escaped, `escape_model_text`), the solution contract and the two-block answer
+    contract (`<solution>` then `<summary>`). The parent's source is shown as written: it is
+    the program to improve, and it sits in a fence it cannot close (a program is a fence's
+    body, which holds no fence)."""
     tag = contract.fence_tag
     user = f"""<problem>
 {problem.strip()}
@@ -180,7 +220,7 @@ def executor_prompt(
 </selected_parent>
 
 <guidance>
-{guidance.strip()}
+{escape_model_text(guidance.strip())}
 </guidance>
 
 The problem statement is authoritative. Take the selected parent code as the runnable baseline, \

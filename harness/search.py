@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Mapping
 from typing import Any
 
+from harness.archive.summary_filter import summary_code_problem
 from harness.contract import CPP_LANGUAGES, PYTHON_LANGUAGES, fence_tag
 from harness.state import LibraryEntry, LibraryNode, VerificationResult
 
@@ -25,11 +26,6 @@ GUIDANCE_NOT_TERMINAL = "the <guidance> block must be terminal"
 GUIDANCE_EMPTY = "the <guidance> block is empty"
 
 NO_CANONICAL_SUMMARY = "The execution model emitted no usable canonical summary for this candidate."
-
-#: A summary quoting this many of the program's lines (each at least `QUOTED_LINE_CHARS`
-#: characters once whitespace is collapsed) carries code, and is not shown to the guidance model.
-QUOTED_LINES_LIMIT = 3
-QUOTED_LINE_CHARS = 16
 
 #: A code fence as the reference reads one: three backticks, one of the language's tags (any
 #: case) right after them, then the body up to the next three backticks, surrounding whitespace
@@ -95,34 +91,6 @@ def extract_solution(text: str, solution_language: str) -> str | None:
     return (matches[-1].group(1).strip() or None) if matches else None
 
 
-def _collapsed(text: str) -> str:
-    return " ".join(text.split())
-
-
-def summary_code_problem(raw_summary: str | None, solution: str | None) -> str | None:
-    """Why a summary may not reach the guidance model, or None when it may (docs/design.md §1).
-
-    The guidance model reads a parent's summary and score, never its code. A summary carries
-    code when it holds a code fence (```), a `<solution>` tag, or at least `QUOTED_LINES_LIMIT`
-    of the candidate's own lines of `QUOTED_LINE_CHARS`+ characters verbatim (whitespace
-    collapsed on both sides, so re-indenting does not hide a quote)."""
-    if not raw_summary:
-        return None
-    if "```" in raw_summary or SOLUTION_OPEN in raw_summary or SOLUTION_CLOSE in raw_summary:
-        return "it holds a code fence or a <solution> tag"
-    if not solution:
-        return None
-    body = _collapsed(raw_summary)
-    quoted = {
-        line
-        for line in (_collapsed(raw) for raw in solution.splitlines())
-        if len(line) >= QUOTED_LINE_CHARS and line in body
-    }
-    if len(quoted) >= QUOTED_LINES_LIMIT:
-        return f"it quotes {len(quoted)} lines of the candidate's program verbatim"
-    return None
-
-
 def canonical_summary(raw_summary: str | None) -> str:
     """The stored `summary` of a candidate: the extracted summary, or a fixed sentence saying
     that no usable canonical summary was emitted."""
@@ -148,7 +116,8 @@ def rollout_entry(
     `guidance` is None for malformed guidance (stored as ""); the canonical summary rule fills
     `summary` and `reusable_idea`, and the raw extraction is kept as
     `metadata.raw_model_summary`; `failure_mode` is the status unless the candidate is valid.
-    A summary that carries code (`summary_code_problem`) is withheld: the entry keeps the fixed
+    A summary that carries code (`summary_code_problem`, the summary filter of
+    `harness.archive.summary_filter`) is withheld: the entry keeps the fixed
     no-summary sentence, `metadata.raw_model_summary` is None, and the withheld text and the
     reason are recorded as `metadata.withheld_model_summary` and `metadata.summary_withheld`.
     The score and reward are untouched.

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
+from harness.archive.summary_filter import QUOTED_LINES
 from harness.contract import load_task
 from harness.library import Archive
 from harness.prompts import guidance_prompt
 from harness.search import (
     NO_CANONICAL_SUMMARY,
-    QUOTED_LINES_LIMIT,
     rollout_entry,
     summary_code_problem,
 )
@@ -106,10 +106,11 @@ def test_a_prose_summary_and_short_quotes_still_reach_the_guidance_model() -> No
         assert summary in shown
 
 
-def test_the_rule_counts_distinct_long_lines() -> None:
-    lines = [line for line in PROGRAM.split("\n") if len(" ".join(line.split())) >= 16]
-    almost = " ".join(lines[: QUOTED_LINES_LIMIT - 1])
+def test_the_rule_counts_distinct_quoted_lines() -> None:
+    lines = [line.strip() for line in PROGRAM.split("\n") if len(line.strip()) >= 30]
+    quotes = [f"it does `{line}` there" for line in lines]
+    almost = "; ".join(quotes[: QUOTED_LINES - 1])
     assert summary_code_problem(almost, PROGRAM) is None
-    assert summary_code_problem(almost + " " + lines[QUOTED_LINES_LIMIT], PROGRAM)
+    assert summary_code_problem(almost + "; " + quotes[QUOTED_LINES], PROGRAM)
     assert summary_code_problem(PROSE, None) is None
     assert summary_code_problem(None, PROGRAM) is None
