@@ -18,8 +18,6 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-import yaml
-
 from harness.settings.task_dirs import TASK_ROOTS
 
 VERIFIER_FILES = ("tests/test.sh", "tests/verify.py")
@@ -46,40 +44,99 @@ class Problem:
 
 def frontiercs_problem(checkout: Path, problem_id: str) -> Problem:
     """Problem `problem_id` of a FrontierCS checkout (its `algorithmic/problems`, its
-    `algorithmic/` folder, or a folder of problems). ValueError naming the path when absent."""
+    `algorithmic/` folder, or a folder of problems). ValueError in one line naming the path
+    when absent, or when the folder breaks the judge's rules for problem folders
+    (`judges.problems.folders`: no link out of the folder, `checker:`/`interactor:` inside it,
+    a statement of at most 1 MiB, config.yaml's aliases bounded)."""
+    from judges.problems.folders import member, read_config, read_statement
+
+    plain_id(problem_id)
     roots = (checkout / "algorithmic" / "problems", checkout / "problems", checkout)
     folder = next((root / problem_id for root in roots if (root / problem_id).is_dir()), None)
     if folder is None or not (folder / "config.yaml").is_file():
         looked = ", ".join(str(root / problem_id) for root in roots)
         raise ValueError(f"no FrontierCS problem {problem_id!r} (looked in {looked})")
-    config = yaml.safe_load((folder / "config.yaml").read_text(encoding="utf-8")) or {}
-    statement_path = folder / "statement.txt"
-    statement = statement_path.read_text(encoding="utf-8") if statement_path.is_file() else ""
+    config, config_path = read_config(folder)
+    for key in ("checker", "interactor"):
+        if config.get(key):
+            member(folder, config[key], key, str(config_path))
+    statement = read_statement(folder) or ""
     first = next((line for line in statement.splitlines() if line.strip()), "")
-    title = re.sub(r"^\s*Problem\s*\w*\s*[:.]\s*", "", first).strip() or f"Problem {problem_id}"
+    title = re.sub(r"^\s*Problem\s*\w*\s*[:.]\s*", "", first).strip()
+    title = plain_line(title) or f"Problem {problem_id}"
     kind = str(config.get("type", "default")).strip()
     if kind not in ("default", "interactive"):
         raise ValueError(
-            f"{folder / 'config.yaml'}: type {kind!r}; task new handles default and interactive "
+            f"{config_path}: type {kind[:40]!r}; task new handles default and interactive "
             "FrontierCS problems"
         )
-    subtasks = config.get("subtasks") or []
-    cases = sum(int(s.get("n_cases", 0)) for s in subtasks if isinstance(s, dict)) or None
     return Problem(
         problem_id=problem_id,
         title=title,
         kind=kind,
-        time=str(config.get("time", "1s")),
-        memory=str(config.get("memory", "256m")),
-        cases=cases,
+        time=_limit(config, "time", "1s", config_path),
+        memory=_limit(config, "memory", "256m", config_path),
+        cases=_case_count(config.get("subtasks")),
         statement=statement.strip(),
     )
 
 
+#: A problem id is a plain name: it names a folder of the checkout and is written into the
+#: task's TOML, JSON, YAML and Python files.
+_PLAIN_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+_TITLE_CHARS = 200
+
+
+def plain_id(problem_id: str) -> str:
+    """`problem_id` when it is a plain name (letters, digits, `_`, `.`, `-`; no path);
+    ValueError naming it otherwise."""
+    if not _PLAIN_ID.fullmatch(problem_id) or problem_id in (".", ".."):
+        raise ValueError(
+            f"problem id {problem_id[:80]!r} is not a plain name (letters, digits, '_', '.', "
+            "'-'; at most 64 characters), e.g. 5"
+        )
+    return problem_id
+
+
+def plain_line(text: str) -> str:
+    """`text` as one line of at most 200 printable characters (control characters become
+    spaces), fit for a title in a comment, a docstring or a heading."""
+    line = " ".join("".join(c if c.isprintable() else " " for c in text).split())
+    return line if len(line) <= _TITLE_CHARS else line[: _TITLE_CHARS - 1] + "…"
+
+
+def _limit(config: dict, key: str, default: str, where: Path) -> str:
+    value = config.get(key, default)
+    text = plain_line(str(value))
+    if isinstance(value, bool) or not isinstance(value, str | int | float) or len(text) > 16:
+        raise ValueError(f"{where}: {key} {text[:40]!r} is not a limit like {default!r}")
+    return text
+
+
+def _case_count(subtasks: object) -> int | None:
+    if not isinstance(subtasks, list):
+        return None
+    counts = (s.get("n_cases") for s in subtasks if isinstance(s, dict))
+    return (
+        sum(n for n in counts if isinstance(n, int) and not isinstance(n, bool) and n > 0) or None
+    )
+
+
+def toml_string(text: str) -> str:
+    """`text` as a TOML basic string, quotes included: backslashes, quotes and control
+    characters escaped (a LaTeX `\\alpha` stays `\\alpha` once read)."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
+
+
+def _docstring_safe(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
 def skeleton_problem(problem_id: str, interactive: bool = False) -> Problem:
-    """A skeleton's placeholders: every text the user must write says TODO."""
+    """A skeleton's placeholders: every text the user must write says TODO. ValueError when
+    `problem_id` is not a plain name (`plain_id`)."""
     return Problem(
-        problem_id=problem_id,
+        problem_id=plain_id(problem_id),
         title=f"{TODO}: the problem's name",
         kind="interactive" if interactive else "default",
         time="1s",
@@ -131,21 +188,24 @@ def verifier_source() -> Path:
 
 
 def task_toml(name: str, problem: Problem) -> str:
-    description = problem.title.replace('"', "'")
+    """task.toml; every value from the problem or the directory is a TOML string
+    (`toml_string`), and the title in its comment is one plain line (`plain_line`)."""
     pid = problem.problem_id
-    return f'''# {problem.title} (FrontierCS problem {pid}), written by `guidance-ttt task new`.
+    judge_url = "${FRONTIERCS_JUDGE_URL:-http://host.docker.internal:8081}"
+    heading = f"{plain_line(problem.title)} (FrontierCS problem {pid})"
+    return f"""# {heading}, written by `guidance-ttt task new`.
 # One trial owns a whole Guidance-TTT run; the container only receives the best program and
 # the verifier (tests/test.sh) re-scores it against the judge.
 schema_version = "1.4"
 
 [task]
-name = "guidance-ttt/{name.replace("_", "-")}"
-description = "{description}"
+name = {toml_string("guidance-ttt/" + name.replace("_", "-"))}
+description = {toml_string(plain_line(problem.title))}
 keywords = ["frontier-cs", "algorithmic", "c++"]
 
 [metadata]
 judge = "frontiercs-algorithmic"
-judge_problem_id = "{pid}"
+judge_problem_id = {toml_string(pid)}
 solution_path = "/workspace/solution.cpp"
 
 [agent]
@@ -155,8 +215,8 @@ timeout_sec = 604800.0
 timeout_sec = 900.0
 
 [verifier.env]
-FRONTIERCS_JUDGE_URL = "${{FRONTIERCS_JUDGE_URL:-http://host.docker.internal:8081}}"
-FRONTIERCS_PROBLEM_ID = "${{FRONTIERCS_PROBLEM_ID:-{pid}}}"
+FRONTIERCS_JUDGE_URL = {toml_string(judge_url)}
+FRONTIERCS_PROBLEM_ID = {toml_string("${FRONTIERCS_PROBLEM_ID:-" + pid + "}")}
 
 [environment]
 cpus = 1
@@ -164,7 +224,7 @@ memory_mb = 4096
 build_timeout_sec = 600.0
 network_mode = "allowlist"
 allowed_hosts = ["host.docker.internal"]
-'''
+"""
 
 
 def instruction(problem: Problem) -> str:
@@ -228,7 +288,7 @@ def score_check(problem: Problem) -> str:
         else " A default problem's case also carries the program's output (a crashed run has none)."
     )
     return template.format(
-        title=problem.title,
+        title=_docstring_safe(plain_line(problem.title)),
         problem_id=problem.problem_id,
         kind=problem.kind,
         verdict_source="interactor" if problem.interactive else "checker",

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+from judges.problems import bounded_yaml
+from judges.problems.folders import CONFIG_LIMIT, member, read_bounded, regular
 from judges.problems.package import (
     Case,
     Problem,
@@ -139,9 +139,10 @@ def load_gpu_problem(
         raise ProblemError(f"{where}: language must be python for a gpu package")
     values = {**_DEFAULTS, **config}
     settings = _settings(directory, values, where)
-    cases = load_cases(directory / str(values["cases"]))
+    cases_path = member(directory, values["cases"], "cases", where)
+    cases = load_cases(cases_path, directory)
     listed = tuple(
-        Case(number, directory / str(values["cases"]), settings.call_timeout,
+        Case(number, cases_path, settings.call_timeout,
              settings.memory_bytes, case)
         for number, case in enumerate(cases, start=1)
     )  # fmt: skip
@@ -153,8 +154,8 @@ def load_gpu_problem(
 
 
 def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSettings:
-    reference = directory / str(values["reference"])
-    if not reference.is_file():
+    reference = member(directory, values["reference"], "reference", where)
+    if not regular(directory, reference, "reference module").is_file():
         raise ProblemError(f"{reference}: missing; a gpu package needs its reference module")
     counts = {}
     for key in ("min_repeats", "max_repeats", "seed_step", "processes"):
@@ -191,17 +192,18 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
     )
 
 
-def load_cases(path: Path) -> tuple[GpuCase, ...]:
+def load_cases(path: Path, directory: Path | None = None) -> tuple[GpuCase, ...]:
     """The tests, then the benchmarks, of a cases file; ProblemError naming the entry if wrong.
 
     Every entry is a mapping of generator arguments with an integer `seed` (the judge varies
     it between timed repeats); both lists must be non-empty."""
     if not path.is_file():
         raise ProblemError(f"{path}: missing; a gpu package lists its cases there")
+    text = read_bounded(directory or path.parent, path, CONFIG_LIMIT, "cases file")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise ProblemError(f"{path}: not valid YAML ({error})") from None
+        data = bounded_yaml.load(text, str(path)) or {}
+    except bounded_yaml.YamlRefused as error:
+        raise ProblemError(str(error)) from None
     if not isinstance(data, dict) or set(data) != set(CASE_KINDS):
         raise ProblemError(f"{path}: expected exactly the keys {list(CASE_KINDS)}")
     cases: list[GpuCase] = []

@@ -30,6 +30,13 @@ Checker and interactor sources need `testlib.h`: the `testlib` directory given t
 `judges.kinds.load_problems`.
 A package that cannot be served is skipped with a logged reason.
 
+**A problem folder stays inside itself** (`judges.problems.folders`): every file it names
+(config.yaml, statement.txt, the cases and their answers, the checker, interactor or verifier a
+key names, generated.txt) must be a regular file inside the folder once links are resolved; a
+key naming an absolute or `..` path, a link out or a FIFO makes the package unservable, and so
+does a statement over `STATEMENT_LIMIT` bytes. config.yaml is read with its aliases bounded
+(`judges.problems.bounded_yaml`).
+
 **Pure verdicts.** `verdict_is_pure` says whether a problem's verdict is a function of the
 candidate's source alone, so that the verdict cache (`judges.verdicts.cache`) may answer a
 resubmission from a stored verdict. It is true for the CPU-checked kinds above and false for any
@@ -41,14 +48,16 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import os
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from judges.problems.checkers import CHECKERS
+from judges.problems.folders import CONFIG_LIMIT, member, read_bounded, regular
+from judges.problems.folders import ProblemError as ProblemError  # its home before folders
+from judges.problems.folders import read_config as read_config  # loaders import it from here
 
 log = logging.getLogger("judges.problems.package")
 
@@ -63,10 +72,6 @@ KINDS = ("builtin", "checker", "interactive", "verifier", "gpu")
 PURE_KINDS = frozenset(("builtin", "checker", "interactive", "verifier"))
 _TIME = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s)?\s*$", re.IGNORECASE)
 _MEMORY = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*([kmg]?)b?\s*$", re.IGNORECASE)
-
-
-class ProblemError(ValueError):
-    """A problem package is malformed; the message names the file, the key and the fix."""
 
 
 class UnsupportedProblem(ProblemError):
@@ -176,20 +181,6 @@ def parse_memory_limit(value: Any, where: str) -> int:
     return round(float(match.group(1)) * scale)
 
 
-def read_config(directory: Path) -> tuple[dict[str, Any], Path]:
-    """A package's `config.yaml` as a mapping, and its path; ProblemError naming what is wrong."""
-    config_path = directory / "config.yaml"
-    if not config_path.is_file():
-        raise ProblemError(f"{config_path}: missing; a FrontierCS problem needs config.yaml")
-    try:
-        config = yaml.safe_load(config_path.read_text()) or {}
-    except yaml.YAMLError as error:
-        raise ProblemError(f"{config_path}: not valid YAML ({error})") from None
-    if not isinstance(config, dict):
-        raise ProblemError(f"{config_path}: expected a mapping at the top level")
-    return config, config_path
-
-
 def load_cpu_problem(
     directory: Path,
     config: dict[str, Any],
@@ -224,7 +215,7 @@ def load_cpu_problem(
                 raise ProblemError(f"{case.input_path}: {error}") from None
     marker = directory / "generated.txt"
     if suite is None and marker.is_file():
-        stamp = marker.read_text().strip()
+        stamp = read_bounded(directory, marker, CONFIG_LIMIT, "generated.txt").strip()
         suite = Suite(
             "generated", f"generated Polyomino suite ({stamp}); not comparable to FrontierCS", False
         )
@@ -257,21 +248,21 @@ def _checking(
             )
         return "builtin", name, None
     if problem_type == "interactive":
-        source = directory / str(config.get("interactor") or "interactor.cc")
-        if not source.is_file():
+        source = member(directory, config.get("interactor") or "interactor.cc", "interactor", where)
+        if not regular(directory, source, "interactor").is_file():
             raise ProblemError(f"{source}: missing; an interactive problem needs its interactor")
         return "interactive", None, source
     if problem_type == "verifier":
-        source = directory / str(config.get("verifier") or "verify.py")
-        if not source.is_file():
+        source = member(directory, config.get("verifier") or "verify.py", "verifier", where)
+        if not regular(directory, source, "verifier").is_file():
             raise ProblemError(f"{source}: missing; a verifier problem needs its verifier")
         return "verifier", None, source
     if problem_type != "default":
         raise ProblemError(
             f"{where}: type {problem_type!r} is not supported (default, interactive, verifier)"
         )
-    source = directory / str(config.get("checker") or "chk.cc")
-    if source.is_file():
+    source = member(directory, config.get("checker") or "chk.cc", "checker", where)
+    if regular(directory, source, "checker").is_file():
         builtin = _BUILTIN_EQUIVALENTS.get(hashlib.sha256(source.read_bytes()).hexdigest())
         if builtin is not None:
             return "builtin", builtin, None
@@ -313,7 +304,7 @@ def _cases(directory: Path, config: dict[str, Any], where: str) -> tuple[Case, .
             path = testdata / f"{number}.in"
             if not path.is_file():
                 raise ProblemError(f"{path}: missing; config declares {number} or more cases")
-            cases.append(Case(number, path, time, memory))
+            cases.append(_contained(directory, Case(number, path, time, memory)))
     declared = {case.number for case in cases}
     extras = sorted(
         int(path.stem)
@@ -323,8 +314,21 @@ def _cases(directory: Path, config: dict[str, Any], where: str) -> tuple[Case, .
         and (path.with_suffix(".ans").exists() or path.with_suffix(".out").exists())
     )
     last = cases[-1]
-    cases.extend(Case(k, testdata / f"{k}.in", last.time_limit, last.memory_limit) for k in extras)
+    cases.extend(
+        _contained(directory, Case(k, testdata / f"{k}.in", last.time_limit, last.memory_limit))
+        for k in extras
+    )
     return tuple(cases)
+
+
+def _contained(directory: Path, case: Case) -> Case:
+    """`case`, once its input and any answer file are regular files inside `directory`."""
+    regular(directory, case.input_path, "test input")
+    for suffix in (".ans", ".out"):
+        answer = case.input_path.with_suffix(suffix)
+        if os.path.lexists(answer):
+            regular(directory, answer, "test answer")
+    return case
 
 
 PUBLIC_TIME_LIMIT = 2.0  # FrontierCS problem 0's limits, used for a plain folder of its cases
@@ -345,7 +349,7 @@ def load_public_cases(directory: Path) -> Problem:
     parse = CHECKERS["polyomino"].parse
     cases = []
     for number in numbers:
-        path = directory / f"{number}.in"
+        path = regular(directory, directory / f"{number}.in", "test input")
         try:
             instance = parse(path.read_text())
         except ValueError as error:

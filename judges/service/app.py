@@ -52,6 +52,7 @@ from aiohttp import web
 
 from judges.cgroups.groups import MODES
 from judges.gpu.judge import GpuJudge, add_gpu_arguments, options_from
+from judges.problems.folders import STATEMENT_LIMIT, read_statement
 from judges.problems.package import ProblemError, parse_memory_limit
 from judges.sandbox.bounds import memory_bound
 from judges.sandbox.runner import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
@@ -138,11 +139,23 @@ async def _problems(request: web.Request) -> web.Response:
 
 
 async def _statement(request: web.Request) -> web.Response:
+    """A problem's statement.txt, read only inside its folder and bounded (`read_statement`):
+    404 when there is none, 403 naming the rule when it is refused (the path stays in the log)."""
     problem = request.app[ENGINE_KEY].problems.get(request.match_info["pid"])
-    path = problem.directory / "statement.txt" if problem else None
-    if path is None or not path.is_file():
+    if problem is None:
         return web.Response(status=404, text="statement not found")
-    return web.Response(text=path.read_text(), content_type="text/plain")
+    try:
+        text = await asyncio.to_thread(read_statement, problem.directory)
+    except ProblemError as refusal:
+        log.warning("statement of problem %s refused: %s", problem.id, refusal)
+        return web.Response(
+            status=403,
+            text=f"statement refused: it must be a UTF-8 regular file inside the problem "
+            f"folder, at most {STATEMENT_LIMIT >> 20} MiB",
+        )
+    if text is None:
+        return web.Response(status=404, text="statement not found")
+    return web.Response(text=text, content_type="text/plain")
 
 
 async def _submit(request: web.Request) -> web.StreamResponse:
