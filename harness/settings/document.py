@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
+from harness.settings import bounded_yaml
 
 #: Reef 0.1.3's environment reference: ``${VAR}`` or ``${VAR:?}``.
 _ENV_REFERENCE = re.compile(r"\$\{(\w+)(:\?)?\}")
@@ -58,13 +58,14 @@ class ServeDocument:
 
     @classmethod
     def read(cls, path: Path, environ: Mapping[str, str]) -> ServeDocument:
-        """Load the YAML; expand ``${VAR}``, ``${VAR:?}`` and (harness section only) ``:-``."""
+        """Load the YAML, its aliases and size bounded (`harness.settings.bounded_yaml`); expand
+        ``${VAR}``, ``${VAR:?}`` and (harness section only) ``:-``."""
         try:
-            loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+            loaded = bounded_yaml.read(path)
         except OSError as exc:
             raise RunSettingsError(f"cannot read {path}: {exc.strerror}") from exc
-        except yaml.YAMLError as exc:
-            raise RunSettingsError(f"{path} is not valid YAML: {exc}") from exc
+        except bounded_yaml.YamlRefused as exc:
+            raise RunSettingsError(str(exc)) from None
         if not isinstance(loaded, dict):
             raise RunSettingsError(f"{path} must hold a YAML mapping at the top level")
         values = {**environ}
