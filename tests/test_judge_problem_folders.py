@@ -159,6 +159,12 @@ def test_the_judge_serves_only_a_statement_inside_its_folder(tmp_path: Path, out
     package(root, "fifo")
     linked = package(root, "linked", statement=None)
     (linked / "statement.txt").symlink_to(outside)
+    (package(root, "linkedcase") / "testdata" / "2.in").unlink()
+    (root / "linkedcase" / "testdata" / "2.in").symlink_to(outside)
+    checker = package(root, "linkedchecker", "type: default\ntime: 1s\nn_cases: 2\n")
+    (checker / "chk.cc").symlink_to(outside)
+    escaping = "type: default\nchecker: ../../elsewhere/secret.cc\ntime: 1s\nn_cases: 2\n"
+    package(root, "escaping", escaping)
     with JudgeProcess(tmp_path / "state", "--problems", str(root), "--workers", "1") as judge:
         listed = httpx.get(f"{judge.url}/problems", timeout=30).json()["problems"]
         assert sorted(problem["id"] for problem in listed) == ["fifo", "good", "later"]
@@ -176,4 +182,6 @@ def test_the_judge_serves_only_a_statement_inside_its_folder(tmp_path: Path, out
             assert "inside the problem folder" in refused.text and CANARY not in refused.text
         assert httpx.get(f"{judge.url}/health", timeout=30).status_code == 200
     log = (tmp_path / "state" / "service.log").read_text()
+    for pid in ("linked", "linkedcase", "linkedchecker", "escaping"):
+        assert f"skipping problem {pid}: " in log
     assert "leads outside the problem folder" in log and CANARY not in log
