@@ -27,7 +27,9 @@ tests/test_summary_filter.py.
 
 from __future__ import annotations
 
+import functools
 import re
+from dataclasses import dataclass
 
 from harness.archive.summary_text import (
     base64_runs,
@@ -89,35 +91,51 @@ def _fenced(text: str) -> bool:
     return False
 
 
+@dataclass(frozen=True)
+class _ProgramShape:
+    """What the filter compares a summary with, computed once per program."""
+
+    tokens: int
+    runs: frozenset[str]
+    lines: tuple[tuple[str, str], ...]  # (skeleton, the line as written) of quotable lines
+
+
+@functools.lru_cache(maxsize=32)
+def _shape(program: str) -> _ProgramShape:
+    source = skeleton(program)
+    runs = frozenset(source[i : i + SHAPE_RUN] for i in range(len(source) - SHAPE_RUN + 1))
+    lines = []
+    for line in program.splitlines():
+        tokens = skeleton(line)
+        marks = sum(1 for token in tokens if token in _CODE_ONLY)
+        if len(tokens) >= QUOTED_LINE_TOKENS and marks >= QUOTED_LINE_MARKS:
+            lines.append((tokens, " ".join(line.split())))
+    return _ProgramShape(len(source), runs, tuple(lines))
+
+
 def copied_tokens(summary: str, program: str) -> int:
     """How many of the summary's skeleton tokens lie in a run of `SHAPE_RUN` tokens that also
     occurs in the program's skeleton."""
-    shown, source = skeleton(summary, comments=True), skeleton(program)
-    runs = {tuple(source[i : i + SHAPE_RUN]) for i in range(len(source) - SHAPE_RUN + 1)}
-    covered: set[int] = set()
+    shown, runs = skeleton(summary, comments=True), _shape(program).runs
+    covered = end = 0
     for start in range(len(shown) - SHAPE_RUN + 1):
-        if tuple(shown[start : start + SHAPE_RUN]) in runs:
-            covered.update(range(start, start + SHAPE_RUN))
-    return len(covered)
+        if shown[start : start + SHAPE_RUN] in runs:
+            covered += start + SHAPE_RUN - max(start, end)
+            end = start + SHAPE_RUN
+    return covered
 
 
 def quoted_lines(summary: str, program: str) -> int:
     """How many distinct lines of the program the summary quotes: lines whose skeleton has
     `QUOTED_LINE_TOKENS`+ tokens, `QUOTED_LINE_MARKS`+ of them operators no prose uses, and
     occurs whole in the summary's skeleton."""
-    shown = f" {' '.join(skeleton(summary, comments=True))} "
-    quoted = set()
-    for line in program.splitlines():
-        tokens = skeleton(line)
-        marks = sum(1 for token in tokens if token in _CODE_ONLY)
-        long_enough = len(tokens) >= QUOTED_LINE_TOKENS and marks >= QUOTED_LINE_MARKS
-        if long_enough and f" {' '.join(tokens)} " in shown:
-            quoted.add(" ".join(line.split()))
-    return len(quoted)
+    shown = skeleton(summary, comments=True)
+    return len({line for tokens, line in _shape(program).lines if tokens in shown})
 
 
 def _copy_limit(program: str) -> int:
-    return min(COPIED_TOKENS, max(SHAPE_RUN, round(COPIED_SHARE * len(skeleton(program)))))
+    tokens = _shape(program).tokens
+    return min(COPIED_TOKENS, max(SHAPE_RUN, round(COPIED_SHARE * tokens)))
 
 
 def statement_marks(text: str) -> int:

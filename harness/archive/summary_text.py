@@ -56,8 +56,10 @@ _LITERAL_OR_COMMENT = re.compile(
     r"|#(?![ \t]*(?:include|define|pragma|ifn?def|if|endif|else|elif|undef)\b)[^\n]*)"
 )
 _WORDS = re.compile(r"\w+")
-#: A token of the skeleton: a literal, a run of words, or one punctuation character.
-WORD, LITERAL = "w", "S"
+#: The skeleton's tokens for a run of words (a name cut in two, or two names whose spaces were
+#: removed, are one run) and for a literal; neither is a character a skeleton keeps otherwise.
+WORD, LITERAL = "w", "\x01"
+_WORD_RUN = re.compile(f"{WORD}+")
 
 #: A base64 run: 24+ characters of one alphabet, `=` padding allowed at its end.
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/\-_]{24,}={0,2}")
@@ -85,25 +87,21 @@ def visible_text(text: str) -> str:
     return _LINE_PREFIX.sub("", folded)
 
 
-def skeleton(text: str, *, comments: bool = False) -> list[str]:
-    """The program shape of `text` (see the module docstring): its tokens, in order. Comments
-    are dropped unless `comments` is set: a program's are no part of its shape, but a text to
-    compare with a program keeps them, since prose around a copy may start like one (a `//`
-    eats the rest of its line, which may be a whole program joined into one line)."""
+def skeleton(text: str, *, comments: bool = False) -> str:
+    """The program shape of `text` (see the module docstring), one character per token: `w`
+    for a run of words and numbers, `LITERAL` for a string or character literal, and every
+    other visible character as itself. Comments are dropped unless `comments` is set: a
+    program's are no part of its shape, but a text to compare with a program keeps them, since
+    prose around a copy may start like one (a `//` eats the rest of its line, which may be a
+    whole program joined into one line)."""
 
     def literal_or_blank(match: re.Match[str]) -> str:
         if match.group("string") is not None:
             return f" {LITERAL} "
         return match.group(0) if comments else " "
 
-    stripped = _LITERAL_OR_COMMENT.sub(literal_or_blank, text)
-    tokens: list[str] = []
-    for piece in _WORDS.sub(f" {WORD} ", stripped).split():
-        for token in (piece,) if piece in (WORD, LITERAL) else piece:
-            if token == WORD and tokens and tokens[-1] == WORD:
-                continue  # a name cut in two, or two names where spaces were removed
-            tokens.append(token)
-    return tokens
+    words = _WORDS.sub(WORD, _LITERAL_OR_COMMENT.sub(literal_or_blank, text))
+    return _WORD_RUN.sub(WORD, "".join(words.split()))
 
 
 def _readable(data: bytes) -> str | None:
