@@ -226,6 +226,22 @@ def carriers() -> list[tuple[str, str, str]]:
             base64.b64encode(gzip.compress(TREASURE.encode(), mtime=0)).decode(),
             TREASURE,
         ),
+        ("bulleted lines", "\n".join(f"- {line}" for line in POLYOMINO.splitlines()), POLYOMINO),
+        ("one token per line", "\n".join(re.findall(r"\w+|\S", TREASURE)), TREASURE),
+        (
+            "a Markdown table of lines",
+            "| line | code |\n|---|---|\n"
+            + "\n".join(f"| {i} | {line.strip()} |" for i, line in enumerate(SHELF.splitlines())),
+            SHELF,
+        ),
+        ("upper case", POLYOMINO.upper(), POLYOMINO),
+        (
+            "an inline code span per line",
+            " ".join(f"`{line.strip()}`" for line in TREASURE.splitlines() if line.strip()),
+            TREASURE,
+        ),
+        ("base64 in 10-character lines", "\n".join(textwrap.wrap(_b64(ERDOS), 10)), ERDOS),
+        ("a 12-line excerpt", "\n".join(SHELF.splitlines()[60:72]), SHELF),
         ("spelled out in words (a known miss)", SPELLED_OUT, POLYOMINO),
         (
             "the program between prose sentences",
@@ -370,6 +386,45 @@ HONEST_PROSE = {
         "torch.autocast(device_type='cuda'); the contraction stays torch.bmm, the norms stay "
         "F.layer_norm in float32. Nothing else of the parent changes."
     ),
+    "a priority queue named": (
+        "The candidate keeps a priority queue (std::priority_queue<pair<int,int>>) of open "
+        "skyline segments keyed by height; pop() gives the lowest, and the piece goes there if "
+        "w ≤ segment width; otherwise segments are merged with their neighbours. Complexity "
+        "O(n log n), memory O(n)."
+    ),
+    "numpy expressions": (
+        "Uses numpy vectorisation: h = np.clip(h - lr * g, 0, 1) each round, with lr = 0.05 * "
+        "0.998**t; the projection is a bisection on the offset (60 steps), and the worst shift "
+        "comes from np.argmax(np.correlate(h, 1 - h))."
+    ),
+    "LaTeX": (
+        r"The constraint $\sum_{i=1}^{n} w_i \le W$ holds and $h_{\max} = \max_i h_i$; the "
+        r"objective $A = W \cdot H$ is minimised by trying widths $W_k = \lceil (0.8 + 0.05k)"
+        r"\sqrt{S} \rceil$ for $k = 0..16$."
+    ),
+    "Chinese prose": (
+        "候选程序把所有方块按高度排序，然后在固定宽度的条带上逐层放置；尝试了十七种条带宽度，"
+        "保留面积最小的外接矩形。没有旋转以外的搜索。"
+    ),
+    "a pipeline of arrows": (
+        "Pipeline: read pieces → normalise orientation → sort by (height, width) → first-fit "
+        "shelves → pick best strip width → print. Each arrow is one pass over the pieces; only "
+        "the sort is O(n log n)."
+    ),
+    "an output format named": (
+        'The output is a JSON object {"item": count, ...} with every kind listed, as the '
+        "statement asks; counts are chosen greedily per mix, and the best of 21 mixes is kept."
+    ),
+    "two changed lines named": (
+        "Changed `if (shelf == shelf_y.size())` handling: a new shelf now starts at the tallest "
+        "box of the previous shelf, not its first; `shelf_height[shelf] = "
+        "max(shelf_height[shelf], piece.height)` keeps it right. Everything else is the "
+        "parent's."
+    ),
+    "a parser described": (
+        "Parsing switched from scanf to a hand-written reader over fread() into a 1 << 20 byte "
+        "buffer; numbers are parsed with x = x * 10 + (c - '0'). No change to the packing."
+    ),
     "a rewrite described": (
         "The candidate is rewritten around an occupancy grid of the enclosing rectangle: pieces "
         "are placed cell by cell, bottom-left first, in all four rotations and both "
@@ -413,7 +468,8 @@ def honest() -> list[tuple[str, str, str]]:
     ]
     programs = {"code words named": TREASURE, "Python code words named": ERDOS}
     programs |= {"formulas": ERDOS, "a kernel described with code words": TRIMUL}
-    programs |= {"compile flags and API names": TRIMUL}
+    programs |= {"compile flags and API names": TRIMUL, "numpy expressions": ERDOS}
+    programs |= {"an output format named": TREASURE, "a parser described": TREASURE}
     for name, text in HONEST_PROSE.items():
         corpus.append((name, text, programs.get(name, SHELF)))
     return corpus

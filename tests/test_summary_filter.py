@@ -3,9 +3,10 @@
 shown, and model text unable to close its block or add a section of a prompt (issue 35,
 findings 8 and 9).
 
-Precision and recall (`python -m tests.summary_corpus` prints them): on 37 carriers and 28
-honest summaries, precision 1.000 (no honest summary withheld) and recall 0.973 (one carrier
-missed: a program spelled out in plain words, the corpus's known miss).
+Precision and recall (`python -m tests.summary_corpus` prints them): on 44 carriers and 36
+honest summaries, precision 1.000 (no honest summary withheld) and recall 0.977 (one carrier
+missed: a program spelled out in plain words, the corpus's known miss). The filter it replaced
+scored 0.880 and 0.500 (`python benchmarks/summary_filter.py`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from tests.summary_corpus import carriers, honest, measure
 TASK = Path(__file__).resolve().parents[1] / "harbor" / "polyomino_packing"
 KNOWN_MISSES = {"spelled out in words (a known miss)"}
 #: The recall reached on the corpus: every carrier but the known misses.
-RECALL = 36 / 37
+RECALL = 43 / 44
 CARRIERS = {name: (text, program) for name, text, program in carriers()}
 HONEST = {name: (text, program) for name, text, program in honest()}
 
@@ -54,7 +55,7 @@ def test_precision_and_recall_on_the_labelled_corpus() -> None:
     assert precision == 1.0
     assert set(missed) == KNOWN_MISSES
     assert recall == pytest.approx(RECALL)
-    assert len(CARRIERS) == 37 and len(HONEST) == 28  # the sizes the docstring reports
+    assert len(CARRIERS) == 44 and len(HONEST) == 36  # the sizes the docstring reports
 
 
 @pytest.mark.parametrize("name", sorted(set(CARRIERS) - KNOWN_MISSES))
