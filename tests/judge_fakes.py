@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import shutil
 import socket
 import threading
 import time
@@ -321,8 +322,10 @@ SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "data" / "fronti
 
 
 def public_problems(root: Path) -> Path:
-    """A FrontierCS problem package for problem 0 under `root` whose testdata are symlinks to the
-    70 public cases in ../shared (never copies). Skips the calling test when ../shared is absent."""
+    """A FrontierCS problem package for problem 0 under `root` holding copies of the 70 public
+    cases in ../shared (1.6 MB, copied into `root`, a temporary folder: the judge serves no
+    link out of a problem folder, docs/judge.md "Security model"). Skips the calling test when
+    ../shared is absent."""
     inputs = (
         sorted(SHARED_CASES.glob("*.in"), key=lambda p: int(p.stem))
         if SHARED_CASES.is_dir()
@@ -337,7 +340,7 @@ def public_problems(root: Path) -> Path:
         f"subtasks:\n- score: 100\n  n_cases: {len(inputs)}\n"
     )
     for path in inputs:
-        (package / "testdata" / path.name).symlink_to(path)
+        shutil.copyfile(path, package / "testdata" / path.name)
     return root
 
 

@@ -10,6 +10,7 @@ exact `msg` text. Validity, message and ratio must agree on every case, and the 
 
 from __future__ import annotations
 
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -70,8 +71,8 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
     root = tmp_path_factory.mktemp("frontiercs-layout")
     problem = root / "problems" / "0"
     (problem / "testdata").mkdir(parents=True)
-    for case in range(1, CASES + 1):  # linked, never copied
-        (problem / "testdata" / f"{case}.in").symlink_to(PUBLIC_CASES / f"{case}.in")
+    for case in range(1, CASES + 1):  # copied: the judge serves no link out of a package
+        shutil.copyfile(PUBLIC_CASES / f"{case}.in", problem / "testdata" / f"{case}.in")
     (problem / "config.yaml").write_text(
         "type: default\nchecker: chk.cc\ntime: 2s\nmemory: 256m\n"
         f"subtasks:\n- score: 100\n  n_cases: {CASES}\n"

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -135,7 +136,7 @@ def test_a_checker_that_does_not_compile_stops_the_candidate_as_a_judge_fault(
     package = tmp_path / "problems" / "1"
     package.mkdir(parents=True)
     (package / "config.yaml").write_text((original / "config.yaml").read_text())
-    (package / "testdata").symlink_to(original / "testdata")
+    shutil.copytree(original / "testdata", package / "testdata")  # no link out of a package
     (package / "chk.cc").write_text('#include "testlib.h"\nint main() { this is not C++ }\n')
     testlib = FRONTIERCS / "include"
     with LocalJudge(
