@@ -11,6 +11,7 @@ scored 0.880 and 0.500 (`python benchmarks/summary_filter.py`).
 
 from __future__ import annotations
 
+import random
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,17 @@ def test_a_guidance_cannot_close_its_block_in_the_executor_prompt() -> None:
     user = executor_prompt(contract, problem, make_seed(), guidance).user
     assert user.count("</guidance>") == 1 and user.count("<summary>") == 1
     assert "&lt;/guidance&gt;" in user and "\\# Objective" in user
+
+
+def test_the_filter_and_the_escape_never_raise_on_arbitrary_text() -> None:
+    """A filter that raised would fail the step; any text, lone surrogates and NULs included,
+    gets an answer (seeded, so the same texts every run)."""
+    rng = random.Random(35)
+    pieces = [chr(c) for c in range(0x250)] + ["\u200b", "\ufeff", "\ud800", "\udfff", "\u2028"]
+    pieces += ["\uff1c", "\u3008", "```", "~~~", "<solution>", "&lt;", "QUJD" * 8, "\n", "0a" * 20]
+    for _ in range(100):
+        text = "".join(rng.choice(pieces) for _ in range(rng.randint(0, 300)))
+        for program in (text[::-1], None, ""):
+            reason = summary_code_problem(text, program)
+            assert reason is None or isinstance(reason, str)
+        assert isinstance(escape_model_text(text), str)

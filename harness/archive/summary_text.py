@@ -28,10 +28,11 @@ import unicodedata
 
 #: Characters that render as nothing although Unicode files them as letters or separators.
 _INVISIBLE = frozenset("\u115f\u1160\u3164\uffa0\u180e\u2800")
-_LINE_SEPARATORS = str.maketrans({"\u2028": "\n", "\u2029": "\n", "\x85": "\n", "\r": "\n"})
-#: Look-alikes of ASCII operators and quotes that NFKC leaves as they are.
-_LOOK_ALIKES = str.maketrans(
+#: Line separators as `\n`, and look-alikes of ASCII operators and quotes that NFKC leaves as
+#: they are as their ASCII selves.
+_FOLDS = str.maketrans(
     {
+        **dict.fromkeys("\u2028\u2029\x85\r", "\n"),
         **dict.fromkeys("\u2010\u2011\u2012\u2013\u2014\u2212\u2796\ufe63", "-"),
         **dict.fromkeys("\u2217\u2731\u00d7\u22c5", "*"),
         **dict.fromkeys("\u2039\u02c2\u276e\u3008", "<"),
@@ -81,9 +82,12 @@ def _visible_char(char: str) -> str:
 
 def visible_text(text: str) -> str:
     """`text` as a reader sees it (see the module docstring)."""
-    folded = unicodedata.normalize("NFKC", html.unescape(text))
-    folded = folded.translate(_LINE_SEPARATORS).translate(_LOOK_ALIKES)
-    folded = _NON_ASCII.sub(lambda match: _visible_char(match.group(0)), folded)
+    folded = html.unescape(text) if "&" in text else text
+    if not folded.isascii():
+        folded = unicodedata.normalize("NFKC", folded).translate(_FOLDS)
+        folded = _NON_ASCII.sub(lambda match: _visible_char(match.group(0)), folded)
+    elif "\r" in folded:
+        folded = folded.replace("\r", "\n")
     return _LINE_PREFIX.sub("", folded)
 
 
