@@ -3,8 +3,8 @@
 The guidance model reads a parent's summary and score, never its code. The executor is asked
 for a code-free summary; this filter withholds one that carries a program anyway, in whatever
 disguise, and lets honest prose through, however many code words it names. It looks at the
-summary's normal forms (`harness.archive.summary_text`), and at the text of every base64 blob
-in it, for four signs:
+summary's normal forms (`harness.archive.summary_text`), and at the text of every base64 or
+hex blob in it, for six signs:
 
 1. **a fenced block**: a line opening a fence (three or more backticks or tildes, any tag)
    and a later line closing it. Triple backticks inside a sentence are no fence.
@@ -14,15 +14,18 @@ in it, for four signs:
    `SHAPE_RUN` tokens covering at least `COPIED_TOKENS` of the summary's tokens, or
    `COPIED_SHARE` of a short program's. Comments and docstrings are not in a skeleton, so
    prose reusing the program's comment sentences is not a copy.
-4. **program shape**, in any language: statements counted by their marks (assignments,
+4. **quoted lines**: `QUOTED_LINES` distinct lines of the program whose skeletons (of
+   `QUOTED_LINE_TOKENS`+ tokens, `QUOTED_LINE_MARKS`+ of them operators prose does not use)
+   occur whole in the summary's.
+5. **program shape**, in any language: statements counted by their marks (assignments,
    comparisons, indexing, braces, calls, `def`/`return`/`#include`, pseudo-code's `←`, block
    headers ending in `:` or `do`/`then`). At least `STATEMENT_MARKS` of them, and at least
    one per `WORDS_PER_MARK` words, is a program; prose naming a few code words is not.
-5. **an opaque blob**: a base64 run of `OPAQUE_BLOB_CHARS`+ characters mixing cases and digits
+6. **an opaque blob**: a base64 run of `OPAQUE_BLOB_CHARS`+ characters mixing cases and digits
    that does not decode to text (a compressed program, say).
 
 The measured precision and recall of these rules on a labelled corpus are in
-tests/test_summary_filter.py.
+tests/test_summary_filter.py (`python -m tests.summary_corpus` prints them).
 """
 
 from __future__ import annotations
