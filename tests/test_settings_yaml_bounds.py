@@ -16,6 +16,7 @@ import pytest
 import yaml
 
 from harness.settings import bounded_yaml
+from harness.settings.copies import load_document
 from harness.settings.run_settings import RunSettings, RunSettingsError
 
 REPO = Path(__file__).resolve().parents[1]
@@ -77,3 +78,13 @@ def test_the_shipped_settings_read_as_safe_load_reads_them(shipped: str) -> None
 def test_ordinary_anchors_and_merge_keys_still_load() -> None:
     text = "base: &b {port: 1, host: h}\nuse: {<<: *b, port: 2}\nlist: [*b, *b]\n"
     assert bounded_yaml.load(text, "x.yaml") == yaml.safe_load(text)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_a_runs_settings_copy_is_read_with_the_same_bounds(tmp_path: Path, case: str) -> None:
+    """`load_document`, what the rehearsal and an experiment read a settings file with before
+    writing a run's own copy, refuses the same documents in one line."""
+    path = _settings(tmp_path, "serve-frozen.yaml", case)
+    with pytest.raises(ValueError, match=CASES[case][1]) as refusal:
+        load_document(path)
+    assert "\n" not in str(refusal.value)

@@ -23,6 +23,7 @@ from typing import Any
 
 import yaml
 
+from harness.settings import bounded_yaml
 from harness.settings.document import FROZEN_SECTION
 from harness.storage.atomic import atomic_write_bytes
 
@@ -45,8 +46,9 @@ class RunValues:
 
 
 def load_document(path: Path) -> dict[str, Any]:
-    """The settings file at `path` as a plain document (no interpolation)."""
-    document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
+    """The settings file at `path` as a plain document (no interpolation), its aliases and size
+    bounded (`harness.settings.bounded_yaml`: `YamlRefused`, a ValueError, in one line)."""
+    document = bounded_yaml.read(Path(path))
     if not isinstance(document, dict):
         raise ValueError(f"{path} is not a settings file: its top level is not a mapping")
     return document
