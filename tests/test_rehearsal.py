@@ -279,7 +279,7 @@ def test_entries_carry_the_audit_metadata(rehearsal: Rehearsal) -> None:
         if j.entry["verifier_status"] == "execution_error":
             assert j.entry["verifier_message"].startswith("ExecutionHTTPError: ")
         if j.entry["verifier_status"] == "valid":
-            assert meta["execution_response_metadata"]["attempts"] == 1
+            assert meta["execution_response_metadata"]["api_attempts"] == 1
             assert meta["verification_artifacts"]["case_count"] == 2
 
 

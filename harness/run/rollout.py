@@ -261,8 +261,9 @@ def _audit_metadata(
         "execution_text": result.text if result else "",
         "prompt_mode": PROMPT_MODE,
         "summary_semantics": SUMMARY_SEMANTICS,
-        "execution_response_metadata": result.response_metadata() if result else None,
-        "execution_response_usage": result.usage if result else None,
+        # The reference's `{}` when no executor answer came (malformed guidance, a failed call).
+        "execution_response_metadata": result.response_metadata() if result else {},
+        "execution_response_usage": result.response_usage() if result else {},
         "verification_artifacts": dict(candidate.verification.artifacts),
     }
 
