@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -253,3 +254,117 @@ def test_serve_yamls_wandb_block_has_the_references_values() -> None:
     block = yaml.safe_load((REPO / "serve.yaml").read_text())["observability"]["wandb"]
     assert {key: block.get(key) for key in REFERENCE_WANDB} == REFERENCE_WANDB
     assert block["directory"] == "${training.config.state_dir}/wandb"
+
+
+def test_the_guidance_call_timeout_is_serve_yamls_inference_timeout() -> None:
+    """Reference harness/harbor_agent.py: one Reef client with 28800 s for every call. Ours
+    (differences row 46): guidance calls wait `GUIDANCE_TIMEOUT_S`, a constant equal to
+    serve.yaml's `inference.timeout-s` (after which Reef has given up anyway); reports 120 s."""
+    from harness.adapters.reef.channel import GUIDANCE_TIMEOUT_S, REPORT_TIMEOUT_S
+
+    inference = yaml.safe_load((REPO / "serve.yaml").read_text())["inference"]
+    assert GUIDANCE_TIMEOUT_S == float(inference["timeout-s"]) == 7200.0
+    assert REPORT_TIMEOUT_S == 120.0
+
+
+def test_reefs_bridge_health_carries_no_runtime_load_id() -> None:
+    """Reference harness/run_controller.py takes `runtime_load_id` from the last committed
+    step's bridge health; the pinned Reef's `TrainingCoordinator.health()` has no such key, so
+    the reference's value is always null there, and ours reads Reef's status page instead
+    (differences row 70)."""
+    import inspect
+
+    from reef.runtime.scheduler import TrainingCoordinator
+
+    source = inspect.getsource(TrainingCoordinator.health)
+    assert '"completed_train_steps"' in source  # the keys are spelled out in this method
+    assert '"runtime_load_id"' not in source
+
+
+def test_the_task_verifier_records_a_done_answer_without_cases_as_reward_zero(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Reference harbor/polyomino_packing/tests/grade.py takes a `done` answer's `score` as it
+    comes. Ours (differences row 44): the task verifier's hardening finds no list of cases and
+    scores 0 with that reason (the harness instead retries it as a judge fault, row 10)."""
+    import importlib.util
+
+    tests_dir = TASK_DIR / "tests"
+    monkeypatch.syspath_prepend(str(tests_dir))
+    spec = importlib.util.spec_from_file_location("_task_verify", tests_dir / "verify.py")
+    assert spec is not None and spec.loader is not None
+    verify = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(verify)
+    assert verify.inconsistency({"status": "done", "score": 40.0}) == (
+        "the result has no list of cases"
+    )
+
+
+def test_the_agent_writes_the_best_candidate_into_an_exec_only_environment(
+    tmp_path: Path,
+) -> None:
+    """Reference harness/harbor_agent.py and its test: an environment offering only `exec`
+    receives one command holding the program and `/workspace/solution.cpp`. Here that command
+    runs in `bash` with the container's `/workspace` standing at a temporary directory."""
+    from types import SimpleNamespace
+
+    from harness.run.harbor_agent import HarborAgent
+
+    class Container(ExecOnlyEnvironment):
+        async def exec(self, command: str, **_: Any) -> ExecResult:
+            self.commands.append(command)
+            local = command.replace("/workspace", str(tmp_path / "workspace"))
+            done = subprocess.run(["bash", "-c", local], capture_output=True, text=True, timeout=30)
+            return ExecResult(done.returncode, done.stdout, done.stderr)
+
+    program = "#include <iostream>\nint main() { return 0; }"
+    best = SimpleNamespace(solution=program, verifier_raw_score=27.8)
+    agent = HarborAgent(tmp_path / "logs", serve_yaml=str(REPO / "serve.yaml"))
+    environment = Container()
+    asyncio.run(agent._write_best(environment, SimpleNamespace(best=best), TASK_DIR))  # type: ignore[arg-type]
+    (command,) = environment.commands
+    assert program in command and "/workspace/solution.cpp" in command
+    assert (tmp_path / "workspace" / "solution.cpp").read_text() == program + "\n"
+
+
+def print_config(path: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    reef = Path(sys.executable).parent / "reef"
+    command = [str(reef), "serve", "-c", str(path), "--print-config"]
+    return subprocess.run(command, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.slow
+def test_reef_accepts_the_references_serve_keys_but_schema_version(tmp_path: Path) -> None:
+    """Reference serve.yaml: `schema-version: 2`, `inference.handler-factory`,
+    `inference.options.router-port`, `training.options.hf-checkpoint`. The pinned Reef refuses
+    only `schema-version`; ours leaves the other three to Reef's defaults, which give the
+    reference's handler and `hf-checkpoint` (differences row 41)."""
+    ours = yaml.safe_load((REPO / "serve.yaml").read_text())
+    theirs = dict(ours)
+    theirs["inference"] = {
+        **ours["inference"],
+        "handler-factory": "reef.inference.sglang.chat.SGLangInferenceHandler",
+        "options": {**ours["inference"]["options"], "router-port": "30000"},
+    }
+    theirs["training"] = {
+        **ours["training"],
+        "options": {**ours["training"]["options"], "hf-checkpoint": "${inference.model-path}"},
+    }
+    accepted = tmp_path / "with-reference-keys.yaml"
+    accepted.write_text(yaml.safe_dump(theirs, sort_keys=False))
+    refused = tmp_path / "with-schema-version.yaml"
+    refused.write_text(yaml.safe_dump({"schema-version": 2, **theirs}, sort_keys=False))
+    done = print_config(accepted, tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert "reef.inference.sglang.chat.SGLangInferenceHandler  (file)" in done.stdout
+    refusal = print_config(refused, tmp_path)
+    assert refusal.returncode != 0 and "schema-version" in refusal.stdout + refusal.stderr
+    default = print_config(REPO / "serve.yaml", tmp_path)
+    assert default.returncode == 0, default.stderr
+    assert '"hf-checkpoint": "${reef.model_path}"' in default.stdout
+    assert "inference.handler-factory = null  (default)" in default.stdout
+
+    from reef.inference.sglang.chat import SGLangInferenceHandler
+    from reef.inference.sglang.runtime import SGLangInferenceRuntime
+
+    assert SGLangInferenceRuntime.default_inference_handler is SGLangInferenceHandler

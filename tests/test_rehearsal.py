@@ -419,6 +419,8 @@ def test_a_valid_rollouts_records_have_the_references_shapes(rehearsal: Rehearsa
             assert meta["execution_response_usage"] == {}
         if status in ("guidance_format_error", "execution_error", "parse_error"):
             assert meta["verification_artifacts"] == {}
+        if status == "parse_error":  # the reference's message, for the contract's language
+            assert entry["verifier_message"] == "no cpp code block found in <solution>"
         if status == "valid":
             assert entry["verifier_message"] == "accepted" and feedback == "valid: accepted"
             artifacts = meta["verification_artifacts"]

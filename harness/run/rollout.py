@@ -46,7 +46,8 @@ from harness.state import (
 PROMPT_MODE = "summary_only"
 SUMMARY_SEMANTICS = "canonical_full_candidate"
 ALGORITHM = "ttt-discover"
-NO_SOLUTION_MESSAGE = "the executor answer has no <solution> code block in the task's language"
+#: The reference's parse_error message (its harness/agent.py), for the task's language tag.
+NO_SOLUTION_MESSAGE = "no {language} code block found in <solution>"
 
 
 class NonFiniteRewardError(RuntimeError):
@@ -230,7 +231,8 @@ def _execute(
     solution = extract_solution(result.text, contract.solution_language)
     raw_summary = extract_summary(result.text)
     if solution is None:
-        failure = VerificationResult.failure(PARSE_ERROR, NO_SOLUTION_MESSAGE)
+        message = NO_SOLUTION_MESSAGE.format(language=contract.solution_language)
+        failure = VerificationResult.failure(PARSE_ERROR, message)
         return _Candidate(failure, result, None, raw_summary)
     on_stage("judge")
     mark = time.monotonic()
