@@ -151,7 +151,7 @@ async def run_episode(serve_yaml: Path, task_dir: Path, **overrides: Any) -> int
         )
         print(f"run.py: {RESUME_HINT} (trial: {row.uri})", file=sys.stderr)
         return 1
-    print(f"reward: {row.rewards.get('reward', row.rewards)}")
+    print(f"episode reward: {row.rewards}")  # the reference's line: the verifier's rewards
     return 0
 
 

@@ -116,7 +116,7 @@ def judge_many(url: str, task: Path, program: str, count: int) -> tuple[float, l
 
     def one(_: int) -> dict[str, Any]:
         verdict = scorer(f"{program}\n{comment} submission {next(_SUBMITTED)}\n")
-        sid = verdict.artifacts["judge_sid"]
+        sid = verdict.artifacts["submission_id"]
         record = httpx.get(f"{url}/result/{sid}", timeout=30).json()
         return {"verdict": verdict, "record": record}
 

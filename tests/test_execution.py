@@ -177,10 +177,14 @@ def test_gpt_oss_body_has_model_temperature_effort_placeholder_bearer_and_no_max
     assert (result.text, result.reasoning, result.finish_reason) == ("answer", "thoughts", "stop")
     assert result.usage == {"prompt_tokens": 11, "completion_tokens": 7}
     assert result.attempts == 1
+    # The reference's keys (its harness/execution.py and agent.py); the fake names no model.
     assert result.response_metadata() == {
+        "provider": "openai_compatible",
+        "backend": backend.name,
+        "api_attempts": 1,
+        "api_elapsed_s": result.elapsed_s,
+        "purpose": "execution",
         "finish_reason": "stop",
-        "attempts": 1,
-        "elapsed_s": result.elapsed_s,
     }
 
 

@@ -208,7 +208,8 @@ def test_run_py_episode_reports_a_failed_attempt_then_resumes_and_never_reruns(
     # Attempt 2, the same command once training works: resumes, runs no rollout again.
     monkeypatch.setenv("GUIDANCE_TTT_TRAINING_BRIDGE", "tests.rehearsal_support:fake_bridge")
     assert asyncio.run(run_episode(serve, task_dir(), environment=env)) == 0
-    assert capsys.readouterr().out.startswith("reward: ")
+    # The reference's run.py prints `episode reward: {row.rewards}` (the rewards mapping).
+    assert capsys.readouterr().out.startswith("episode reward: {'reward': ")
     assert len(reef.reports()) == 4 and len(reef.inferences()) == 4
     trials = tmp_path / "state" / "lab" / "trials"
     assert len(list(trials.iterdir())) == 2

@@ -279,7 +279,7 @@ def test_entries_carry_the_audit_metadata(rehearsal: Rehearsal) -> None:
         if j.entry["verifier_status"] == "execution_error":
             assert j.entry["verifier_message"].startswith("ExecutionHTTPError: ")
         if j.entry["verifier_status"] == "valid":
-            assert meta["execution_response_metadata"]["attempts"] == 1
+            assert meta["execution_response_metadata"]["api_attempts"] == 1
             assert meta["verification_artifacts"]["case_count"] == 2
 
 
@@ -338,3 +338,93 @@ def test_a_resume_with_a_changed_tp_size_refuses_naming_the_key(
     finally:
         adapters.close()
     assert (settings.state_dir / "guidance-run/resume-state.json").read_bytes() == before
+
+
+#: The reference's entry metadata keys (its harness/agent.py `LibraryEntry(metadata=...)`).
+REFERENCE_ENTRY_METADATA = {
+    "group_uid",
+    "selected_node_id",
+    "selected_parent_entry_id",
+    "selected_parent_solution_sha256",
+    "guidance_format_ok",
+    "guidance_generation_attempts",
+    "raw_guidance_text",
+    "guidance_prompt",
+    "execution_text",
+    "raw_model_summary",
+    "prompt_mode",
+    "summary_semantics",
+    "execution_backend",
+    "execution_response_metadata",
+    "execution_response_usage",
+    "verification_artifacts",
+}
+#: Ours beside them (docs/differences.md, row 68); `adds_to_tree` only in the arms without a
+#: tree, `withheld_model_summary`/`summary_withheld` only for a summary that carried code.
+OUR_ENTRY_METADATA = {
+    "step",
+    "group",
+    "rollout",
+    "agent_record_id",
+    "guidance_response_usage",
+    "arm",
+    "parent_selection",
+    "run_seed",
+}
+#: The reference's `execution_response_metadata` keys for an answer whose body names its model
+#: but no provider, as the stand-in executor's does (its harness/execution.py).
+REFERENCE_EXECUTION_METADATA = {
+    "provider",
+    "backend",
+    "api_attempts",
+    "api_elapsed_s",
+    "purpose",
+    "api_response_model",
+    "finish_reason",
+}
+#: The reference's `verification_artifacts` keys of a judged `done` answer (harness/scorer.py).
+REFERENCE_DONE_ARTIFACTS = {
+    "code",
+    "problem_id",
+    "submission_id",
+    "judge_status",
+    "score_unbounded",
+}
+
+
+def test_a_valid_rollouts_records_have_the_references_shapes(rehearsal: Rehearsal) -> None:
+    """Reference harness/agent.py and harness/scorer.py: a valid candidate's `verifier_message`
+    is `accepted` and its report's feedback `valid: accepted`; the entry's sub-records carry the
+    reference's keys; where no executor answer came, metadata and usage are `{}` (not null), and
+    a rollout the judge never saw has `verification_artifacts` `{}`. Read back from Reef's stored
+    reports and the committed-library.json the run wrote."""
+    exported = json.loads((rehearsal.settings.state_dir / COMMITTED_LIBRARY).read_text())
+    entries = [e for e in exported["entries"].values() if e["timestep"] >= 1]
+    reports = {r.metadata["library_entry_id"]: r for r in rehearsal.reports}
+    assert len(entries) == STEPS * G * R
+    seen = Counter()
+    for entry in entries:
+        meta, status = entry["metadata"], entry["verifier_status"]
+        seen[status] += 1
+        assert set(meta) - {"adds_to_tree"} == REFERENCE_ENTRY_METADATA | OUR_ENTRY_METADATA
+        feedback = reports[entry["id"]].feedback
+        assert feedback == f"{status}: {entry['verifier_message']}"
+        executed = status not in ("guidance_format_error", "execution_error")
+        if executed:
+            assert set(meta["execution_response_metadata"]) == REFERENCE_EXECUTION_METADATA
+            assert meta["execution_response_metadata"]["purpose"] == "execution"
+            assert isinstance(meta["execution_response_usage"], dict)
+        else:
+            assert meta["execution_response_metadata"] == {}
+            assert meta["execution_response_usage"] == {}
+        if status in ("guidance_format_error", "execution_error", "parse_error"):
+            assert meta["verification_artifacts"] == {}
+        if status == "parse_error":  # the reference's message, for the contract's language
+            assert entry["verifier_message"] == "no cpp code block found in <solution>"
+        if status == "valid":
+            assert entry["verifier_message"] == "accepted" and feedback == "valid: accepted"
+            artifacts = meta["verification_artifacts"]
+            assert set(artifacts) >= REFERENCE_DONE_ARTIFACTS
+            assert artifacts["judge_status"] == "done" and artifacts["code"] == entry["solution"]
+            assert entry["failure_mode"] is None
+    assert seen["valid"] and seen["guidance_format_error"] and seen["execution_error"]

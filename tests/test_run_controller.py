@@ -400,3 +400,43 @@ def test_checkpoint_marker_path_matches_slime_layout(rig: Rig) -> None:
     marker = rig.state_dir / CHECKPOINT_MARKER
     assert marker.read_text().strip() == "0"
     assert (marker.parent / "iter_0000000").is_dir()
+
+
+def test_elapsed_s_spans_the_rollouts_the_barrier_and_the_gate(rig: Rig) -> None:
+    """Reference harness/run_controller.py: a summary's `elapsed_s` runs from the step's start to
+    after `wait_for_step` and `require_step_success`. Ours: the rollout phase's time (the
+    outcome's 12.5 s) plus the whole barrier and qualification gate, which the bridge fake
+    stretches over several polls of every phase."""
+    bridge = rig.new_bridge(polls_per_phase=4)
+    polled: list[float] = []
+    health = bridge.health
+
+    def timed_health() -> dict[str, Any]:
+        polled.append(time.monotonic())
+        return health()
+
+    bridge.health = timed_health  # type: ignore[method-assign]
+    controller = rig.controller(poll_interval_s=0.01)
+    controller.begin()
+    bridge.submit_step(0, MIXED)
+    polled.clear()
+    before = time.monotonic()
+    summary = controller.complete_step(outcome(0))
+    after = time.monotonic()
+    barrier = polled[-1] - polled[0]
+    assert barrier > 0 and len(polled) >= 4 * 4, "the barrier polled through every phase"
+    assert 12.5 + barrier - 0.001 <= summary["elapsed_s"] <= 12.5 + (after - before) + 0.001
+    assert json.loads(rig.resume_state.read_text())["step_summaries"] == [summary]
+
+
+def test_a_status_page_without_the_processor_block_stops_the_step(rig: Rig) -> None:
+    """Reference harness/run_controller.py (`failed_training_step`): a scenario status without a
+    `processor` mapping is "invalid processor status" and ends the wait; ours names the block
+    and nothing is committed."""
+    del rig.page["scenarios"][SCENARIO]["processor"]
+    rig.new_bridge()
+    controller = rig.controller()
+    controller.begin()
+    with pytest.raises(RuntimeError, match="no processor block"):
+        rig.run_step(controller, 0)
+    assert rig.commits == [] and not rig.resume_state.exists()

@@ -94,7 +94,7 @@ def test_overlapping_output_is_a_valid_candidate_with_score_zero(judge: LocalJud
     )
     verdict = score(judge, program)
     assert verdict.status == "valid" and verdict.reward == 0.0 and verdict.raw_score == 0.0
-    assert f"{CASES} cases scored 0" in verdict.message
+    assert f"{CASES} cases scored 0" in verdict.artifacts["case_detail"]
 
 
 def test_task_verifier_reaches_the_clients_score(judge: LocalJudge, tmp_path: Path) -> None:

@@ -167,8 +167,10 @@ def test_serve_yaml_configures_reefs_tracker_with_the_same_block(tmp_path: Path)
     )
     assert done.returncode == 0, done.stderr
     line = next(x for x in done.stdout.splitlines() if "observability.wandb =" in x)
-    assert '"enabled": false' in line and '"project": "guidance-ttt"' in line
-    assert '"mode": "offline"' in line and "(file)" in line
+    # The reference's values (its serve.yaml's observability.wandb block).
+    assert '"enabled": false' in line and '"project": "reef"' in line
+    assert '"mode": "online"' in line and '"upload_checkpoints": false' in line
+    assert "(file)" in line
 
 
 def test_an_unwritable_wandb_directory_leaves_the_rehearsal_unharmed(

@@ -148,6 +148,10 @@ def render(
     score = "--" if verdict.raw_score is None else f"{verdict.raw_score:.4f}"
     console.print(f"{file}: {label} {score} ({verdict.status})", markup=False, soft_wrap=True)
     console.print(f"verdict: {verdict.message}", markup=False, soft_wrap=True)
+    for key in ("case_detail", "judge_logs", "score_check"):  # the judge's words, kept aside
+        if verdict.artifacts.get(key):
+            text = f"{key.replace('_', ' ')}: {verdict.artifacts[key]}"
+            console.print(text, markup=False, soft_wrap=True)
     console.print(f"suite: {suite} (judge {url}, problem {problem})", markup=False, soft_wrap=True)
 
 

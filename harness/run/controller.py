@@ -21,8 +21,9 @@ may start then. The gates (trained: barrier + `harness.run.qualification`; froze
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -265,7 +266,11 @@ class RunController:
                 f"complete_step got step {outcome.step} but the run is at step {self._next_step}"
             )
         recovered = outcome.step == self._start.recovered_step
+        settling = time.monotonic()
         metrics = self.gate.settle(outcome, recovered)
+        # The reference's elapsed_s runs from the step's start to after the barrier and the gate.
+        waited = time.monotonic() - settling
+        outcome = replace(outcome, elapsed_s=outcome.elapsed_s + waited)
         summary = outcome.summary(self.identity.rollouts_per_group, metrics, recovered)
         self._commit(outcome.step, summary)
         return summary

@@ -207,7 +207,7 @@ class TrainedGate:
         except ReefStatusUnavailable as exc:
             log.warning("step %d: Reef status unavailable, asking again: %s", step, exc)
             return None
-        status = read_step_status(page, self.settings.scenario, step)
+        status = read_step_status(page, self.settings.scenario, step, strict=True)
         if status.error:
             raise RuntimeError(
                 f"Reef reports a training error while step {step} trains: {status.error}"

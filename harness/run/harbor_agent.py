@@ -4,7 +4,8 @@ The only module that imports `harbor`. The search runs on the host, not in the t
 `run()` reads the run settings from `serve.yaml`, builds the real adapters (Reef, the configured
 executor backend, the judge, Reef's training bridge), runs or resumes the steps up to STEPS in a
 worker thread, writes the best archived candidate to the task's `solution_path` (task.toml;
-default `/workspace/solution.<ext>`) in the task environment, and fills
+default `/workspace/solution.<ext>`) in the task environment (one `exec` of a here-document, as
+the reference), and fills
 `context.metadata["reef"]`. The task's verifier then re-scores that file (evaluation only;
 never reported to training).
 
@@ -40,11 +41,9 @@ import importlib.metadata
 import json
 import logging
 import os
-import shlex
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from harbor.agents.base import BaseAgent
@@ -57,6 +56,7 @@ from harness.contract import load_contract, load_harbor_task
 from harness.observe.cost import PriceTable, load_prices
 from harness.observe.events import EventLog, Fanout
 from harness.observe.progress import ProgressDisplay
+from harness.run.candidate_file import write_candidate
 from harness.run.runner import RunResult, run_steps
 from harness.run.services import executor_backend, production_services
 from harness.run.watchers import wandb_sink
@@ -229,16 +229,13 @@ class HarborAgent(BaseAgent):
     async def _write_best(
         self, environment: BaseEnvironment, result: RunResult, task_dir: Path
     ) -> None:
-        """Upload the best archived candidate to the task's `solution_path` (task.toml's
-        `[metadata]`, default `/workspace/solution.<ext>`)."""
+        """Write the best archived candidate to the task's `solution_path` (task.toml's
+        `[metadata]`, default `/workspace/solution.<ext>`) through `environment.exec`, as the
+        reference does (`harness.run.candidate_file`)."""
         if result.best is None or not result.best.solution.strip():
             raise RuntimeError("the archive holds no candidate to write out")
         target = load_harbor_task(task_dir).solution_path
-        with tempfile.TemporaryDirectory() as scratch:
-            source = Path(scratch) / PurePosixPath(target).name
-            source.write_text(result.best.solution + "\n", encoding="utf-8")
-            await environment.exec(f"mkdir -p {shlex.quote(str(PurePosixPath(target).parent))}")
-            await environment.upload_file(source, target)
+        await write_candidate(environment, target, result.best.solution)
         self.logger.info(
             "best candidate (raw score %s) written to %s", result.best.verifier_raw_score, target
         )

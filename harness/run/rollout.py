@@ -46,7 +46,8 @@ from harness.state import (
 PROMPT_MODE = "summary_only"
 SUMMARY_SEMANTICS = "canonical_full_candidate"
 ALGORITHM = "ttt-discover"
-NO_SOLUTION_MESSAGE = "the executor answer has no <solution> code block in the task's language"
+#: The reference's parse_error message (its harness/agent.py), for the task's language tag.
+NO_SOLUTION_MESSAGE = "no {language} code block found in <solution>"
 
 
 class NonFiniteRewardError(RuntimeError):
@@ -230,7 +231,8 @@ def _execute(
     solution = extract_solution(result.text, contract.solution_language)
     raw_summary = extract_summary(result.text)
     if solution is None:
-        failure = VerificationResult.failure(PARSE_ERROR, NO_SOLUTION_MESSAGE)
+        message = NO_SOLUTION_MESSAGE.format(language=contract.solution_language)
+        failure = VerificationResult.failure(PARSE_ERROR, message)
         return _Candidate(failure, result, None, raw_summary)
     on_stage("judge")
     mark = time.monotonic()
@@ -261,8 +263,9 @@ def _audit_metadata(
         "execution_text": result.text if result else "",
         "prompt_mode": PROMPT_MODE,
         "summary_semantics": SUMMARY_SEMANTICS,
-        "execution_response_metadata": result.response_metadata() if result else None,
-        "execution_response_usage": result.usage if result else None,
+        # The reference's `{}` when no executor answer came (malformed guidance, a failed call).
+        "execution_response_metadata": result.response_metadata() if result else {},
+        "execution_response_usage": result.response_usage() if result else {},
         "verification_artifacts": dict(candidate.verification.artifacts),
     }
 

@@ -89,7 +89,9 @@ class ExecutionResponseError(ExecutionError):
 @dataclass(frozen=True)
 class ExecutionResult:
     """One completion. `reasoning` is "" when the service returned none; `attempts` counts HTTP
-    attempts; `elapsed_s` runs from the first attempt to the answer, retries included."""
+    attempts; `elapsed_s` runs from the first attempt to the answer, retries included;
+    `response_model` / `response_provider` are the body's `model` and `provider` when it names
+    them (OpenRouter names the upstream provider); `backend` is the backend's name."""
 
     text: str
     reasoning: str
@@ -97,14 +99,39 @@ class ExecutionResult:
     usage: dict[str, Any] | None
     attempts: int
     elapsed_s: float
+    response_model: str | None = None
+    response_provider: str | None = None
+    backend: str = ""
 
     def response_metadata(self) -> dict[str, Any]:
-        """What the entry keeps as `execution_response_metadata` (docs/design.md §6)."""
-        return {
-            "finish_reason": self.finish_reason,
-            "attempts": self.attempts,
-            "elapsed_s": self.elapsed_s,
+        """What the entry keeps as `execution_response_metadata`, with the reference's keys
+        (its harness/execution.py and agent.py): `provider`, `backend`, `api_attempts`,
+        `api_elapsed_s`, `purpose`, `api_response_model` and `api_response_provider` when the
+        body names them, and `finish_reason` ("" when the service gave none)."""
+        metadata: dict[str, Any] = {
+            "provider": "openai_compatible",
+            "backend": self.backend,
+            "api_attempts": self.attempts,
+            "api_elapsed_s": self.elapsed_s,
+            "purpose": "execution",
         }
+        if self.response_model:
+            metadata["api_response_model"] = self.response_model
+        if self.response_provider:
+            metadata["api_response_provider"] = self.response_provider
+        metadata["finish_reason"] = self.finish_reason or ""
+        return metadata
+
+    def response_usage(self) -> dict[str, Any]:
+        """What the entry keeps as `execution_response_usage`: the body's `usage`, `{}` when it
+        has none (the reference's)."""
+        return dict(self.usage or {})
+
+
+def _named(payload: Any, key: str) -> str | None:
+    """A completion body's string field `key` (`model`, `provider`), None when absent."""
+    value = payload.get(key) if isinstance(payload, Mapping) else None
+    return str(value) if value else None
 
 
 def _first_choice(payload: Any) -> Mapping[str, Any]:
@@ -275,7 +302,17 @@ class ExecutionClient:
             attempts,
             elapsed,
         )
-        return ExecutionResult(text, reasoning, finish_reason, usage, attempts, elapsed)
+        return ExecutionResult(
+            text,
+            reasoning,
+            finish_reason,
+            usage,
+            attempts,
+            elapsed,
+            _named(payload, "model"),
+            _named(payload, "provider"),
+            self.backend.name,
+        )
 
     def probe(self) -> str:
         """A one-token request without retries, to show the service answers (used by the

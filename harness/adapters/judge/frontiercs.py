@@ -5,8 +5,13 @@ the first final answer or the attempt's deadline, and hands that answer to
 `harness.adapters.judge.verdict.judge_verdict`. What it owns is the transport and its patience
 (`JudgeSettings`):
 
-* the candidate's own transport-level failures are verdicts, `invalid` with reward 0: an
-  evaluation still queued at the deadline, a submission too large (413), an empty program;
+* the candidate's own transport-level failures are verdicts with reward 0: an evaluation still
+  queued at the deadline and an empty program are `invalid`; a submission the judge refuses as
+  too large (413) is `environment_error`, as the reference's judge client makes every refused
+  submit (docs/differences.md, row 10);
+* a verdict's artifacts carry the reference's keys (`code`, `problem_id`, `submission_id`,
+  `judge_status`, and `score_unbounded` or `judge_logs` from `judge_verdict`) and ours
+  (`judge_attempt`, `elapsed_s`, the case records' summaries);
 * judge infrastructure faults are never a reward: unreachable judge, 5xx, a body that is not
   JSON or misses its fields, a result the judge lost, and whatever `judge_verdict` calls a
   broken judge's answer. Each attempt that hits one is retried with exponential backoff; when
@@ -37,13 +42,15 @@ from harness.adapters.judge.verdict import (
 )
 from harness.contract import load_contract
 from harness.scorer import JudgeFault, JudgeUnavailableError
-from harness.state import INVALID, VerificationResult
+from harness.state import ENVIRONMENT_ERROR, INVALID, VerificationResult
 from harness.validation import http_url
 
 log = logging.getLogger(__name__)
 
 #: Where the project's local judge listens by default (`python -m judges`, docs/judge.md).
 DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
+#: The verdict message of a submission the judge refused as too large (HTTP 413).
+SUBMISSION_TOO_LARGE = "judge submission failed with HTTP 413: the program is too large"
 
 
 @dataclass(frozen=True)
@@ -187,13 +194,18 @@ class FrontierCSScorer:
         answer = self._poll(self._client, sid, deadline)
         self.last_answer = answer  # what `guidance-ttt score --cases` shows, case by case
         artifacts = {
-            "judge_sid": sid,
+            "code": code,
+            "problem_id": str(self.settings.problem_id),
+            "submission_id": sid,
             "judge_attempt": attempt,
             "elapsed_s": round(time.monotonic() - started, 3),
         }
         if answer is None:
             return VerificationResult.failure(
-                INVALID, f"evaluation timed out after {self.settings.deadline_s:g}s", **artifacts
+                INVALID,
+                f"evaluation timed out after {self.settings.deadline_s:g}s",
+                **artifacts,
+                judge_status="timeout",
             )
         return judge_verdict(answer, self.case_check, artifacts, self.scoring)
 
@@ -208,10 +220,8 @@ class FrontierCSScorer:
             )
         except httpx.HTTPError as exc:
             raise JudgeFault(f"submit failed: {type(exc).__name__}: {exc}") from exc
-        if response.status_code == 413:
-            return VerificationResult.failure(
-                INVALID, "program too large: the judge refused it (413)"
-            )
+        if response.status_code == 413:  # the reference: an environment_error, reward 0
+            return VerificationResult.failure(ENVIRONMENT_ERROR, SUBMISSION_TOO_LARGE, code=code)
         if response.status_code >= 500:
             raise JudgeFault(f"submit answered {response.status_code}: {response.text[:200]}")
         if response.status_code == 401:  # not retried: the same token is refused again

@@ -5,9 +5,17 @@ decides (docs/task.md, "Score hardening"):
 
 * **A consistent `done` result is a valid candidate**, whatever its score: one in which every case
   failed is `valid` with score 0, as in the reference (it becomes an archive child).
-* **Candidate failures** become `invalid` with reward 0 and the judge's message: a compile error
-  of the candidate, a score that disagrees with its per-case verdicts (the stderr `Ratio:`
-  exploit among them), a non-finite score or ratio.
+* **Candidate failures** become `invalid` with reward 0: a compile error of the candidate, a
+  score that disagrees with its per-case verdicts (the stderr `Ratio:` exploit among them), a
+  non-finite score or ratio.
+* **The message never carries text the candidate controls.** It is the entry's
+  `verifier_message` and goes to Reef in the report's feedback, so it is `accepted` for a valid
+  candidate (the reference's; FrontierCS results carry no message) and a sentence of ours for a
+  failure. What the candidate can write into a judge answer (a failed case's stderr, a compile
+  log quoting its source, the text a case check quotes) goes only into the verdict's artifacts,
+  bounded to `DETAIL_LIMIT` characters: `case_detail` (the per-case summary), `judge_logs` (the
+  judge's error text, the reference's key) and `score_check`. Those stay in the archive entry's
+  `verification_artifacts` and reach neither Reef nor a prompt (docs/differences.md, row 37).
 * **Answers only a broken judge produces** raise `harness.scorer.JudgeFault` (infrastructure,
   retried by the client): a body missing its fields, a judge-side exception (an `error` answer
   that is not the candidate's compile failure, e.g. "checker compile failed").
@@ -62,6 +70,12 @@ JUDGE_PROGRAMS = ("checker", "interactor", "validator", "testlib", "generator")
 
 SCORE_TOLERANCE = 1e-6
 MESSAGE_LIMIT = 600
+#: The bound on each artifact that may hold candidate-controlled text (see above).
+DETAIL_LIMIT = 600
+#: A valid candidate's message, as the reference stores and reports it.
+ACCEPTED = "accepted"
+#: The message of a candidate the judge could not compile (its log is `judge_logs`).
+COMPILE_FAILED = "the candidate did not compile (the judge's log is in judge_logs)"
 
 
 @dataclass(frozen=True)
@@ -95,14 +109,22 @@ def judge_verdict(
         message = str(answer.get("error", ""))
         kind = answer.get("errorKind")  # the local judge labels its errors; FrontierCS does not
         if kind == "compile" or (kind is None and is_candidate_compile_failure(message)):
-            return VerificationResult.failure(INVALID, _clip(message), **artifacts)
+            logs = _clip(message, DETAIL_LIMIT)
+            return VerificationResult.failure(
+                INVALID, COMPILE_FAILED, **artifacts, judge_status="error", judge_logs=logs
+            )
         raise JudgeFault(f"judge-side exception: {_clip(message)}")
     cases, score = answer.get("cases"), answer.get("score")
     if status != "done" or "score" not in answer or not isinstance(cases, list) or not cases:
         raise JudgeFault(f"malformed final answer: {_clip(repr(dict(answer)))}")
     if not all(isinstance(case, Mapping) for case in cases):
         raise JudgeFault("malformed final answer: a case is not a JSON object")
-    artifacts = {**artifacts, "case_count": len(cases)}
+    artifacts = {
+        **artifacts,
+        "judge_status": status,
+        "score_unbounded": answer.get("scoreUnbounded"),
+        "case_count": len(cases),
+    }
     if isinstance(answer.get("suite"), Mapping):  # the local judge labels generated suites
         artifacts["judge_suite"] = dict(answer["suite"])
     if not _finite(score):
@@ -115,8 +137,9 @@ def judge_verdict(
         if not 0.0 <= ratio <= 1.0:
             return _inconsistent(f"case {index} has ratio {ratio!r} outside [0, 1]", artifacts)
         problem = case_check(case) if case_check is not None else None
-        if problem is not None:
-            return _inconsistent(f"case {index}: {problem}", artifacts)
+        if problem is not None:  # the check may quote the case's message: an artifact only
+            artifacts["score_check"] = _clip(f"case {index}: {problem}", DETAIL_LIMIT)
+            return _inconsistent(f"case {index} fails the task's score check", artifacts)
         ratios.append(float(ratio))
     expected = 100.0 * math.fsum(ratios) / len(ratios)
     if abs(score - expected) > SCORE_TOLERANCE:
@@ -128,15 +151,16 @@ def judge_verdict(
     failed = [(i, case) for i, case in enumerate(cases, start=1) if ratios[i - 1] == 0.0]
     if scoring.verifier in ("value", "geomean"):
         return _certified_value(answer, cases, failed, scoring, artifacts)
-    message = f"score {float(score):.6f} over {len(cases)} cases"
+    detail = f"score {float(score):.6f} over {len(cases)} cases"
     if failed:
-        message += f"; {len(failed)} cases scored 0, first: {_describe_case(*failed[0])}"
+        detail += f"; {len(failed)} cases scored 0, first: {_describe_case(*failed[0], msg=True)}"
+    artifacts["case_detail"] = _clip(detail, DETAIL_LIMIT)
     if scoring.direction == "min" and score <= 0:
         return VerificationResult.failure(
-            INVALID, _clip(f"{message}; a min-direction score must be positive"), **artifacts
+            INVALID, f"score {float(score):g}: a min-direction score must be positive", **artifacts
         )
     reward = scoring.reward(float(score))
-    return VerificationResult(reward, float(score), True, VALID, _clip(message), artifacts)
+    return VerificationResult(reward, float(score), True, VALID, ACCEPTED, artifacts)
 
 
 def _certified_value(
@@ -154,8 +178,9 @@ def _certified_value(
         (i, case) for i, case in enumerate(cases, start=1) if case.get("scoreRatio") != 1.0
     ]
     if uncertified:
+        artifacts["case_detail"] = _clip(_describe_case(*uncertified[0], msg=True), DETAIL_LIMIT)
         return VerificationResult.failure(
-            INVALID, _clip(f"no certified value; {_describe_case(*uncertified[0])}"), **artifacts
+            INVALID, f"no certified value; {_describe_case(*uncertified[0])}", **artifacts
         )
     geometric = scoring.verifier == "geomean"
     values = [case.get("value") for case in cases if not geometric or "value" in case]
@@ -177,14 +202,15 @@ def _certified_value(
             INVALID, f"value {value!r}: a min-direction value must be positive", **artifacts
         )
     artifacts["case_values"] = [float(item) for item in values]
-    message = f"value {float(value):.9g} certified on {len(cases)} cases"
+    detail = f"value {float(value):.9g} certified on {len(cases)} cases"
     if geometric:
-        message = (
+        detail = (
             f"geometric mean {float(value):.9g} of {len(values)} timed cases; "
             f"{len(cases)} cases passed"
         )
+    artifacts["case_detail"] = detail
     reward = scoring.reward(float(value))
-    return VerificationResult(reward, float(value), True, VALID, message, artifacts)
+    return VerificationResult(reward, float(value), True, VALID, ACCEPTED, artifacts)
 
 
 def is_candidate_compile_failure(message: str) -> bool:
@@ -224,13 +250,16 @@ def _inconsistent(problem: str, artifacts: dict[str, Any]) -> VerificationResult
     )
 
 
-def _describe_case(index: int, case: Mapping[str, Any]) -> str:
-    return f"case {index} {case.get('status', '?')}: {str(case.get('msg', '')).strip()[:200]}"
+def _describe_case(index: int, case: Mapping[str, Any], *, msg: bool = False) -> str:
+    """`case <i> <status>`, with the case's message (candidate text: artifacts only) when
+    `msg`."""
+    text = f"case {index} {str(case.get('status', '?'))[:40]}"
+    return f"{text}: {str(case.get('msg', '')).strip()[:200]}" if msg else text
 
 
 def _finite(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
-def _clip(text: str) -> str:
-    return text if len(text) <= MESSAGE_LIMIT else text[: MESSAGE_LIMIT - 3] + "..."
+def _clip(text: str, limit: int = MESSAGE_LIMIT) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

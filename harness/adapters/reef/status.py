@@ -48,9 +48,22 @@ class StepStatus:
     missing_slots: tuple[Slot, ...] | None
 
 
-def read_step_status(page: Mapping[str, Any], scenario: str, step: int) -> StepStatus:
+def read_step_status(
+    page: Mapping[str, Any], scenario: str, step: int, *, strict: bool = False
+) -> StepStatus:
     """Pick `step`'s facts for `scenario` out of a `/reef/status` page. A malformed field that
-    the controller relies on is a RuntimeError naming it; unrelated fields are ignored."""
+    the controller relies on is a RuntimeError naming it; unrelated fields are ignored.
+
+    `strict` is the training barrier's reading, the reference's (its run_controller.py
+    `failed_training_step`): a scenario block without its `processor` block or without a
+    `failed_steps` list, or a failed step without a non-empty `reason` and a `release_ids` list,
+    is refused — the barrier cannot tell whether the step failed. A page without the scenario's
+    block at all is not refused (the reference's `scenario_status` refuses it): a Reef without a
+    training backend for the scenario — the record-only Reef of the CPU rehearsal behind
+    `guidance-ttt rehearse` — lists none, and the training bridge, not the page, decides
+    durability; the barrier's deadline bounds the wait (docs/differences.md, row 43). Without
+    `strict` (the `status` command, which may ask before the first report) a missing block
+    means "nothing known yet"."""
     if not isinstance(page, Mapping):
         raise RuntimeError(f"/reef/status returned {type(page).__name__}, not a JSON object")
     error = page.get("error")
@@ -59,25 +72,41 @@ def read_step_status(page: Mapping[str, Any], scenario: str, step: int) -> StepS
     scenarios = page.get("scenarios") or {}
     block = scenarios.get(scenario) if isinstance(scenarios, Mapping) else None
     processor = block.get("processor") if isinstance(block, Mapping) else None
+    where = f"/reef/status scenarios.{scenario}"
+    if (
+        strict
+        and error is None
+        and isinstance(block, Mapping)
+        and not isinstance(processor, Mapping)
+    ):
+        raise RuntimeError(
+            f"Reef returned no processor block for scenario {scenario!r} ({where}); is "
+            "serve.yaml's recipe the tttd recipe?"
+        )
     if not isinstance(processor, Mapping):
         return StepStatus(error or None, None, None)
-    where = f"/reef/status scenarios.{scenario}.processor"
-    failed = next((f for f in _failed_steps(processor, where) if f.step == step), None)
+    where += ".processor"
+    failed = next((f for f in _failed_steps(processor, where, strict) if f.step == step), None)
     return StepStatus(error or None, failed, _missing_slots(processor, step, where))
 
 
-def _failed_steps(processor: Mapping[str, Any], where: str) -> list[FailedStep]:
-    entries = processor.get("failed_steps") or []
+def _failed_steps(processor: Mapping[str, Any], where: str, strict: bool) -> list[FailedStep]:
+    entries = processor.get("failed_steps")
+    if entries is None and not strict:
+        entries = []
     if not isinstance(entries, list):
         raise RuntimeError(f"{where}.failed_steps is {entries!r}, not a list")
     failed = []
     for entry in entries:
         if not isinstance(entry, Mapping) or not _is_int(entry.get("step")):
             raise RuntimeError(f"{where}.failed_steps entry {entry!r} has no integer `step`")
-        releases = entry.get("release_ids") or []
-        failed.append(
-            FailedStep(int(entry["step"]), str(entry.get("reason")), tuple(map(str, releases)))
-        )
+        reason, releases = entry.get("reason"), entry.get("release_ids")
+        if strict and not (isinstance(reason, str) and reason and isinstance(releases, list)):
+            raise RuntimeError(
+                f"{where}.failed_steps entry {entry!r} needs a non-empty `reason` and a "
+                "`release_ids` list"
+            )
+        failed.append(FailedStep(int(entry["step"]), str(reason), tuple(map(str, releases or []))))
     return failed
 
 
