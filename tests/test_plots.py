@@ -208,7 +208,7 @@ def test_plot_command_writes_both_figures_and_names_a_missing_task_or_reference(
 
 def test_plot_without_matplotlib_names_the_extra_to_install_in_one_line(run, tmp_path):
     blocker = "import sys; sys.modules['matplotlib'] = None\n"
-    code = blocker + "from harness import cli; sys.exit(main(sys.argv[1:]))"
+    code = blocker + "from harness.cli.entry import main; sys.exit(main(sys.argv[1:]))"
     result = subprocess.run(
         [sys.executable, "-c", code, "plot", str(run.state_dir), "-o", str(tmp_path / "x.png")],
         capture_output=True,
