@@ -515,3 +515,40 @@ def test_cgroups_of_a_killed_judge_are_removed_by_the_next_one(tmp_path: Path) -
     assert all(group.is_dir() for group in groups)
     with JudgeProcess(tmp_path / "second", "--generated-cases", "1"):
         assert not any(group.exists() for group in groups)
+
+
+def one_second_problem(root: Path) -> Path:
+    """A problem folder `0` of one Polyomino case with a 1 s time limit."""
+    problems = root / "problems"
+    (problems / "0" / "testdata").mkdir(parents=True)
+    (problems / "0" / "testdata" / "1.in").write_text(generate_instance(7, 1))
+    (problems / "0" / "config.yaml").write_text(
+        "time: 1s\nmemory: 256m\nsubtasks:\n- score: 100\n  n_cases: 1\n"
+    )
+    return problems
+
+
+@pytest.mark.skipif(CGROUP_MISSING is not None, reason=f"{CGROUP_MISSING}")
+def test_cpu_hidden_in_children_the_kernel_reaps_is_a_time_limit_beside_an_innocent(
+    tmp_path: Path,
+) -> None:
+    """A candidate ignoring SIGCHLD burns 5 s of CPU in short-lived children the kernel reaps
+    (no cutime, no rusage) on a 1 s problem. The run's cgroup counts them: Time Limit Exceeded
+    with at least 1 s of CPU charged, at the first attempt (never "starved", never retried);
+    the seed judged beside it gets its own verdict."""
+    problems = one_second_problem(tmp_path)
+    attack = (PROGRAMS / "unreaped_children_cpu.cpp").read_bytes()
+    seed = (ROOT / "harbor/polyomino_packing/solution/solution.cpp").read_bytes()
+    args = ["--problems", str(problems), "--workers", "2", "--verdict-cache-mb", "0"]
+    with JudgeProcess(tmp_path / "state", *args) as judge:
+        sids = [submit(judge, code).json()["sid"] for code in (attack, seed)]
+        attacked, innocent = (wait_final(judge, sid, timeout=120) for sid in sids)
+        log = judge.log_path.read_text()
+    assert attacked["status"] == "done", attacked
+    (case,) = attacked["cases"]
+    assert case["runStatus"] == "Time Limit Exceeded", case
+    assert case["cpuTime"] >= 1_000_000_000, case
+    assert "exceeds the limit of 1 s" in case["msg"]
+    assert innocent["status"] == "done" and innocent["score"] > 0, innocent
+    assert [case["runStatus"] for case in innocent["cases"]] == ["Accepted"]
+    assert "judging it again" not in log and "Traceback" not in log

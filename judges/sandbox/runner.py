@@ -227,8 +227,42 @@ class Sandbox:
         except OSError:
             close_descriptors(stdin, stdout)
             raise
+        cpu_fd = -1
+        if group is not None and group.cpu_path is not None:
+            try:  # read by the runner: every process of the run counts (`judges.cgroups.groups`)
+                cpu_fd = os.open(group.cpu_path, os.O_RDONLY | os.O_CLOEXEC)
+            except OSError:
+                os.close(report_read)
+                os.close(report_write)
+                close_descriptors(stdin, stdout)
+                raise
+        try:
+            return self._start_and_wait(
+                command, limits, stdin, stdout, stderr, binds, workdir, group, cap, share,
+                (report_read, report_write), cpu_fd,
+            )  # fmt: skip
+        finally:
+            if cpu_fd >= 0:
+                os.close(cpu_fd)
+
+    def _start_and_wait(
+        self,
+        command: list[str],
+        limits: Limits,
+        stdin: bytes | Path | int | None,
+        stdout: Path | int,
+        stderr: Path,
+        binds: list[tuple[str, Path, str]],
+        workdir: str,
+        group: RunGroup | None,
+        cap: int,
+        share: tuple[int, int] | None,
+        pipe: tuple[int, int],
+        cpu_fd: int,
+    ) -> RunOutcome:
+        report_read, report_write = pipe
         argv = bwrap_argv(
-            self._bwrap, self.runner, command, limits, binds, workdir, report_write, share
+            self._bwrap, self.runner, command, limits, binds, workdir, report_write, share, cpu_fd
         )
         if group is not None:
             argv = [*group.enter_argv(self.runner), *argv]
@@ -247,6 +281,7 @@ class Sandbox:
                         report_write,
                         *(group.procs_fds if group else ()),
                         *((share[0],) if share else ()),
+                        *((cpu_fd,) if cpu_fd >= 0 else ()),
                     ),
                     start_new_session=True,
                     env={"PATH": SANDBOX_PATH, "LANG": "C"},
