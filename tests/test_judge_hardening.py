@@ -18,6 +18,7 @@ import re
 import resource
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -492,7 +493,10 @@ def wait_logged(judge: JudgeProcess, text: str, timeout: float = 120.0) -> None:
         if text in judge.log_path.read_text():
             return
         time.sleep(0.05)
-    raise AssertionError(f"the judge's log did not say {text!r} within {timeout:g} s")
+    raise AssertionError(
+        f"the judge's log did not say {text!r} within {timeout:g} s; it ends:\n"
+        f"{judge.log_path.read_text()[-3000:]}"
+    )
 
 
 def stored_entries_under(state: Path) -> list[str]:
@@ -552,3 +556,54 @@ def test_cpu_hidden_in_children_the_kernel_reaps_is_a_time_limit_beside_an_innoc
     assert innocent["status"] == "done" and innocent["score"] > 0, innocent
     assert [case["runStatus"] for case in innocent["cases"]] == ["Accepted"]
     assert "judging it again" not in log and "Traceback" not in log
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounting a small tmpfs as the scratch disk needs root"
+)
+def test_a_compile_the_judges_full_disk_broke_is_judged_again_and_never_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's scratch folder (under TMPDIR) is a 8 MiB tmpfs, filled after start-up to
+    256 KiB short of full; a valid program whose binary takes 4 MiB cannot be linked there.
+    That is the judge's fault: the engine judges it again (the log says so, naming the full
+    disk), never records or caches a compile error; once the disk has room, the program gets
+    its verdict, and the same source again gets that verdict from the cache."""
+    problems = one_second_problem(tmp_path)
+    scratch = Path(tempfile.mkdtemp(prefix="judge-scratch-"))
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", str(scratch)],
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as error:
+        scratch.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {error}")
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    code = (
+        b"char big[4 << 20] = {1};  // kept: external linkage\nint main() { return big[0] - 1; }\n"
+    )
+    try:
+        with JudgeProcess(
+            tmp_path / "state", "--problems", str(problems), "--workers", "1"
+        ) as judge:
+            filler = scratch / "filler"
+            with open(filler, "wb") as file, contextlib.suppress(OSError):
+                while True:
+                    file.write(b"\0" * 65536)
+                    file.flush()
+            os.truncate(filler, max(0, filler.stat().st_size - (256 << 10)))
+            sid = submit(judge, code).json()["sid"]
+            wait_logged(judge, "the judge ran out of resources")
+            filler.unlink()
+            record = wait_final(judge, sid, timeout=120)
+            again = wait_final(judge, submit(judge, code).json()["sid"], timeout=60)
+            log = judge.log_path.read_text()
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False)
+        scratch.rmdir()
+    assert "No space left on device: a compile failed where the judge's scratch folder" in log
+    assert record["status"] == "done", record
+    assert [case["runStatus"] for case in record["cases"]] == ["Accepted"]
+    assert again["verdictCache"]["hit"] is True and again["status"] == "done", again
+    assert "Error: compile failed" not in log  # no compile error was recorded
