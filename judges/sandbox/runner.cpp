@@ -4,6 +4,7 @@
 // usage: judge-runner REPORT_FD WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS_BYTES NPROC FSIZE STACK
 //                     SHARE_FD SHARE_SLOT CPU_FD -- CMD...
 //        judge-runner --enter-cgroups FD[,FD...] -- CMD...   (outside the sandbox, see below)
+//        judge-runner --launch UID GID FD[,FD...]|- -- CMD... (the same, then the sandbox uid)
 //
 // It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so orphans are re-parented
 // to it and the program cannot signal it. It sets the rlimits on the program only (CPU seconds
@@ -47,6 +48,7 @@
 #include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -98,6 +100,38 @@ static int enter_cgroups(int argc, char** argv) {
     }
     execv(argv[4], argv + 4);
     fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[4], strerror(errno));
+    return 125;
+}
+
+// Outside the sandbox: enter the run's cgroups (FDS, or "-" for none), then, with UID >= 0,
+// drop every group and become UID:GID, and execute CMD (bubblewrap). Dropping the identity here
+// rather than in the judge lets the judge start each run with vfork (Python's subprocess copies
+// the whole judge with fork() when it must change the uid itself).
+static int launch(int argc, char** argv) {
+    if (argc < 7 || strcmp(argv[5], "--") != 0) {
+        fprintf(stderr, "usage: judge-runner --launch UID GID FD[,FD...]|- -- CMD...\n");
+        return 125;
+    }
+    long long uid = strcmp(argv[2], "-1") == 0 ? -1 : parse(argv[2], "uid");
+    long long gid = strcmp(argv[3], "-1") == 0 ? -1 : parse(argv[3], "gid");
+    if (strcmp(argv[4], "-") != 0) {
+        for (char* item = strtok(argv[4], ","); item != nullptr; item = strtok(nullptr, ",")) {
+            int fd = (int)parse(item, "cgroup.procs fd");
+            if (write(fd, "0", 1) != 1) {
+                fprintf(stderr, "judge-runner: cannot enter the run's cgroup: %s\n",
+                        strerror(errno));
+                return 125;
+            }
+            close(fd);
+        }
+    }
+    if (uid >= 0 && (setgroups(0, nullptr) != 0 || setgid((gid_t)gid) != 0 ||
+                     setuid((uid_t)uid) != 0)) {
+        fprintf(stderr, "judge-runner: cannot become uid %lld: %s\n", uid, strerror(errno));
+        return 125;
+    }
+    execv(argv[6], argv + 6);
+    fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[6], strerror(errno));
     return 125;
 }
 
@@ -271,6 +305,7 @@ struct Share {
 
 int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "--enter-cgroups") == 0) return enter_cgroups(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--launch") == 0) return launch(argc, argv);
     if (argc < 15 || strcmp(argv[13], "--") != 0) {
         fprintf(stderr, "usage: judge-runner FD WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS NPROC "
                         "FSIZE STACK SHARE_FD SHARE_SLOT CPU_FD -- CMD...\n");
