@@ -107,3 +107,45 @@ def test_expect_continue_without_the_token_gets_401_not_100_continue(
             b"Content-Length: 100\r\nExpect: 100-continue\r\n\r\n"
         )
         assert sock.recv(65536).startswith(b"HTTP/1.1 401 ")
+
+
+def raw_answer(port: int, request: bytes) -> bytes:
+    """The whole answer to one raw HTTP/1.1 request (the connection closed after it)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+        sock.sendall(request)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+def test_an_authorization_header_that_is_not_utf8_is_a_401_on_every_route(
+    guarded: tuple[JudgeProcess, str],
+) -> None:
+    """Bytes that are not UTF-8 (httpx cannot send them: a raw socket does) are a wrong token:
+    401 on every guarded route, the open answer on /health, never a 500 or a traceback."""
+    judge, token = guarded
+    port = int(judge.url.rsplit(":", 1)[1])
+    garbled = b"Authorization: Bearer \xff\xfe" + token.encode()[:8] + b"\xc3\x28\r\n"
+    body = b'{"pid": "0", "lang": "cpp", "code": "int main() {}\\n"}'
+    calls = [
+        (b"GET /problems", b""),
+        (b"GET /problem/0/statement", b""),
+        (b"GET /result/1", b""),
+        (b"POST /submit", b"Content-Type: application/json\r\nContent-Length: %d\r\n" % len(body)),
+    ]
+    for line, extra in calls:
+        request = line + b" HTTP/1.1\r\nHost: judge\r\n" + garbled + extra
+        request += b"Connection: close\r\n"
+        answer = raw_answer(port, request + b"\r\n" + (body if extra else b""))
+        assert answer.startswith(b"HTTP/1.1 401 "), (line, answer[:300])
+        assert b"WWW-Authenticate: Bearer" in answer
+    expect = b"POST /submit HTTP/1.1\r\nHost: judge\r\n" + garbled
+    expect += b"Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n"
+    assert raw_answer(port, expect + b"Connection: close\r\n\r\n").startswith(b"HTTP/1.1 401 ")
+    health = raw_answer(port, b"GET /health HTTP/1.1\r\nHost: judge\r\n" + garbled +
+                        b"Connection: close\r\n\r\n")  # fmt: skip
+    assert health.startswith(b"HTTP/1.1 200 "), health[:300]
+    assert health.endswith(b'{"ok": true}')  # the counts stay for holders of the token
+    log = judge.log_path.read_text()
+    assert "Traceback" not in log and "UnicodeEncodeError" not in log

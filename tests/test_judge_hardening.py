@@ -18,6 +18,7 @@ import re
 import resource
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -492,7 +493,10 @@ def wait_logged(judge: JudgeProcess, text: str, timeout: float = 120.0) -> None:
         if text in judge.log_path.read_text():
             return
         time.sleep(0.05)
-    raise AssertionError(f"the judge's log did not say {text!r} within {timeout:g} s")
+    raise AssertionError(
+        f"the judge's log did not say {text!r} within {timeout:g} s; it ends:\n"
+        f"{judge.log_path.read_text()[-3000:]}"
+    )
 
 
 def stored_entries_under(state: Path) -> list[str]:
@@ -515,3 +519,91 @@ def test_cgroups_of_a_killed_judge_are_removed_by_the_next_one(tmp_path: Path) -
     assert all(group.is_dir() for group in groups)
     with JudgeProcess(tmp_path / "second", "--generated-cases", "1"):
         assert not any(group.exists() for group in groups)
+
+
+def one_second_problem(root: Path) -> Path:
+    """A problem folder `0` of one Polyomino case with a 1 s time limit."""
+    problems = root / "problems"
+    (problems / "0" / "testdata").mkdir(parents=True)
+    (problems / "0" / "testdata" / "1.in").write_text(generate_instance(7, 1))
+    (problems / "0" / "config.yaml").write_text(
+        "time: 1s\nmemory: 256m\nsubtasks:\n- score: 100\n  n_cases: 1\n"
+    )
+    return problems
+
+
+@pytest.mark.skipif(CGROUP_MISSING is not None, reason=f"{CGROUP_MISSING}")
+def test_cpu_hidden_in_children_the_kernel_reaps_is_a_time_limit_beside_an_innocent(
+    tmp_path: Path,
+) -> None:
+    """A candidate ignoring SIGCHLD burns 5 s of CPU in short-lived children the kernel reaps
+    (no cutime, no rusage) on a 1 s problem. The run's cgroup counts them: Time Limit Exceeded
+    with at least 1 s of CPU charged, at the first attempt (never "starved", never retried);
+    the seed judged beside it gets its own verdict."""
+    problems = one_second_problem(tmp_path)
+    attack = (PROGRAMS / "unreaped_children_cpu.cpp").read_bytes()
+    seed = (ROOT / "harbor/polyomino_packing/solution/solution.cpp").read_bytes()
+    args = ["--problems", str(problems), "--workers", "2", "--verdict-cache-mb", "0"]
+    with JudgeProcess(tmp_path / "state", *args) as judge:
+        sids = [submit(judge, code).json()["sid"] for code in (attack, seed)]
+        attacked, innocent = (wait_final(judge, sid, timeout=120) for sid in sids)
+        log = judge.log_path.read_text()
+    assert attacked["status"] == "done", attacked
+    (case,) = attacked["cases"]
+    assert case["runStatus"] == "Time Limit Exceeded", case
+    assert case["cpuTime"] >= 1_000_000_000, case
+    assert "exceeds the limit of 1 s" in case["msg"]
+    assert innocent["status"] == "done" and innocent["score"] > 0, innocent
+    assert [case["runStatus"] for case in innocent["cases"]] == ["Accepted"]
+    assert "judging it again" not in log and "Traceback" not in log
+
+
+@pytest.mark.skipif(
+    os.geteuid() != 0, reason="mounting a small tmpfs as the scratch disk needs root"
+)
+def test_a_compile_the_judges_full_disk_broke_is_judged_again_and_never_cached(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The judge's scratch folder (under TMPDIR) is a 8 MiB tmpfs, filled after start-up to
+    256 KiB short of full; a valid program whose binary takes 4 MiB cannot be linked there.
+    That is the judge's fault: the engine judges it again (the log says so, naming the full
+    disk), never records or caches a compile error; once the disk has room, the program gets
+    its verdict, and the same source again gets that verdict from the cache."""
+    problems = one_second_problem(tmp_path)
+    scratch = Path(tempfile.mkdtemp(prefix="judge-scratch-"))
+    try:
+        subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", "size=8m,mode=0755", "tmpfs", str(scratch)],
+            check=True,
+        )
+    except (OSError, subprocess.CalledProcessError) as error:
+        scratch.rmdir()
+        pytest.skip(f"cannot mount a tmpfs here: {error}")
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    code = (
+        b"char big[4 << 20] = {1};  // kept: external linkage\nint main() { return big[0] - 1; }\n"
+    )
+    try:
+        with JudgeProcess(
+            tmp_path / "state", "--problems", str(problems), "--workers", "1"
+        ) as judge:
+            filler = scratch / "filler"
+            with open(filler, "wb") as file, contextlib.suppress(OSError):
+                while True:
+                    file.write(b"\0" * 65536)
+                    file.flush()
+            os.truncate(filler, max(0, filler.stat().st_size - (256 << 10)))
+            sid = submit(judge, code).json()["sid"]
+            wait_logged(judge, "the judge ran out of resources")
+            filler.unlink()
+            record = wait_final(judge, sid, timeout=120)
+            again = wait_final(judge, submit(judge, code).json()["sid"], timeout=60)
+            log = judge.log_path.read_text()
+    finally:
+        subprocess.run(["umount", "-l", str(scratch)], check=False)
+        scratch.rmdir()
+    assert "No space left on device: a compile failed where the judge's scratch folder" in log
+    assert record["status"] == "done", record
+    assert [case["runStatus"] for case in record["cases"]] == ["Accepted"]
+    assert again["verdictCache"]["hit"] is True and again["status"] == "done", again
+    assert "Error: compile failed" not in log  # no compile error was recorded

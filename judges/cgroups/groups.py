@@ -10,9 +10,15 @@ outside it.
 
     cgroup v2:  memory.max = limit, memory.swap.max = 0, pids.max = processes
                 peak: memory.peak; kills: `oom_kill` in memory.events
+                CPU: `usage_usec` in cpu.stat
     cgroup v1:  memory.limit_in_bytes = memory.memsw.limit_in_bytes = limit (no swap),
                 pids.max = processes (the `pids` hierarchy)
                 peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
+                CPU: cpuacct.usage (the `cpuacct` hierarchy, where it is mounted)
+
+The CPU counter covers every process of the run, also children nobody reaped (whose CPU no
+/proc file or rusage keeps): the runner reads it through a descriptor (`RunGroup.cpu_path`) and
+charges the program the larger of it and its own count (judges/sandbox/runner.cpp).
 
 and, where the `cpu` controller can be used, one CPU at most per run, all runs alike
 (`judges.cgroups.cpu`; without it runs are bounded in memory and processes only).
@@ -74,8 +80,16 @@ class GroupUsage:
 class RunGroup:
     """The group(s) of one run: descriptors to enter them, usage, cleanup."""
 
-    def __init__(self, directories: list[Path], peak: Path, events: Path, limit: int) -> None:
+    def __init__(
+        self,
+        directories: list[Path],
+        peak: Path,
+        events: Path,
+        limit: int,
+        cpu_path: Path | None = None,
+    ) -> None:
         self.directories = directories
+        self.cpu_path = cpu_path  # the group's CPU counter (ns or cpu.stat), None without one
         self._peak = peak
         self._events = events
         self.limit = limit
@@ -120,8 +134,9 @@ class CgroupBound:
     """Creates one group per run below the judge's own cgroup, for one cgroup version.
 
     `parents` are the judge's directories: v2 [unified]; v1 [memory, pids] and, with a CPU
-    bound, the `cpu` hierarchy's (`cpu.parent`). `cpu` is that bound, or None and `cpu_missing`
-    says why.
+    bound, the `cpu` hierarchy's (`cpu.parent`), and the `cpuacct` hierarchy's (`accounting`,
+    which may be one of those where it is mounted with them). `cpu` is that bound, or None and
+    `cpu_missing` says why.
     """
 
     def __init__(
@@ -130,9 +145,11 @@ class CgroupBound:
         parents: list[Path],
         cpu: CpuBound | None = None,
         cpu_missing: str = "",
+        accounting: Path | None = None,
     ) -> None:
         self.version = version
         self.parents = parents
+        self.accounting = accounting  # v1: the judge's directory holding cpuacct.usage
         self.cpu = cpu
         self.cpu_missing = cpu_missing
         self._counter = itertools.count(1)
@@ -181,17 +198,20 @@ class CgroupBound:
                 write_if_present(unified / "memory.swap.max", "0")
                 write(unified / "pids.max", pids_max)
                 return RunGroup(
-                    directories, unified / "memory.peak", unified / "memory.events", memory_bytes
-                )
+                    directories, unified / "memory.peak", unified / "memory.events", memory_bytes,
+                    unified / "cpu.stat",
+                )  # fmt: skip
             memory, pids = directories[:2]
             write(memory / "memory.limit_in_bytes", str(memory_bytes))
             write_if_present(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))
             write(pids / "pids.max", pids_max)
+            accounting = self.accounting / name / "cpuacct.usage" if self.accounting else None
             return RunGroup(
                 directories,
                 memory / "memory.max_usage_in_bytes",
                 memory / "memory.oom_control",
                 memory_bytes,
+                accounting,
             )
         except OSError:
             for directory in directories:
@@ -216,7 +236,11 @@ class CgroupBound:
             parents.remove(self.cpu.parent)
             with contextlib.suppress(OSError):
                 self.cpu.parent.rmdir()
-        return CgroupBound(self.version, parents, None, reason)
+        return CgroupBound(self.version, parents, None, reason, self._kept_accounting(parents))
+
+    def _kept_accounting(self, parents: list[Path]) -> Path | None:
+        """The cpuacct directory, unless it was the cpu hierarchy's that was just dropped."""
+        return self.accounting if self.accounting in parents else None
 
 
 def detect(mode: str = "auto") -> CgroupBound:
@@ -268,7 +292,32 @@ def _setup_v1(mounts: dict[str, Path], own: dict[str, str]) -> CgroupBound:
     cpu, missing = setup_v1(mounts, own)
     if cpu is not None and cpu.parent not in parents:  # (cpu may share a hierarchy)
         parents.append(cpu.parent)
-    return CgroupBound(1, parents, cpu, missing)
+    accounting = _accounting_v1(mounts, own, parents)
+    if accounting is not None and accounting not in parents:
+        parents.append(accounting)
+    return CgroupBound(1, parents, cpu, missing, accounting)
+
+
+def _accounting_v1(
+    mounts: dict[str, Path], own: dict[str, str], parents: list[Path]
+) -> Path | None:
+    """The judge's directory in the v1 `cpuacct` hierarchy (one of `parents` where cpuacct is
+    mounted with one of their controllers), or None where it is not mounted or not writable."""
+    mount = mounts.get("cpuacct")
+    if mount is None:
+        return None
+    base = mount / own.get("cpuacct", "/").lstrip("/")
+    parent = base / judge_dir_name()
+    if parent in parents:
+        return parent
+    if not (base / "cpuacct.usage").is_file() or not os.access(base, os.W_OK):
+        return None
+    sweep_stale(base)
+    try:
+        parent.mkdir(exist_ok=True)
+    except OSError:
+        return None
+    return parent
 
 
 def _setup_v2(mounts: dict[str, Path], own: dict[str, str]) -> CgroupBound:

@@ -47,6 +47,7 @@ def bwrap_argv(
     workdir: str,
     report_fd: int,
     share: tuple[int, int] | None = None,
+    cpu_fd: int = -1,
 ) -> list[str]:
     """The full argv that runs `command` under `bwrap` with `runner` (the host binary of
     judge-runner) as PID 1, writing its report to `report_fd`. `binds` are (kind, host path,
@@ -54,7 +55,8 @@ def bwrap_argv(
     The runner gets the wall limit and the real-time backstop in ms, the CPU soft and hard
     limits in seconds, the address space (0: unlimited), processes, file size, stack, and the
     descriptor and slot of the file shared with an interactive partner (`share`; -1 0 without
-    one), in that order."""
+    one) and the descriptor of the run's cgroup CPU counter (`cpu_fd`; -1 without one), in
+    that order."""
     argv = [
         bwrap,
         "--unshare-all",
@@ -90,5 +92,6 @@ def bwrap_argv(
         str(limits.file_bytes),
         str(limits.stack_bytes),
         *(str(value) for value in (share or (-1, 0))),
+        str(cpu_fd),
     ]
     return [*argv, "--", *command]

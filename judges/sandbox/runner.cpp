@@ -2,8 +2,9 @@
 // candidate. Compiled by the judge at startup (see judges/sandbox.py); not candidate code.
 //
 // usage: judge-runner REPORT_FD WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS_BYTES NPROC FSIZE STACK
-//                     SHARE_FD SHARE_SLOT -- CMD...
+//                     SHARE_FD SHARE_SLOT CPU_FD -- CMD...
 //        judge-runner --enter-cgroups FD[,FD...] -- CMD...   (outside the sandbox, see below)
+//        judge-runner --launch UID GID FD[,FD...]|- -- CMD... (the same, then the sandbox uid)
 //
 // It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so orphans are re-parented
 // to it and the program cannot signal it. It sets the rlimits on the program only (CPU seconds
@@ -29,6 +30,14 @@
 // RLIMIT_CPU holds each process), so many processes cannot run on. However long it waited,
 // the program is killed when the real time reaches BACKSTOP_MS (starved=1: the host, not the
 // program, kept it from finishing, which the judge treats as an infrastructure fault).
+//
+// CPU_FD >= 0 is a descriptor of the run's cgroup CPU counter (v1 `cpuacct.usage`, ns; v2
+// `cpu.stat`, `usage_usec`): it counts every process of the run, also children that nobody
+// reaped (a program ignoring SIGCHLD has them reaped by the kernel, and their CPU is then in
+// no /proc file nor rusage). The tree's CPU is then the larger of /proc's and the group's
+// growth since the fork less the runner's own CPU since then: for the CPU limit while it runs
+// and for the report's cpu_ns, so CPU spent in any process is a Time Limit Exceeded, never a
+// run that looks starved.
 
 #include <algorithm>
 #include <cerrno>
@@ -39,6 +48,7 @@
 #include <ctime>
 #include <dirent.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -90,6 +100,38 @@ static int enter_cgroups(int argc, char** argv) {
     }
     execv(argv[4], argv + 4);
     fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[4], strerror(errno));
+    return 125;
+}
+
+// Outside the sandbox: enter the run's cgroups (FDS, or "-" for none), then, with UID >= 0,
+// drop every group and become UID:GID, and execute CMD (bubblewrap). Dropping the identity here
+// rather than in the judge lets the judge start each run with vfork (Python's subprocess copies
+// the whole judge with fork() when it must change the uid itself).
+static int launch(int argc, char** argv) {
+    if (argc < 7 || strcmp(argv[5], "--") != 0) {
+        fprintf(stderr, "usage: judge-runner --launch UID GID FD[,FD...]|- -- CMD...\n");
+        return 125;
+    }
+    long long uid = strcmp(argv[2], "-1") == 0 ? -1 : parse(argv[2], "uid");
+    long long gid = strcmp(argv[3], "-1") == 0 ? -1 : parse(argv[3], "gid");
+    if (strcmp(argv[4], "-") != 0) {
+        for (char* item = strtok(argv[4], ","); item != nullptr; item = strtok(nullptr, ",")) {
+            int fd = (int)parse(item, "cgroup.procs fd");
+            if (write(fd, "0", 1) != 1) {
+                fprintf(stderr, "judge-runner: cannot enter the run's cgroup: %s\n",
+                        strerror(errno));
+                return 125;
+            }
+            close(fd);
+        }
+    }
+    if (uid >= 0 && (setgroups(0, nullptr) != 0 || setgid((gid_t)gid) != 0 ||
+                     setuid((uid_t)uid) != 0)) {
+        fprintf(stderr, "judge-runner: cannot become uid %lld: %s\n", uid, strerror(errno));
+        return 125;
+    }
+    execv(argv[6], argv + 6);
+    fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[6], strerror(errno));
     return 125;
 }
 
@@ -203,6 +245,41 @@ struct WaitClock {
     }
 };
 
+// The CPU time (ns) the run's cgroup counted so far, from CPU_FD; -1 when unreadable.
+static long long group_cpu(int fd) {
+    if (fd < 0) return -1;
+    char text[4096];
+    ssize_t length = pread(fd, text, sizeof text - 1, 0);
+    if (length <= 0) return -1;
+    text[length] = '\0';
+    const char* usec = strstr(text, "usage_usec ");
+    if (usec != nullptr) return strtoll(usec + 11, nullptr, 10) * 1000LL;  // v2 cpu.stat
+    return strtoll(text, nullptr, 10);  // v1 cpuacct.usage
+}
+
+static long long own_cpu() {
+    struct rusage usage;
+    getrusage(RUSAGE_SELF, &usage);
+    return nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime);
+}
+
+// The program's CPU as its cgroup counts it: the group's growth since `base`, less the
+// runner's own growth since `own_base` (its sampling of /proc is in the group too).
+struct GroupClock {
+    int fd = -1;
+    long long base = 0, own_base = 0;
+
+    void start() {
+        base = group_cpu(fd);
+        own_base = own_cpu();
+    }
+    long long program() const {
+        long long now = group_cpu(fd);
+        if (fd < 0 || now < 0 || base < 0) return 0;
+        return std::max(0LL, now - base - (own_cpu() - own_base));
+    }
+};
+
 // The 32-byte file an interactive case's two runners share: for slot 0 and 1, each one's wait
 // (bytes 0-15) and whether one of its tasks is ready to run (bytes 16-31).
 struct Share {
@@ -228,9 +305,10 @@ struct Share {
 
 int main(int argc, char** argv) {
     if (argc > 1 && strcmp(argv[1], "--enter-cgroups") == 0) return enter_cgroups(argc, argv);
-    if (argc < 14 || strcmp(argv[12], "--") != 0) {
+    if (argc > 1 && strcmp(argv[1], "--launch") == 0) return launch(argc, argv);
+    if (argc < 15 || strcmp(argv[13], "--") != 0) {
         fprintf(stderr, "usage: judge-runner FD WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS NPROC "
-                        "FSIZE STACK SHARE_FD SHARE_SLOT -- CMD...\n");
+                        "FSIZE STACK SHARE_FD SHARE_SLOT CPU_FD -- CMD...\n");
         return 120;
     }
     int report = (int)parse(argv[1], "report fd");
@@ -244,13 +322,21 @@ int main(int argc, char** argv) {
         share.fd = (int)parse(argv[10], "share fd");
         share.slot = parse(argv[11], "share slot") == 0 ? 0 : 1;
     }
+    GroupClock group;
+    if (strcmp(argv[12], "-1") != 0) group.fd = (int)parse(argv[12], "cpu fd");
     if (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 ||
-        (share.fd >= 0 && fcntl(share.fd, F_SETFD, FD_CLOEXEC) != 0)) {
+        (share.fd >= 0 && fcntl(share.fd, F_SETFD, FD_CLOEXEC) != 0) ||
+        (group.fd >= 0 && fcntl(group.fd, F_SETFD, FD_CLOEXEC) != 0)) {
         perror("judge-runner: report fd");
         return 122;
     }
+    if (getpid() != 1) {  // its clean-up, kill(-1, SIGKILL), would reach every process it sees
+        fprintf(stderr, "judge-runner: not PID 1 of its own PID namespace (bwrap --as-pid-1); "
+                        "refusing to run\n");
+        return 126;
+    }
     prctl(PR_SET_DUMPABLE, 0);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);  // in case it is not PID 1
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
     dprintf(report, "started\n");  // the sandbox is up: from here on, failures are the program's
 
     // SIGCHLD stays blocked here, so sigtimedwait below wakes up when a child ends.
@@ -258,6 +344,7 @@ int main(int argc, char** argv) {
     sigemptyset(&children);
     sigaddset(&children, SIGCHLD);
     sigprocmask(SIG_BLOCK, &children, &previous);
+    group.start();
     long long started = now_ns();
     pid_t pid = fork();
     if (pid < 0) {
@@ -278,8 +365,8 @@ int main(int argc, char** argv) {
             if (write(adjust, "1000", 4) != 4) perror("judge-runner: oom_score_adj");
             close(adjust);
         }
-        execvp(argv[13], argv + 13);
-        fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[13], strerror(errno));
+        execvp(argv[14], argv + 14);
+        fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[14], strerror(errno));
         _exit(127);
     }
 
@@ -296,6 +383,7 @@ int main(int argc, char** argv) {
         long long now = now_ns();
         if (exited || killed || waited.sampled_at < 0 || now - waited.sampled_at >= TICK_NS / 2) {
             waited.sample(now);
+            waited.cpu = std::max(waited.cpu, group.program());
             share.publish(waited.total, waited.runnable);
         }
         if (exited) {
@@ -344,6 +432,7 @@ int main(int argc, char** argv) {
         cpu += nanoseconds(other.ru_utime) + nanoseconds(other.ru_stime);
         if (other.ru_maxrss > maxrss) maxrss = other.ru_maxrss;
     }
+    cpu = std::max(cpu, group.program());  // children the kernel reaped count too
     int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     dprintf(report,

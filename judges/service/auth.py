@@ -58,9 +58,13 @@ def require_token_off_loopback(host: str, token: str | None) -> None:
 
 
 def authorized(request: web.BaseRequest, token: str) -> bool:
-    """Whether the request carries `Authorization: Bearer <token>` (constant-time compare)."""
+    """Whether the request carries `Authorization: Bearer <token>` (constant-time compare).
+
+    aiohttp decodes header bytes that are not UTF-8 as lone surrogates (`surrogateescape`);
+    they are encoded back the same way, so such a header is a wrong token (401), never an
+    exception (a 500)."""
     given = request.headers.get("Authorization", "")
-    return hmac.compare_digest(given.encode(), f"Bearer {token}".encode())
+    return hmac.compare_digest(given.encode("utf-8", "surrogateescape"), f"Bearer {token}".encode())
 
 
 def unauthorized() -> web.Response:

@@ -23,8 +23,10 @@ workers), compile and cases run there instead of in the local sandbox; everythin
 queue, store, records — is the same.
 
 When the judge itself runs out of descriptors, memory or disk while judging (an OSError that
-`is_resource_exhaustion` names), or host load keeps a run from its CPU until its real-time
-backstop (`HostOverloaded`), the submission is not failed: it stays queued and is judged
+`is_resource_exhaustion` names; a compile that failed because the judge's disk is full is one,
+`judges.verdicts.judging.raise_if_disk_full`), host load keeps a run from its CPU until its
+real-time backstop (`HostOverloaded`) or the sandbox itself fails (`SandboxFailed`), the
+submission is not failed: it stays queued and is judged
 again after RESOURCE_RETRY_S, doubling, up to RESOURCE_RETRIES times (about two minutes in all);
 only then is it recorded as a `judge` error naming the cause (an infrastructure fault for the
 harness, never a score). A final record the disk refuses
@@ -56,10 +58,12 @@ from judges.verdicts.judging import (
     CompileLimits,
     HostOverloaded,
     JudgeFailure,
+    PassingFailure,
     aggregate,
     error_record,
     prepare_candidate,
 )
+from judges.verdicts.nofollow import UnsafePath
 from judges.verdicts.programs import ProgramCache
 from judges.verdicts.store import SubmissionStore
 
@@ -229,7 +233,7 @@ class JudgeEngine:
             sid = self._queue.popleft()
             try:
                 record = await self._judge(sid)
-            except (OSError, HostOverloaded) as error:  # passing faults only (see `_judge`)
+            except (OSError, PassingFailure) as error:  # passing faults only (see `_judge`)
                 record = self._retry_later(sid, error)
                 if record is None:
                     continue  # still pending: queued again after a delay
@@ -243,14 +247,18 @@ class JudgeEngine:
         """Queue `sid` again after a delay (None), or its final error record once the retries
         are used up."""
         attempt = self._attempts.get(sid, 0) + 1
-        loaded = isinstance(error, HostOverloaded)
+        if isinstance(error, HostOverloaded):
+            cause, now = "the host was too loaded to judge it", "the host is too loaded to judge it"
+        elif isinstance(error, PassingFailure):
+            cause, now = "the sandbox failed", "the sandbox failed"
+        else:
+            cause, now = "out of resources", "the judge ran out of resources"
         if attempt > RESOURCE_RETRIES:
-            cause = "the host was too loaded to judge it" if loaded else "out of resources"
             log.error("submission %d: %s, still: %s", sid, cause, error)
             return error_record(f"judge failure: {cause} in {attempt} attempts: {error}", "judge")
         self._attempts[sid] = attempt
         delay = RESOURCE_RETRY_S * 2 ** (attempt - 1)
-        cause = "the host is too loaded to judge it" if loaded else "the judge ran out of resources"
+        cause = now
         log.warning(
             "submission %d: %s (%s); judging it again in %g s (retry %d of %d)",
             sid, cause, error, delay, attempt, RESOURCE_RETRIES,
@@ -300,9 +308,9 @@ class JudgeEngine:
                     record = await self.verdicts.judged(sid, problem, language, code, judge)
                 else:
                     record = await judge()
-        except HostOverloaded:
+        except PassingFailure:
             raise  # passing: `_dispatch` judges it again later
-        except JudgeFailure as failure:
+        except (JudgeFailure, UnsafePath) as failure:  # UnsafePath: a link in the state dir
             log.error("submission %d: judge failure: %s", sid, failure)
             record = error_record(f"judge failure: {failure}", "judge")
         except Exception as failure:  # the dispatcher must survive anything the judge does wrong

@@ -26,6 +26,7 @@ from judges.problems.package import (
     load_public_cases,
 )
 from judges.problems.polyomino.generator import write_suite
+from judges.verdicts.nofollow import refuse_links_below, refuse_unsafe_tree
 
 log = logging.getLogger("judges.service.sources")
 
@@ -100,5 +101,9 @@ def load_served_problems(args: argparse.Namespace) -> dict[str, Problem]:
         return {pid: problem for pid, (problem, _) in found.items()}
     directory = args.state_dir / "generated" / f"seed-{args.seed}-cases-{args.generated_cases}"
     log.info("using the generated suite in %s", directory)
+    refuse_links_below(args.state_dir, directory / "0")  # a link in the state dir: refused
+    if (directory / "0").is_dir():
+        refuse_unsafe_tree(directory / "0")  # nothing written or read through a link in it
     write_suite(directory / "0", args.seed, args.generated_cases)
+    refuse_unsafe_tree(directory / "0")
     return {"0": load_problem(directory / "0")}

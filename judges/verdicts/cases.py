@@ -28,7 +28,7 @@ from judges.verdicts.judging import (
     STDERR_FIELD_CAP,
     STDOUT_CAP,
     Compiled,
-    JudgeFailure,
+    SandboxFailed,
     case_record,
     excerpt,
     raise_if_starved,
@@ -72,7 +72,7 @@ def judge_case(
         )
         raise_if_starved(outcome, f"case {case.number}")
         if outcome.status == INTERNAL_ERROR:
-            raise JudgeFailure(f"case {case.number}: {outcome.detail}")
+            raise SandboxFailed(f"case {case.number}: {outcome.detail}")
         if not outcome.accepted:
             return case_record(outcome, stderr=excerpt(stderr, STDERR_FIELD_CAP))
         if problem.kind == "builtin":
@@ -182,10 +182,10 @@ def _run_pair(
         other = outcomes.get("interactor")
         raise_if_starved(candidate, f"case {case.number}")
         if candidate.status == INTERNAL_ERROR or other is None:
-            raise JudgeFailure(f"case {case.number}: {candidate.detail}")
+            raise SandboxFailed(f"case {case.number}: {candidate.detail}")
         raise_if_starved(other, f"case {case.number}: interactor")
         if other.status == INTERNAL_ERROR:
-            raise JudgeFailure(f"case {case.number}: interactor sandbox failed: {other.detail}")
+            raise SandboxFailed(f"case {case.number}: interactor sandbox failed: {other.detail}")
         if not candidate.accepted:
             return case_record(candidate, stderr=excerpt(candidate_err, STDERR_FIELD_CAP))
         checked = verdict(other, excerpt(interactor_err, MESSAGE_CAP))

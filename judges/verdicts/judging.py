@@ -25,8 +25,10 @@ Where this judge deliberately differs from FrontierCS (docs/design.md §11):
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import math
+import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -61,9 +63,17 @@ class JudgeFailure(RuntimeError):
     """The judge itself failed (sandbox could not start, I/O error): not the candidate's fault."""
 
 
-class HostOverloaded(JudgeFailure):
-    """A run was kept from its CPU by host load until its real-time backstop: no verdict can be
-    given; the engine judges the submission again later (see `judges.service.engine`)."""
+class PassingFailure(JudgeFailure):
+    """A failure of the judge's that may pass: no verdict is given, nothing is cached, and the
+    engine judges the submission again later (see `judges.service.engine`)."""
+
+
+class HostOverloaded(PassingFailure):
+    """A run was kept from its CPU by host load until its real-time backstop."""
+
+
+class SandboxFailed(PassingFailure):
+    """The sandbox itself could not start or run a program (bubblewrap, its cgroup)."""
 
 
 def raise_if_starved(outcome: RunOutcome, where: str) -> None:
@@ -154,15 +164,34 @@ def compile_cpp(
     )
     raise_if_starved(outcome, "compile")
     if outcome.status == INTERNAL_ERROR:
-        raise JudgeFailure(f"compile sandbox failed: {outcome.detail}")
+        raise SandboxFailed(f"compile sandbox failed: {outcome.detail}")
     binary = build / "a"
     messages = excerpt(log_path, COMPILE_LOG_CAP)
     if outcome.accepted and binary.is_file():
         return Compiled(binary, "")
+    raise_if_disk_full(build, limits.file_bytes)
     if outcome.status in (ACCEPTED, NONZERO_EXIT) and messages:
         return Compiled(None, f"compile failed: {messages}")
     reason = f"{outcome.status} ({outcome.detail})"
     return Compiled(None, f"compile failed: {reason}" + (f"\n{messages}" if messages else ""))
+
+
+def raise_if_disk_full(build: Path, needed: int) -> None:
+    """Raise OSError(ENOSPC) when a compile failed where the judge's own disk lacks room: the
+    work folder's file system has less free than a compile may write (`needed`), once a
+    partial output is removed. The compiler's words do not tell (a linker that hits a full
+    disk may only say `ld returned 1 exit status`), and a compiler that filled the sandbox's
+    private /tmp is the candidate's compile error: the judge's disk has room then. The engine
+    judges the submission again later; no compile error is recorded, or cached, for it."""
+    (build / "a").unlink(missing_ok=True)
+    stats = os.statvfs(build)
+    free = stats.f_bavail * stats.f_frsize
+    if free < needed:
+        raise OSError(
+            errno.ENOSPC,
+            f"No space left on device: a compile failed where the judge's scratch folder has "
+            f"{free} bytes free, less than the {needed} a compile may write",
+        )
 
 
 def run_limits(case: Case) -> Limits:

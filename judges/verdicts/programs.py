@@ -7,8 +7,9 @@ candidate's output, the answer file) and FrontierCS's checker limits (10 s CPU, 
 **Compile cache.** A checker or interactor is compiled once, in the sandbox, with the FrontierCS
 judge's flags `g++ <src> -O2 -pipe -std=gnu++17 -I <testlib include>`, and cached by the sha256
 of the flags, the source and `testlib.h`: in memory for the service's life and on disk under the
-state directory, so a restarted judge (warm cache) does not compile again. `stats()` counts
-compiles, their seconds and cache hits (the throughput benchmark reports them).
+state directory, so a restarted judge (warm cache) does not compile again; that copy is read
+and written through no link, and only a regular file is taken for a compiled program.
+`stats()` counts compiles, their seconds and cache hits (the throughput benchmark reports them).
 
 **Verdicts** follow FrontierCS: the case message is the checker's stdout, or its stderr when
 stdout is empty (testlib writes its verdict to stderr); the case is `ok` when the checker exits 0;
@@ -19,7 +20,9 @@ carrying `Value: <number>` also gives the case a raw `value` (a verifier's certi
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import os
 import re
 import shutil
 import threading
@@ -34,10 +37,12 @@ from judges.verdicts.judging import (
     COMPILE_COMMAND,
     CompileLimits,
     JudgeFailure,
+    SandboxFailed,
     compile_cpp,
     excerpt,
     raise_if_starved,
 )
+from judges.verdicts.nofollow import create_nofollow, is_regular, read_regular, refuse_links_below
 
 CHECKER_LIMITS = Limits(
     cpu_seconds=10.0,
@@ -121,8 +126,9 @@ class ProgramCache:
             local.parent.mkdir(parents=True, exist_ok=True)
             local.parent.chmod(0o711)
             saved = self.store / key / "program"
-            if saved.is_file():
-                _copy_whole(saved, local)
+            refuse_links_below(self.store.parent, saved)  # the state dir's programs/, no link
+            if is_regular(saved):
+                _write_whole(read_regular(saved), local)
                 with self._lock:
                     self._hits += 1
                 return local, "disk"
@@ -190,7 +196,8 @@ class ProgramCache:
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
         saved.parent.mkdir(parents=True, exist_ok=True)
-        _copy_whole(local, saved)
+        refuse_links_below(self.store.parent, saved)
+        _write_whole(local.read_bytes(), saved)
         with self._lock:
             self._compiles += 1
             self._compile_seconds += time.monotonic() - started
@@ -223,7 +230,7 @@ def run_checker(
         )
         raise_if_starved(outcome, f"case {case.number}: checker")
         if outcome.status == INTERNAL_ERROR:
-            raise JudgeFailure(f"case {case.number}: checker sandbox failed: {outcome.detail}")
+            raise SandboxFailed(f"case {case.number}: checker sandbox failed: {outcome.detail}")
         message = excerpt(stdout, MESSAGE_CAP) or excerpt(stderr, MESSAGE_CAP)
         return verdict(outcome, message)
     finally:
@@ -257,6 +264,22 @@ def case_files(case: Case, workdir: Path) -> tuple[Path, Path]:
             temporary.replace(path)
         staged.append(path)
     return staged[0], staged[1]
+
+
+def _write_whole(data: bytes, target: Path) -> None:
+    """Write an executable so that `target` is either absent or complete (see `_copy_whole`),
+    never through a link at its place or its temporary name."""
+    temporary = target.with_name(f".{target.name}.tmp")
+    try:
+        with os.fdopen(create_nofollow(temporary, 0o755), "wb") as file:
+            file.write(data)
+        temporary.chmod(0o755)
+        temporary.replace(target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            if not temporary.is_symlink():
+                temporary.unlink()
+        raise
 
 
 def _copy_whole(source: Path, target: Path) -> None:
