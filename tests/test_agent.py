@@ -390,3 +390,53 @@ def test_reported_receipts_reads_every_page_of_reefs_reports(stack: Stack) -> No
     channel.report(report, last)
     assert channel.reported_receipts() == {first, last}
     assert never not in channel.reported_receipts()
+
+
+def surrogate_answer(request: RecordedRequest) -> Reply:
+    """The stand-in executor's answer with a lone UTF-16 surrogate and a NUL in it: the JSON body
+    carries `"\\ud800"` (the fixture writes JSON with ASCII escapes, as many servers do)."""
+    answer = executor_reply(request)
+    content = answer.content.replace("<summary>", "<summary>\ud800 lone half \x00 ", 1)
+    return replace(answer, content=content + "\n\ud800", reasoning="thinking \udfff here")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_a_lone_surrogate_in_an_executor_answer_is_a_recorded_rollout_and_the_step_commits(
+    stack: Stack, tmp_path: Path
+) -> None:
+    settings = settings_for(stack, tmp_path, "surrogate_answer")
+    task = task_dir()
+    problem = (task / "instruction.md").read_text()
+    with OpenAIFixture(surrogate_answer) as executor:
+        assert b"\\ud800" in executor_body(executor)
+        adapters = services(settings, executor.v1_url, task)
+        try:
+            result = run_steps(settings, task, problem, adapters, controller_overrides=CONTROLLER)
+        finally:
+            adapters.close()
+    assert result.next_step == 1  # the step committed
+    done = journal(settings.state_dir)
+    assert len(done) == 4
+    for item in done:
+        meta = item.entry["metadata"]
+        text = meta["execution_text"]
+        assert "\ud800" not in text and "\x00" not in text and "\ufffd" in text
+        assert meta["model_text_repairs"]["execution_text"] >= 2
+        assert "\udfff" not in item.entry["execution_thinking"]
+        text.encode("utf-8")  # valid UTF-8 everywhere it is recorded
+    reef = ReefReports(settings.reef_url, settings.scenario)
+    assert len(reef.reports()) == 4
+
+
+def executor_body(executor: OpenAIFixture) -> bytes:
+    """The raw bytes the stand-in executor answers a chat request with."""
+    import httpx
+
+    messages = [{"role": "user", "content": "guidance: try variant"}]
+    raw = httpx.post(
+        executor.v1_url + "/chat/completions", json={"model": "m", "messages": messages}
+    )
+    with executor._lock:  # this probe is not one of the run's requests
+        executor.requests.clear()
+    return raw.content

@@ -511,7 +511,10 @@ def test_builtin_backends_match_the_spec_table():
         "max_retries": 0,
         "retry_backoff_s": 2.0,
         "request_options": {"reasoning_effort": "high"},
+        "dialect": "sglang",  # the body as built: the reference's
+        "drop": [],
     }
+    assert glm.dialect == "openrouter"
     assert (glm.model, glm.base_url, glm.temperature, glm.max_retries, glm.concurrency) == (
         "z-ai/glm-5.2",
         "https://openrouter.ai/api/v1",

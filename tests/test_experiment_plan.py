@@ -103,6 +103,16 @@ def test_a_real_model_plan_writes_each_run_a_settings_copy_the_harness_accepts(
     assert (settings.arm, settings.run_seed, settings.max_tokens) == ("unguided", 3, 100000)
     assert (settings.groups_per_step, settings.rollouts_per_group, settings.steps) == (2, 2, 4)
     assert settings.state_dir == state and settings.frozen
+    # The copy names the run for W&B (both writers): the experiment's group, arm and seed, and
+    # the run's own id (made in its state directory), which a resume reads back.
+    from harness.storage.run_files import run_id
+
+    assert settings.experiment_name == plan.name
+    block = document["observability"]["wandb"]
+    assert block["group_prefix"] == plan.name
+    assert block["name_prefix"] == f"{plan.name}-unguided-s3-{run_id(state)[:8]}"
+    again = run_settings_document(plan, PlannedRun(Arm("unguided", "puct", 3), state.name), state)
+    assert again["observability"]["wandb"]["name_prefix"] == block["name_prefix"]
 
 
 def test_the_estimate_counts_every_rollout_and_no_guidance_for_an_unguided_arm(

@@ -3,8 +3,11 @@
 Real: Reef's record-only service started from a serve-frozen.yaml variant (the repository's file
 with the test's ports; tttd report contract), the local judge on a small generated suite, the
 run loop, store, journal and run controller with the frozen gate. Stand-ins: the guidance model
-behind Reef and the executor (`harness.rehearsal.stand_ins`). Every training path is made to
-fail loudly, so a run that touched one would not finish.
+behind Reef and the executor (`harness.rehearsal.stand_ins`), both holding every request to
+OpenAI's own request types (`OpenAIFixture(mode="strict")`: the installed `openai` package's
+`CompletionCreateParams`, unknown fields refused as the API refuses them), so the runs here use
+`harness.guidance.request.dialect: openai`. Every training path is made to fail loudly, so a run
+that touched one would not finish.
 """
 
 from __future__ import annotations
@@ -70,7 +73,7 @@ class Stack:
         return write_settings(
             directory / "serve-frozen.yaml",
             directory / "state",
-            RehearsalOptions(steps=steps, groups=G, rollouts=R),
+            RehearsalOptions(steps=steps, groups=G, rollouts=R, guidance_dialect="openai"),
             guidance_url=self.guidance.base_url,
             judge_url=self.judge.url,
             reef_port=self.reef.port,
@@ -88,13 +91,15 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         LocalJudge(
             root / "judge", "--generated-cases", str(CASES), "--seed", str(JUDGE_SEED)
         ) as judge,
-        OpenAIFixture(GuidanceScript(malformed=[1]), model=GUIDANCE_MODEL) as guidance,
-        OpenAIFixture(executor_reply) as executor,
+        OpenAIFixture(
+            GuidanceScript(malformed=[1]), model=GUIDANCE_MODEL, mode="strict"
+        ) as guidance,
+        OpenAIFixture(executor_reply, mode="strict") as executor,
     ):
         reef_file = write_settings(
             root / "serve-frozen.yaml",
             root / "reef-state",
-            RehearsalOptions(steps=STEPS, groups=G, rollouts=R),
+            RehearsalOptions(steps=STEPS, groups=G, rollouts=R, guidance_dialect="openai"),
             guidance_url=guidance.base_url,
             judge_url=judge.url,
             reef_port=port,
@@ -130,8 +135,22 @@ def frozen_run(stack: Stack) -> Iterator[FrozenRun]:
     yield FrozenRun(settings, result, ReefReports(settings.reef_url, settings.scenario))
 
 
-def test_frozen_run_commits_every_step_without_training(frozen_run: FrozenRun) -> None:
+def test_frozen_run_commits_every_step_without_training(
+    stack: Stack, frozen_run: FrozenRun
+) -> None:
     assert (frozen_run.result.start_step, frozen_run.result.next_step) == (0, STEPS)
+    # Both endpoints held every body to OpenAI's request types and refused none of them.
+    assert stack.guidance.refused == [] and stack.executor.refused == []
+    bodies = [r.body for r in stack.guidance.completion_requests()]
+    assert bodies and all("top_k" not in b and "chat_template_kwargs" not in b for b in bodies)
+    assert frozen_run.settings.identity()["guidance_request"] == "openai"
+    # `status` shows how each endpoint's requests are shaped (from the run's own records).
+    from harness.results import load_run, run_requests
+
+    shapes = run_requests(load_run(frozen_run.settings.state_dir))
+    assert shapes == {"guidance": "openai", "executor": "sglang"}
+    # The harness's own look at a new scenario's reports leaves no 404 warning in Reef's log.
+    assert "UnknownScenario" not in stack.reef.log_text()
     summaries = frozen_run.result.step_summaries
     assert [s["step"] for s in summaries] == list(range(STEPS))
     assert all(s["train_metrics"] == {} and s["grad_norm"] is None for s in summaries)
@@ -261,7 +280,7 @@ def test_killed_frozen_run_resumes_without_losing_or_repeating_a_slot(
 ) -> None:
     settings = stack.settings("crash_" + "".join(c if c.isalnum() else "_" for c in point))
     reef = ReefReports(settings.reef_url, settings.scenario)
-    with OpenAIFixture(executor_reply) as executor:
+    with OpenAIFixture(executor_reply, mode="strict") as executor:
         killed = driver(settings, executor.v1_url, point)
         assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
         reports, journaled, archive_step, next_step = CRASHES[point]

@@ -27,7 +27,17 @@ LINT_IMPORTS = Path(sys.executable).with_name("lint-imports")
 RUFF = Path(sys.executable).with_name("ruff")
 #: The seed's eleven module names (README, docs/design.md): the core ones are real modules, the
 #: others permanent faces of their module in a role package.
-CORE = ("state", "arms", "puct", "library", "prompts", "search", "scorer", "contract")
+CORE = (
+    "state",
+    "arms",
+    "puct",
+    "library",
+    "prompts",
+    "search",
+    "scorer",
+    "contract",
+    "endpoints",
+)
 FACES = {
     "execution": "harness.adapters.executor.client",
     "agent": "harness.run.step",

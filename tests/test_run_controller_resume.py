@@ -71,6 +71,7 @@ CHANGED = {
     "arm": "unguided",
     "parent_selection": "greedy",
     "run_seed": 7,
+    "guidance_request": "openai",  # another body: another endpoint contract
 }
 
 

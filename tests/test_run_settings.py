@@ -201,6 +201,7 @@ def test_identity_holds_the_resume_fields():
         "arm": "guidance-ttt",
         "parent_selection": "puct",
         "run_seed": 0,
+        "guidance_request": "sglang",
     }
 
 

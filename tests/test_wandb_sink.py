@@ -338,3 +338,74 @@ def test_serve_yaml_block_is_read_with_its_directory_made_absolute(tmp_path: Pat
     path.write_text(yaml.safe_dump(document, sort_keys=False))
     with pytest.raises(RunSettingsError, match=r"observability\.wandb\.mode"):
         RunSettings.load(path, environ={}, base_dir=tmp_path)
+
+
+def test_run_ids_come_from_the_state_directorys_run_id_for_both_writers(tmp_path: Path) -> None:
+    """Two runs of one task and a resume of the first, W&B offline, read back from the files:
+    three sessions, two harness run ids (the resume reuses its run's), groups of their own; and
+    Reef's tracker ids (its own `stable_run_id`, from the names the settings copy gives it)
+    follow the same rule."""
+    from reef.observability.wandb import stable_run_id
+
+    from harness.observe.wandb_sink import name_wandb_runs
+    from harness.storage.run_files import run_id
+
+    def session(state: Path, wb: Path, steps: range) -> tuple[WandbSink, dict[str, Any]]:
+        block = {"enabled": True, "mode": "offline", "project": "guidance-ttt"}
+        block["directory"] = str(wb)
+        name_wandb_runs(block, SCENARIO, state)  # what the run's settings copy holds
+        found = WandbOptions.from_block(block, SCENARIO, run_id=run_id(state))
+        assert found is not None
+        sink = WandbSink(found, identity=IDENTITY)  # the same identity: only the run id differs
+        feed(sink, state, steps, 2, 2)
+        sink.close()
+        return sink, block
+
+    for name in ("a", "b"):
+        synthetic_state_dir(tmp_path / name, steps=2, groups=2, rollouts=2)
+    first, block_a = session(tmp_path / "a", tmp_path / "wb1", range(1))
+    other, block_b = session(tmp_path / "b", tmp_path / "wb2", range(1))
+    again, block_again = session(tmp_path / "a", tmp_path / "wb3", range(1, 2))
+    runs = [offline_runs(tmp_path / f"wb{i}")[0] for i in (1, 2, 3)]
+    assert [r.run_id for r in runs] == [first.run_id, other.run_id, first.run_id]
+    assert first.run_id != other.run_id and again.run_id == first.run_id
+    short_a, short_b = run_id(tmp_path / "a")[:8], run_id(tmp_path / "b")[:8]
+    assert [r.group for r in runs] == [f"run-{s}/{SCENARIO}" for s in (short_a, short_b, short_a)]
+    assert runs[0].name == f"{SCENARIO}-{short_a}-search"
+
+    def reef_id(block: dict[str, Any]) -> str:
+        group = f"{block['group_prefix']}/{SCENARIO}"
+        return stable_run_id(
+            project="guidance-ttt",
+            entity=None,
+            group=group,
+            name_prefix=block["name_prefix"],
+            scenario=SCENARIO,
+            recipe="tttd",
+            run_segment=0,
+        )
+
+    assert reef_id(block_a) == reef_id(block_again) != reef_id(block_b)
+
+
+def test_an_experiments_runs_share_one_group_and_are_named_by_arm_and_seed(
+    tmp_path: Path,
+) -> None:
+    from harness.observe.wandb_sink import RunNames, name_wandb_runs
+    from harness.storage.run_files import run_id
+
+    groups, names = set(), []
+    for arm, seed in (("guidance-ttt", 0), ("unguided", 0), ("unguided", 1)):
+        state = tmp_path / f"{arm}-s{seed}"
+        block = {"enabled": True, "mode": "offline", "group_prefix": "team"}
+        name_wandb_runs(block, SCENARIO, state, RunNames("spring", arm, seed))
+        found = WandbOptions.from_block(block, SCENARIO, run_id=run_id(state))
+        assert found is not None
+        groups.add(found.group)
+        names.append(found.name)
+    assert groups == {f"team/spring/{SCENARIO}"}
+    assert [n.rsplit("-", 2)[0] for n in names] == [
+        "spring-guidance-ttt-s0",
+        "spring-unguided-s0",
+        "spring-unguided-s1",
+    ]

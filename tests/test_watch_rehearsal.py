@@ -22,6 +22,7 @@ from harness.observe.wandb_sink import SAMPLES_KEY
 from harness.rehearsal.rehearse import TOKEN, RehearsalOptions, rehearse
 from harness.rehearsal.stand_ins import task_dir
 from harness.results import load_run
+from harness.storage.run_files import run_id
 from tests.browser import browser, chromium_or_skip
 from tests.wandb_records import OfflineRun, offline_runs
 
@@ -92,7 +93,8 @@ def test_the_search_run_has_every_steps_metrics_and_samples(rehearsed: Path) -> 
     search, reef = runs_by_kind(rehearsed)
     assert len(search) == 1
     run = search[0]
-    assert (run.project, run.group) == ("guidance-ttt", SCENARIO)
+    group = f"run-{run_id(rehearsed)[:8]}/{SCENARIO}"  # a plain run's group is its own
+    assert (run.project, run.group) == ("guidance-ttt", group)
     rows = [row for row in run.history if "search/step" in row]
     assert [row["search/step"] for row in rows] == [0, 1]
     for row in rows:
@@ -113,14 +115,17 @@ def test_the_search_run_has_every_steps_metrics_and_samples(rehearsed: Path) -> 
     # One of the rehearsal's answers is malformed guidance: its fraction shows in step 0.
     assert rows[0]["search/format_error_fraction"] > 0
     # Reef's own tracker, configured by the same block, wrote its run into the same group.
-    assert reef and all((r.project, r.group) == ("guidance-ttt", SCENARIO) for r in reef)
+    assert reef and all((r.project, r.group) == ("guidance-ttt", group) for r in reef)
 
 
 def test_a_resumed_rehearsal_continues_the_same_search_run(rehearsed: Path) -> None:
-    (before,), _ = runs_by_kind(rehearsed)
+    (before,), reef_before = runs_by_kind(rehearsed)
     run_rehearsal(rehearsed, steps=3)
-    search, _ = runs_by_kind(rehearsed)
+    search, reef_after = runs_by_kind(rehearsed)
     assert {r.run_id for r in search} == {before.run_id}
+    # Reef's tracker derives its id from the names the run's settings copy gives it: the
+    # resumed run writes into the run it wrote before.
+    assert {r.run_id for r in reef_after} == {r.run_id for r in reef_before}
     steps = [row["search/step"] for r in search for row in r.history if "search/step" in row]
     assert sorted(steps) == [0, 1, 2]
 

@@ -111,6 +111,7 @@ def status_report(
         "task_text": results.run_task_text(view),
         "arm": results.run_arm(view),
         "run_seed": results.run_seed(view),
+        "requests": results.run_requests(view),
         "suite": results.run_suite(view),
         "seed_rescored_from": results.seed_rescored(view),
         "next_step": view.next_step,
@@ -163,6 +164,10 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     if report.get("arm"):
         seed = report.get("run_seed")
         table.add_row("arm", f"{report['arm']}" + ("" if seed is None else f", run seed {seed}"))
+    requests = report.get("requests") or {}
+    if any(requests.values()):
+        shown = [f"{who} {how}" for who, how in requests.items() if how]
+        table.add_row("requests", "; ".join(shown))
     table.add_row("step", step_text(report))
     table.add_row("best score", best_text(report))
     last = report["last_step"]

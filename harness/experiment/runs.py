@@ -28,6 +28,7 @@ from rich.console import Console
 
 from harness.experiment.index import write_index
 from harness.experiment.plan import Plan, PlannedRun
+from harness.observe.wandb_sink import RunNames, name_wandb_runs
 from harness.run.controller import ResumeRefused
 from harness.run.spend import SpendLimitReached
 from harness.settings.copies import (
@@ -39,6 +40,7 @@ from harness.settings.copies import (
     write_copy,
 )
 from harness.settings.paths import REPO_ROOT, RUN_SH
+from harness.settings.run_settings import scenario_name
 
 
 def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
@@ -137,7 +139,16 @@ def run_settings_document(plan: Plan, item: PlannedRun, state: Path) -> dict[str
         max_cost_usd=plan.max_cost_usd,
         max_tokens=plan.max_tokens,
     )
-    fill_run(document, values)
+    run = fill_run(document, values)
+    run["harness"]["experiment"]["name"] = plan.name
+    # One W&B group for the experiment, each run named by arm and seed, ids from the run's id:
+    # for the harness and for Reef's tracker, which reads this copy.
+    observability = document.setdefault("observability", {}) or {}
+    document["observability"] = observability
+    block = observability.setdefault("wandb", {}) or {}
+    observability["wandb"] = block
+    names = RunNames(plan.name, item.arm.name, item.arm.run_seed)
+    name_wandb_runs(block, scenario_name(run["task"]), state, names)
     if is_frozen(document):  # runs here, maybe several at once: each its own Reef port
         from harness.adapters.reef.process import free_port
 

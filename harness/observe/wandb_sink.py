@@ -35,7 +35,7 @@ from typing import Any
 
 from harness.observe.cost import PriceTable
 from harness.observe.search_metrics import SAMPLE_COLUMNS, sample_rows, step_metrics, timings_of
-from harness.storage.run_files import ARCHIVE_DIR
+from harness.storage.run_files import ARCHIVE_DIR, run_id
 from harness.storage.store import read_committed
 
 log = logging.getLogger(__name__)
@@ -58,29 +58,46 @@ class WandbOptions:
     tags: tuple[str, ...] = ()
     directory: Path | None = None
 
+    #: The run's own id (`harness.storage.run_files.run_id`); None: keyed by `identity` alone.
+    run_key: str | None = None
+
     @classmethod
-    def from_block(cls, block: Mapping[str, Any], scenario: str) -> WandbOptions | None:
+    def from_block(
+        cls,
+        block: Mapping[str, Any],
+        scenario: str,
+        *,
+        run_id: str | None = None,
+        experiment: RunNames | None = None,
+    ) -> WandbOptions | None:
         """The options of an active block; None when it is off (`enabled: false` or
-        `mode: disabled`), which means nothing is imported and nothing is logged."""
+        `mode: disabled`), which means nothing is imported and nothing is logged. With the
+        run's `run_id` the group and name are `run_names`' (one group per experiment, or per
+        plain run; the run named by arm and seed) and the W&B id is derived from the run id."""
         mode = block.get("mode") or ("online" if block.get("enabled") else "disabled")
         if mode not in MODES:
             raise ValueError(f"observability.wandb.mode is {mode!r}; use one of {', '.join(MODES)}")
         if not block.get("enabled") or mode == "disabled":
             return None
-        prefix = block.get("group_prefix")
+        prefix, name_prefix = block.get("group_prefix"), block.get("name_prefix")
+        if run_id is not None:
+            prefix, name_prefix = run_names(block, scenario, run_id, experiment)
         directory = block.get("directory")
         return cls(
             mode=mode,
             project=block.get("project") or "reef",
             group=f"{prefix}/{scenario}" if prefix else scenario,
-            name=f"{block.get('name_prefix') or scenario}-search",
+            name=f"{name_prefix or scenario}-search",
             entity=block.get("entity") or None,
             tags=tuple(block.get("tags") or ()),
             directory=Path(directory).expanduser() if directory else None,
+            run_key=run_id,
         )
 
     def run_id(self, identity: Mapping[str, Any]) -> str:
-        """A W&B run id that is the same for every session of one run (a resume continues it)."""
+        """A W&B run id that is the same for every session of one run (a resume continues it):
+        derived from the run's own id when there is one (two runs never share it), else from
+        the project, group, name and `identity`."""
         key = json.dumps(
             {
                 "project": self.project,
@@ -88,11 +105,55 @@ class WandbOptions:
                 "group": self.group,
                 "name": self.name,
                 "identity": dict(identity),
-            },
+            }
+            if self.run_key is None
+            else {"project": self.project, "entity": self.entity, "run": self.run_key},
             sort_keys=True,
             default=str,
         )
         return hashlib.sha256(b"guidance-ttt-search\0" + key.encode()).hexdigest()[:32]
+
+
+@dataclass(frozen=True)
+class RunNames:
+    """What names a run of an experiment in W&B: the experiment, the arm and the run seed."""
+
+    experiment: str
+    arm: str
+    seed: int
+
+
+def run_names(
+    block: Mapping[str, Any], scenario: str, run_id: str, experiment: RunNames | None = None
+) -> tuple[str, str]:
+    """The `(group_prefix, name_prefix)` of one run, as both W&B writers take them (Reef's
+    tracker names its group `<group_prefix>/<scenario>` and its runs `<name_prefix>-segment-N`,
+    and derives its run id from them; the harness's run is `<name_prefix>-search` in the same
+    group). An experiment's runs share the group `<experiment>` (under the block's own
+    `group_prefix`, if any) and are named `<experiment>-<arm>-s<seed>`; a plain run's group is
+    its own, `run-<id8>`. Every name prefix ends in the run id's first 8 digits, so Reef's
+    tracker ids of two runs never collide and a resumed run keeps its own."""
+    short = run_id[:8]
+    user_prefix = block.get("group_prefix")
+    if str(block.get("name_prefix") or "").endswith(f"-{short}"):
+        return user_prefix or "", str(block["name_prefix"])  # a settings copy already named it
+    if experiment is not None:
+        group = experiment.experiment
+        name = f"{experiment.experiment}-{experiment.arm}-s{experiment.seed}-{short}"
+    else:
+        group = f"run-{short}"
+        name = f"{block.get('name_prefix') or scenario}-{short}"
+    return (f"{user_prefix}/{group}" if user_prefix else group), name
+
+
+def name_wandb_runs(
+    block: dict, scenario: str, state_dir: Path, experiment: RunNames | None = None
+) -> None:
+    """Set a settings copy's `group_prefix` and `name_prefix` to the run's own W&B names
+    (`harness.observe.wandb_sink.run_names`, from the state directory's run id), so Reef's
+    tracker, which reads this copy, derives its run ids and group from the run too."""
+    group, name = run_names(block, scenario, str(run_id(Path(state_dir))), experiment)
+    block.update(group_prefix=group or None, name_prefix=name)
 
 
 class WandbSink:

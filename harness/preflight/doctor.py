@@ -28,6 +28,7 @@ from harness.adapters.executor.backends import (
     ExecutionBackend,
     configured_backend,
 )
+from harness.endpoints import RequestShape
 from harness.preflight.machine import (
     DEFAULT_MIN_FREE_GB,
     DEFAULT_MODEL_ID,
@@ -66,13 +67,17 @@ def run_preflight(
     guidance_url: str | None = None,
     settings_keys: Callable[[str], str] | None = None,
     environment: Callable[[], CheckResult] | None = None,
+    guidance_model: str | None = None,
+    guidance_shape: RequestShape | None = None,
 ) -> PreflightReport:
     """Run every check in table order and collect the rows; never raises for a failing check.
     `score_seed=None` checks the judge's health only; `task_dir` adds the task row.
     `guidance_url` (frozen-guidance mode: the OpenAI-compatible endpoint Reef proxies) replaces
     the GPU and model rows by a guidance row: a frozen run trains nothing and loads no weights.
     `settings_keys` names a run-level key as the settings file in use spells it (fix hints
-    name it); `environment` adds the row of where the Harbor trial runs (run.sh's episode)."""
+    name it); `environment` adds the row of where the Harbor trial runs (run.sh's episode).
+    `guidance_model` and `guidance_shape` make the guidance row send one request of the run's
+    shape (without them it only lists the endpoint's models)."""
     key = settings_keys or (lambda name: f"training.config.{name}")
     checks: list[tuple[str, Callable[[], CheckResult]]] = [("python", check_python)]
     if guidance_url is None:
@@ -81,7 +86,14 @@ def run_preflight(
             ("model", lambda: check_model(model_dir, model_id)),
         ]
     else:
-        checks.append(("guidance", lambda: check_guidance(guidance_url)))
+        checks.append(
+            (
+                "guidance",
+                lambda: check_guidance(
+                    guidance_url, model=guidance_model, shape=guidance_shape, settings_key=key
+                ),
+            )
+        )
     if task_dir is not None:
         checks.append(("task", lambda: check_task(task_dir, seed_file)))
     checks += [
@@ -291,6 +303,8 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         seed_file=args.seed_file,
         guidance_url=args.guidance_url,
         settings_keys=args.settings.settings_key if args.settings else None,
+        guidance_model=args.settings.model if args.settings and args.guidance_url else None,
+        guidance_shape=args.settings.guidance_shape if args.settings else None,
         environment=(
             (lambda: check_trial_environment(args.trial_environment))
             if args.trial_environment

@@ -23,6 +23,10 @@ class CheckResult:
     detail: str
     fix: str = ""
 
+    def line(self) -> str:
+        """The row in one line: ``name: detail — fix`` (the fix only when missing)."""
+        return f"{self.name}: {self.detail}" + (f" — {self.fix}" if self.fix else "")
+
 
 def ready_check(name: str, detail: str) -> CheckResult:
     """A ready row: `detail` says what was found."""
@@ -63,6 +67,8 @@ class PreflightReport:
         console.print(self.table(ascii_only=not console.is_terminal))
 
     def failure_message(self) -> str:
-        """One line naming every missing check, for the end of a failed run."""
+        """One line naming every missing check, for the end of a failed run, then each missing
+        row in one line (`CheckResult.line`: what is wrong and the setting to change)."""
         names = ", ".join(check.name for check in self.missing)
-        return f"preflight failed: missing {names} (see the table above for how to fix each)"
+        head = f"preflight failed: missing {names} (see the table above for how to fix each)"
+        return "\n".join([head, *(check.line() for check in self.missing)])

@@ -10,16 +10,26 @@ API key is sent where needed but only ever reported by its variable's name.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable
 from dataclasses import replace
+from typing import Any
 
 import httpx
 
 from harness.adapters.executor.backends import ExecutionBackend
-from harness.adapters.executor.client import ExecutionClient, ExecutionError, MissingAPIKeyError
+from harness.adapters.executor.client import (
+    ACCESS_STATUSES,
+    ExecutionClient,
+    ExecutionError,
+    ExecutionHTTPError,
+    MissingAPIKeyError,
+)
 from harness.adapters.judge.suites import suite_name
 from harness.adapters.judge.token import TOKEN_ENV, judge_headers, unauthorized_hint
+from harness.endpoints import OPENAI_CHAT_FIELDS, RequestShape
 from harness.preflight.report import CheckResult, missing_check, ready_check
+from harness.prompts import Prompt, guidance_request_body
 from harness.state import VerificationResult
 
 HEALTH_TIMEOUT_S = 5.0
@@ -103,22 +113,134 @@ def seed_on_suite(verdict: VerificationResult) -> str:
     )
 
 
-def check_guidance(url: str) -> CheckResult:
-    """Frozen-guidance mode: the OpenAI-compatible endpoint answers `GET <url>/v1/models`."""
-    target = url.rstrip("/") + "/v1/models"
+def check_guidance(
+    url: str,
+    *,
+    model: str | None = None,
+    shape: RequestShape | None = None,
+    settings_key: Callable[[str], str] = lambda name: f"training.config.{name}",
+) -> CheckResult:
+    """Frozen-guidance mode: the OpenAI-compatible endpoint lists `model` at `GET <url>/v1/models`
+    (when it lists models) and answers one real request of the run's own shape (the guidance
+    body shaped by `shape`, `max_completion_tokens` cut to `PROBE_MAX_TOKENS`). A refusal is the
+    row's reason in one line: the endpoint's own message and the setting that changes the body.
+    The tokens the call used are shown in the row (they are billed like any other call)."""
+    base = url.rstrip("/")
     fix = (
         "start the guidance server, or set GUIDANCE_TTT_GUIDANCE_URL (without /v1) and "
         "GUIDANCE_TTT_GUIDANCE_MODEL for serve-frozen.yaml"
     )
     key = os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
+    target = base + "/v1/models"
     try:
         response = httpx.get(target, headers=headers, timeout=HEALTH_TIMEOUT_S)
     except httpx.HTTPError as exc:
         return missing_check("guidance", f"GET {target} failed: {type(exc).__name__}: {exc}", fix)
     if response.status_code != 200:
         return missing_check("guidance", f"GET {target} answered {response.status_code}", fix)
-    return ready_check("guidance", f"{url} answers (frozen guidance: no GPUs or weights needed)")
+    if model is None:
+        return ready_check(
+            "guidance", f"{url} answers (frozen guidance: no GPUs or weights needed)"
+        )
+    listed = _model_ids(response)
+    if listed is not None and model not in listed:
+        shown = ", ".join(listed[:5]) + (" …" if len(listed) > 5 else "")
+        return missing_check(
+            "guidance",
+            f"{target} lists {shown or 'no models'}, not {model!r}",
+            "set GUIDANCE_TTT_GUIDANCE_MODEL (inference.upstream-model) to a listed id",
+        )
+    shape = shape or RequestShape()
+    body = shape.apply(
+        guidance_request_body(PROBE_PROMPT, model=model, max_tokens=PROBE_MAX_TOKENS)
+    )
+    chat = base + "/v1/chat/completions"
+    try:
+        answer = httpx.post(chat, json=body, headers=headers, timeout=GUIDANCE_PROBE_TIMEOUT_S)
+    except httpx.HTTPError as exc:
+        return missing_check("guidance", f"POST {chat} failed: {type(exc).__name__}: {exc}", fix)
+    if not answer.is_success:
+        message = endpoint_message(answer)
+        return missing_check(
+            "guidance",
+            f"the endpoint refused the request ({answer.status_code}): {message}",
+            request_fix(message, shape, settings_key("harness.guidance.request")),
+        )
+    used = _total_tokens(answer)
+    return ready_check(
+        "guidance",
+        f"{url} serves {model!r} and answered a request of the run's shape "
+        f"(dialect {shape.describe()}; {used} tokens)",
+    )
+
+
+#: The guidance preflight's one real request: the run's body with a tiny answer budget.
+PROBE_PROMPT = Prompt("You are a preflight check.", "Reply with OK.")
+PROBE_MAX_TOKENS = 16
+GUIDANCE_PROBE_TIMEOUT_S = 120.0
+#: How services name a field they refuse: OpenAI's "Unrecognized request argument supplied: X",
+#: "unknown field/parameter X", pydantic's "Extra inputs are not permitted" with the field.
+_UNRECOGNIZED = re.compile(
+    r"(?:Unrecognized request argument supplied|[Uu]nknown (?:field|param(?:eter)?)|"
+    r"[Ee]xtra (?:inputs|fields)[^:]*)[:\s]+['\"`]?([A-Za-z_][\w.]*)"
+)
+
+
+def endpoint_message(response: httpx.Response) -> str:
+    """The endpoint's own error message in one line (OpenAI's `error.message`, SGLang's
+    `message`, FastAPI's `detail`), else the start of the body."""
+    try:
+        payload = response.json()
+    except ValueError:
+        payload = None
+    message: Any = None
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        message = error.get("message") if isinstance(error, dict) else error
+        message = message or payload.get("message") or payload.get("detail")
+    text = str(message) if message else response.text
+    return " ".join(text.split())[:300] or f"HTTP {response.status_code}"
+
+
+def request_fix(
+    message: str, shape: RequestShape, where: str, explicit: frozenset[str] = frozenset()
+) -> str:
+    """The setting that changes what the endpoint refused: the `openai` dialect when the field
+    is one it leaves out, else dropping that field (always for an `explicit` field, one the
+    settings add, which no dialect removes); a generic hint when no field is named."""
+    found = _UNRECOGNIZED.search(message)
+    if found is None:
+        return f"check {where} (dialect: sglang | openai | openrouter; drop; extra_body)"
+    name = found.group(1)
+    if name not in explicit and shape.dialect != "openai" and name not in OPENAI_CHAT_FIELDS:
+        return f"set {where}.dialect: openai (it sends no {name})"
+    if name == "max_tokens" and shape.dialect != "openai":
+        return f"set {where}.dialect: openai (it sends max_completion_tokens)"
+    return f"set {where}.drop: [{name}] (or remove it from the settings that add it)"
+
+
+def _message_of(body: str) -> str | None:
+    """The error message in an error body kept as text (`ExecutionHTTPError.body`)."""
+    return endpoint_message(httpx.Response(400, text=body)) if body else None
+
+
+def _model_ids(response: httpx.Response) -> list[str] | None:
+    try:
+        data = response.json().get("data")
+    except (ValueError, AttributeError):
+        return None
+    if not isinstance(data, list):
+        return None
+    return [str(item.get("id")) for item in data if isinstance(item, dict) and item.get("id")]
+
+
+def _total_tokens(response: httpx.Response) -> int | str:
+    try:
+        usage = response.json().get("usage") or {}
+        return int(usage.get("total_tokens"))
+    except (ValueError, AttributeError, TypeError):
+        return "unknown"
 
 
 def check_executor(
@@ -160,6 +282,20 @@ def check_executor(
     try:
         with ExecutionClient(probe_backend) as client:
             detail = client.probe()
+    except ExecutionHTTPError as exc:
+        if exc.status in ACCESS_STATUSES or exc.status >= 500:
+            return missing_check("executor", f"{label}: {exc}", fix)
+        message = _message_of(exc.body) or str(exc)
+        return missing_check(
+            "executor",
+            f"{label}: the endpoint refused the request ({exc.status}): {message}",
+            request_fix(
+                message,
+                RequestShape(backend.dialect),
+                settings_key("harness.executor.request"),
+                frozenset(backend.request_options),
+            ),
+        )
     except ExecutionError as exc:
         if isinstance(exc, MissingAPIKeyError):
             fix = f"export {backend.api_key_env}=<your key>"

@@ -12,6 +12,14 @@ suite and ``guidance-ttt rehearse`` both use it (the tests import it as ``tests.
         client_base_url = server.v1_url      # http://127.0.0.1:PORT/v1
         ...
         assert server.requests[0].body["model"] == "..."
+
+``mode`` says which service's request definition it holds chat requests to
+(`harness.rehearsal.request_checks`): ``lenient`` (any JSON body), ``strict`` (OpenAI's API: the
+installed ``openai`` package's request types; an unknown top-level field is ``400
+Unrecognized request argument supplied: <field>``), ``sglang`` (SGLang's server: unknown fields
+ignored, declared ones type-checked) or ``openrouter`` (OpenRouter's documented parameters). A
+refused request is recorded (``refused`` holds the message) and answered 400 with OpenAI's error
+object; it takes no scripted reply.
 """
 
 from __future__ import annotations
@@ -24,6 +32,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from harness.rehearsal.request_checks import CHECKS, MODES, warm_up
 
 
 @dataclass(frozen=True)
@@ -69,8 +79,15 @@ class OpenAIFixture:
     ``model`` is what ``/v1/models`` lists and what answers name when the request names none.
     """
 
-    def __init__(self, reply: ReplySource = "ok", *, model: str = "fixture-model") -> None:
+    def __init__(
+        self, reply: ReplySource = "ok", *, model: str = "fixture-model", mode: str = "lenient"
+    ) -> None:
+        if mode not in MODES:
+            raise ValueError(f"OpenAIFixture mode {mode!r}; choose one of {', '.join(MODES)}")
         self.model = model
+        self.mode = mode
+        #: The messages of the requests this fixture refused, in arrival order.
+        self.refused: list[str] = []
         self._default = reply
         self._queued: deque[Reply | str] = deque()
         self._lock = threading.Lock()
@@ -84,6 +101,8 @@ class OpenAIFixture:
         """Bind 127.0.0.1 on a free port and serve on a daemon thread."""
         if self._server is not None:
             return self
+        if self.mode != "lenient":
+            warm_up(self.mode)  # build the validators now, not inside the first request
         fixture = self
 
         class Handler(_Handler):
@@ -190,6 +209,15 @@ class _Handler(BaseHTTPRequestHandler):
         route = self.path.split("?")[0].rstrip("/")
         if route not in ("/v1/chat/completions", "/v1/completions"):
             self._json(404, {"error": {"message": f"no route {self.path}"}})
+            return
+        check = CHECKS.get(self.owner.mode)
+        refusal = check(body) if check is not None and route == "/v1/chat/completions" else None
+        if refusal is not None:
+            with self.owner._lock:
+                self.owner.requests.append(request)
+                self.owner.refused.append(refusal)
+            error = {"message": refusal, "type": "invalid_request_error", "param": None}
+            self._json(400, {"error": {**error, "code": None}})
             return
         reply = self.owner._next_reply(request)
         if reply.delay_s > 0:

@@ -31,6 +31,7 @@ from harness.adapters.executor.backends import backend_from_name
 from harness.contract import load_contract
 from harness.observe.events import EventLog, Fanout
 from harness.observe.progress import ProgressDisplay
+from harness.observe.wandb_sink import name_wandb_runs
 from harness.rehearsal.judge_process import LocalJudge
 from harness.rehearsal.openai_server import OpenAIFixture
 from harness.rehearsal.reef_process import free_port, running_reef
@@ -48,7 +49,7 @@ from harness.run.services import production_services
 from harness.run.watchers import wandb_sink
 from harness.settings.copies import RunValues, fill_run, load_document, write_copy
 from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
-from harness.settings.run_settings import RunSettings
+from harness.settings.run_settings import RunSettings, scenario_name
 from harness.storage.run_files import event_log_path
 
 SETTINGS_FILE = "serve-frozen.yaml"
@@ -87,6 +88,8 @@ class RehearsalOptions:
     #: The seed record inside the task (default: the template's shelf packer; a task's own
     #: solution/seed.json with --task).
     seed: str | None = None
+    #: `harness.guidance.request.dialect` in the written settings (None: the template's).
+    guidance_dialect: str | None = None
 
     @property
     def seed_record(self) -> str:
@@ -136,6 +139,7 @@ def write_settings(
     if options.wandb:
         block = document.setdefault("observability", {}).setdefault("wandb", {})
         block.update(dict(options.wandb))
+        name_wandb_runs(block, scenario_name(run["task"]), state_dir)
     run["harness"].update(
         executor_backend="gpt_oss_120b",
         gpt_oss_reasoning_effort="high",
@@ -144,6 +148,8 @@ def write_settings(
         seed=options.seed_record,
     )
     run["harness"].pop("executor", None)  # the stand-in's address is given at run time
+    if options.guidance_dialect is not None:
+        run["harness"]["guidance"] = {"request": {"dialect": options.guidance_dialect}}
     header = (
         "# Written by `guidance-ttt rehearse`: the repository's serve-frozen.yaml with the\n"
         "# rehearsal's stand-in guidance model, judge, ports, grid and STEPS filled in.\n"

@@ -154,6 +154,23 @@ def run_arm(view: RunView) -> str:
     return arm if arm == "best-of-n" or selection == "puct" else f"{arm}/{selection}"
 
 
+def run_requests(view: RunView) -> dict[str, str | None]:
+    """How the run shapes each endpoint's requests (`harness.endpoints.RequestShape.describe`):
+    the guidance's from the resume identity (else the last `run_started` event; `sglang`, the
+    reference's body, for a run from before shapes were recorded) and the executor's from the
+    last `run_started` event (None when not recorded)."""
+    started = view.events_of("run_started")
+    last = started[-1] if started else {}
+    guidance = last.get("guidance_request", "sglang")
+    if view.resume is not None:
+        guidance = view.resume.identity.guidance_request
+    executor = last.get("executor_request")
+    return {
+        "guidance": None if guidance is None else str(guidance),
+        "executor": None if executor is None else str(executor),
+    }
+
+
 def run_seed(view: RunView) -> int | None:
     """The run seed (`harness.arms`), or None when the run did not record one."""
     if view.resume is not None:

@@ -29,6 +29,7 @@ from harness.adapters.executor.backends import ExecutionBackend
 from harness.adapters.executor.client import ExecutionResult, ExecutorAccessError
 from harness.arms import ADDS_TO_TREE, UNGUIDED_INSTRUCTION, Arm
 from harness.contract import TaskContract
+from harness.endpoints import RequestShape, valid_data, valid_text
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
 from harness.scorer import Scorer
 from harness.search import GuidanceFormatError, extract_solution, extract_summary, parse_guidance
@@ -98,6 +99,8 @@ class RolloutSettings:
     groups_per_step: int
     rollouts_per_group: int
     arm: Arm = field(default_factory=Arm)
+    #: How the guidance body is shaped for its endpoint (`harness.endpoints`).
+    guidance_shape: RequestShape = field(default_factory=RequestShape)
 
 
 @dataclass(frozen=True)
@@ -148,16 +151,19 @@ def run_rollout(
     receipt: str | None = None
     prompt_record: dict[str, str] | None = None
     text = ""
+    guidance_repairs = 0
     if arm.guided:
         prompt = guidance_prompt(settings.contract, settings.problem, task.parent_entry)
-        body = guidance_request_body(
-            prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
+        body = settings.guidance_shape.apply(
+            guidance_request_body(
+                prompt, model=settings.model, max_tokens=settings.guidance_max_tokens
+            )
         )
         prompt_record = prompt.to_dict()
         on_stage("guidance")
         response, receipt = guidance.guide(body)
         timings["guidance_s"] = time.monotonic() - started
-        text = _content(response)
+        text, guidance_repairs = valid_text(_content(response))
     guidance_text: str | None = UNGUIDED_INSTRUCTION
     malformed: GuidanceFormatError | None = None
     if arm.guided:
@@ -183,8 +189,14 @@ def run_rollout(
         parent_selection=arm.selection,
         run_seed=arm.run_seed,
     )
+    repairs = dict(candidate.result.repairs or {}) if candidate.result else {}
+    if guidance_repairs:
+        repairs["raw_guidance_text"] = guidance_repairs
+    if repairs:
+        metadata["model_text_repairs"] = repairs
     if not arm.grows_tree:
         metadata[ADDS_TO_TREE] = False
+    metadata = valid_data(metadata)  # the backstop: every string of the record valid UTF-8
     slot = task.slot
     entry = build_entry(
         parent=task.parent,

@@ -26,6 +26,7 @@ from harness.adapters.executor.client import require_api_key
 from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
 from harness.adapters.reef.channel import ReefChannel
 from harness.contract import DEFAULT_TASK_TEXT, load_task
+from harness.endpoints import RequestShape
 from harness.library import Archive
 from harness.observe.cost import load_prices, usage_by_step
 from harness.observe.events import EventSink
@@ -117,6 +118,7 @@ def run_steps(
             groups_per_step=settings.groups_per_step,
             rollouts_per_group=settings.rollouts_per_group,
             arm=settings.arm_spec,
+            guidance_shape=settings.guidance_shape,
         )
         seed_record = task_dir / settings.seed_file
         overrides = dict(controller_overrides or {})
@@ -257,6 +259,11 @@ def _emit_run_started(
         arm=settings.arm,
         parent_selection=settings.parent_selection,
         run_seed=settings.run_seed,
+        # How each endpoint's requests are shaped (harness.endpoints; `status` shows them).
+        guidance_request=settings.guidance_shape.describe() if settings.arm_spec.guided else None,
+        executor_request=RequestShape(
+            services.executor.backend.dialect, services.executor.backend.drop
+        ).describe(),
         # Where this run's settings and services are: status, inspect and plot of this
         # state directory read them instead of the defaults.
         settings_file=str(settings.config_path),

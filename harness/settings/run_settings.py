@@ -22,6 +22,7 @@ from typing import Any
 from harness import arms
 from harness.adapters.executor.backends import ExecutionBackend, configured_backend
 from harness.contract import DEFAULT_TASK_TEXT
+from harness.endpoints import RequestShape
 from harness.settings.document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
@@ -156,6 +157,17 @@ class RunSettings:
     max_tokens: int | None = None
     #: ``harness.pricing``: per-model prices over the packaged table (``harness.observe.cost``).
     pricing: Mapping[str, Mapping[str, float | None]] | None = None
+    #: How guidance requests are shaped (harness.guidance.request; `RequestShape.safe_dict()`).
+    guidance_request: Mapping[str, Any] = field(
+        default_factory=lambda: RequestShape().safe_dict(), hash=False
+    )
+    #: The experiment this run is part of (harness.experiment.name), None for a plain run.
+    experiment_name: str | None = None
+
+    @property
+    def guidance_shape(self) -> RequestShape:
+        """The guidance endpoint's request shape (`harness.endpoints`)."""
+        return RequestShape.from_dict(self.guidance_request)
 
     @property
     def arm_spec(self) -> arms.Arm:
@@ -175,7 +187,7 @@ class RunSettings:
     @property
     def scenario(self) -> str:
         """The Reef scenario of this task: ``guidance-ttt-<task-with-dashes>``."""
-        return "guidance-ttt-" + self.task_name.replace("_", "-")
+        return scenario_name(self.task)
 
     @property
     def reef_url(self) -> str:
@@ -207,6 +219,7 @@ class RunSettings:
             "arm": self.arm,
             "parent_selection": self.parent_selection,
             "run_seed": self.run_seed,
+            "guidance_request": self.guidance_shape.describe(),
         }
 
     def safe_dict(self) -> dict[str, Any]:
@@ -242,6 +255,11 @@ class RunSettings:
             frozen = validate_document(document, config_path, FrozenServeSettings)
             return _frozen_record(frozen, config_path, base)
         return _record(validate_document(document, config_path, ServeSettings), config_path, base)
+
+
+def scenario_name(task: str) -> str:
+    """The Reef scenario of a task (a name or a path): ``guidance-ttt-<task-with-dashes>``."""
+    return "guidance-ttt-" + Path(task).name.replace("_", "-")
 
 
 def _absolute(value: str, base: Path) -> Path:
@@ -291,6 +309,8 @@ def _harness_fields(harness: HarnessConfig, mode: str = "trained") -> dict[str, 
         "pricing": None
         if harness.pricing is None
         else {model: price.model_dump() for model, price in harness.pricing.items()},
+        "guidance_request": harness.guidance.request.shape().safe_dict(),
+        "experiment_name": harness.experiment.name,
     }
 
 

@@ -46,6 +46,7 @@ from harness.adapters.executor.backends import (
 from harness.contract import DEFAULT_TASK_TEXT
 from harness.settings.document import RunSettingsError, ServeDocument
 from harness.settings.observability import ObservabilitySection
+from harness.settings.requests import GuidanceSettings, RequestSettings
 from harness.validation import (
     WITHHELD,
     HyphenSection,
@@ -145,6 +146,9 @@ class ExperimentConfig(Section):
     parent_selection: Literal["puct", "greedy", "uniform"] = arms.DEFAULT_SELECTION
     #: PUCT tie-breaks (ids derive from it), uniform draws, the executor's sampling seeds.
     run_seed: Integer = Field(arms.DEFAULT_RUN_SEED, ge=0)
+    #: The experiment this run belongs to (`guidance-ttt experiment` writes it; not identity):
+    #: its runs share one W&B group and are named by arm and seed.
+    name: str | None = None
 
 
 class SpendLimit(Section):
@@ -195,6 +199,8 @@ class ExecutorSettings(Section):
     max_tokens: _unset(Annotated[Integer, Field(ge=1)]) = None
     timeout_s: _unset(Annotated[float, Field(gt=0)]) = None
     max_retries: _unset(Annotated[Integer, Field(ge=0)]) = None
+    #: How the bodies are shaped (harness.settings.requests): dialect, drop, extra_body.
+    request: RequestSettings | None = None
 
     @field_validator("api_key_env")
     @classmethod
@@ -207,8 +213,17 @@ class ExecutorSettings(Section):
         return value
 
     def overrides(self) -> dict[str, Any]:
-        """The keys that are set, as `configured_backend` takes them."""
-        return {key: value for key, value in self.model_dump().items() if value is not None}
+        """The keys that are set, as `configured_backend` takes them (``request`` becomes
+        ``dialect`` and ``drop``; its ``extra_body`` is merged over ``extra_body``)."""
+        values = {key: value for key, value in self.model_dump().items() if value is not None}
+        request = values.pop("request", None)
+        if request is not None:
+            values["dialect"] = request["dialect"]
+            if request["drop"]:
+                values["drop"] = list(request["drop"])
+            if request["extra_body"]:
+                values["extra_body"] = {**(values.get("extra_body") or {}), **request["extra_body"]}
+        return values
 
 
 class HarnessConfig(Section):
@@ -234,6 +249,8 @@ class HarnessConfig(Section):
     spend_limit: SpendLimit = SpendLimit()
     #: The executor by endpoint and model (presets' values replaced key by key).
     executor: ExecutorSettings = Field(default_factory=ExecutorSettings, validate_default=True)
+    #: The guidance endpoint's request options (frozen mode; harness.settings.requests).
+    guidance: GuidanceSettings = Field(default_factory=GuidanceSettings)
     #: Free disk the preflight asks for at the state directory, in GB (unset: 100 for a trained
     #: run, which keeps Megatron checkpoints; 5 for a frozen one, which keeps none).
     min_free_gb: _unset(Annotated[float, Field(ge=0)]) = None
@@ -365,6 +382,13 @@ class TrainingConfig(RunConfig):
 
     @model_validator(mode="after")
     def _the_arm_trains(self) -> TrainingConfig:
+        request = self.harness.guidance.request
+        if request.shape() != RequestSettings().shape():
+            raise ValueError(
+                "harness.guidance.request: a trained run's guidance model is Reef's SGLang, "
+                "which takes the reference's body; request options are for frozen mode "
+                "(serve-frozen.yaml)"
+            )
         arm = self.harness.experiment.arm
         if arm != arms.DEFAULT_ARM:
             raise ValueError(

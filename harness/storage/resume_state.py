@@ -86,12 +86,19 @@ class RunIdentity:
     arm: str = "guidance-ttt"
     parent_selection: str = "puct"
     run_seed: int = 0
+    #: How guidance requests are shaped (`harness.endpoints.RequestShape.describe()`): the
+    #: reference's body is `sglang`. A record written before request shapes existed sent it.
+    guidance_request: str = "sglang"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.task_text, str) and self.task_text):
             raise ValueError(f"run identity task_text is {self.task_text!r}, which is not valid")
         if self.mode not in RUN_MODES:
             raise ValueError(f"run identity mode is {self.mode!r}; choose one of {RUN_MODES}")
+        if not (isinstance(self.guidance_request, str) and self.guidance_request):
+            raise ValueError(
+                f"run identity guidance_request is {self.guidance_request!r}, which is not valid"
+            )
         untrained = (
             ("lora_rank", "inference_tensor_parallel_size", "megatron_tensor_parallel_size")
             if self.mode == "frozen"
@@ -99,7 +106,7 @@ class RunIdentity:
         )
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("mode", "task_text") or (
+            if f.name in ("mode", "task_text", "guidance_request") or (
                 f.name == "gpt_oss_reasoning_effort" and value is None
             ):
                 continue
@@ -291,7 +298,7 @@ def _migrated_summary(entry: Any) -> Any:
 
 #: Identity keys added after task texts: a record without them takes the default (the method,
 #: with PUCT and run seed 0).
-_LATER_KEYS = ("arm", "parent_selection", "run_seed")
+_LATER_KEYS = ("arm", "parent_selection", "run_seed", "guidance_request")
 
 
 def _pos(value: Any, zero: bool = False) -> bool:

@@ -9,10 +9,14 @@ Discover `library.json` layout), `resume-state.json` and `events.jsonl`.
 from __future__ import annotations
 
 import json
+import re
+import uuid
 from pathlib import Path
 
 from harness.state import LibraryEntry
+from harness.storage.atomic import atomic_write_bytes
 from harness.storage.resume_state import RESUME_STATE
+from harness.storage.state_files import exists, read_bytes
 
 RUN_DIR = RESUME_STATE.parent  # guidance-run
 ARCHIVE_DIR = RUN_DIR / "archive"
@@ -21,6 +25,9 @@ COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
 EVENTS_FILE = "events.jsonl"
 EVENT_LOG = RUN_DIR / EVENTS_FILE
 SEED_FILE = Path("solution") / "seed.json"
+#: The run's own id: made once when the state directory's run starts, read on every resume.
+RUN_ID_FILE = RUN_DIR / "run-id"
+_RUN_ID = re.compile(r"[0-9a-f]{32}")
 
 
 def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry:
@@ -43,3 +50,26 @@ def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry
 def event_log_path(state_dir: Path) -> Path:
     """Where a run's `events.jsonl` lives: `<state_dir>/guidance-run/events.jsonl`."""
     return Path(state_dir) / EVENT_LOG
+
+
+def run_id(state_dir: Path, *, create: bool = True) -> str | None:
+    """The run's own id (32 hex digits) from `<state_dir>/guidance-run/run-id`, written once
+    (a random uuid4) when `create` and the file is missing: two runs never share one, and a
+    resumed run reads back its own. The W&B runs of both the harness and Reef's tracker are
+    named from it (docs/observability.md). None when the file is missing and `create` is off;
+    ValueError naming the file when it holds something else."""
+    path = Path(state_dir) / RUN_ID_FILE
+    if exists(path):
+        text = read_bytes(path, max_bytes=256).decode("ascii", errors="replace").strip()
+        if not _RUN_ID.fullmatch(text):
+            raise ValueError(
+                f"{path} holds {text[:40]!r}, not a run id (32 hex digits); restore it from a "
+                "backup, or use a new state directory"
+            )
+        return text
+    if not create:
+        return None
+    value = uuid.uuid4().hex
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(path, (value + "\n").encode("ascii"))
+    return value

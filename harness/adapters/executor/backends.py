@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
+from harness.endpoints import DIALECTS, REQUIRED_FIELDS, RequestShape
+
 GPT_OSS_EFFORTS = ("low", "medium", "high")
 _RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "max_tokens"})
 _SECRET_LIKE_KEYS = frozenset({"api_key", "authorization", "headers", "extra_headers"})
@@ -44,7 +46,9 @@ def _thaw(value: Any) -> Any:
 class ExecutionBackend:
     """One executor service. It holds the *name* of the key's environment variable
     (`api_key_env`, None when the service needs no key) and never a secret, so `safe_dict()` is
-    safe to persist anywhere. `request_options` are merged into every request body."""
+    safe to persist anywhere. `request_options` are merged into every request body; `dialect`
+    shapes the base fields for the service (`harness.endpoints`: `openai` sends
+    `max_completion_tokens` for `max_tokens`) and `drop` removes top-level fields last."""
 
     name: str
     model: str
@@ -57,6 +61,8 @@ class ExecutionBackend:
     max_retries: int = 0
     retry_backoff_s: float = 2.0
     request_options: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    dialect: str = "sglang"
+    drop: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not self.name or not self.model:
@@ -90,6 +96,15 @@ class ExecutionBackend:
                 "temperature and max_tokens are fields, and keys come from api_key_env"
             )
         json.dumps(_thaw(self.request_options))  # must be JSON: it goes into every body
+        if self.dialect not in DIALECTS:
+            raise ValueError(
+                f"executor {self.name}: request dialect {self.dialect!r} is unknown; choose one "
+                f"of {', '.join(DIALECTS)}"
+            )
+        drop = tuple(sorted({str(name) for name in self.drop}))
+        if REQUIRED_FIELDS & set(drop):
+            raise ValueError(f"executor {self.name}: request drop may not remove model or messages")
+        object.__setattr__(self, "drop", drop)
         object.__setattr__(self, "request_options", _freeze(self.request_options))
 
     def safe_dict(self) -> dict[str, Any]:
@@ -105,8 +120,11 @@ class ExecutionBackend:
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown executor backend keys {unknown}; expected {sorted(names)}")
+        values = dict(data)
+        if "drop" in values:
+            values["drop"] = tuple(values["drop"] or ())
         try:
-            return cls(**dict(data))
+            return cls(**values)
         except TypeError as exc:
             raise ValueError(f"incomplete executor backend {dict(data)!r}: {exc}") from None
 
@@ -144,6 +162,7 @@ def _openrouter_glm_5_2(reasoning_effort: str) -> ExecutionBackend:
         concurrency=8,
         max_retries=6,
         request_options={"reasoning": {"effort": "high", "exclude": False}},
+        dialect="openrouter",
     )
 
 
@@ -206,12 +225,20 @@ def configured_backend(
     timeout_s: float | None = None,
     max_retries: int | None = None,
     concurrency: int | None = None,
+    dialect: str | None = None,
+    drop: tuple[str, ...] | list[str] | None = None,
 ) -> ExecutionBackend:
     """The executor a run's settings describe (docs/executors.md): a preset (`gpt_oss_120b`,
     `openrouter_glm_5_2`: the reference's values) with any field replaced, or `openai_compatible`,
     any endpoint named by `base_url` and `model`. None means "the preset's value". `extra_body`
     is merged into every request body; `reasoning_effort` is GPT-OSS's effort for that preset
-    and `reasoning_effort` in the body of a generic endpoint."""
+    and `reasoning_effort` in the body of a generic endpoint. `dialect` and `drop` shape every
+    body (`harness.endpoints`; None: the preset's dialect, `sglang` for a generic one)."""
+    shape: dict[str, Any] = {}
+    if dialect is not None:
+        shape["dialect"] = dialect
+    if drop:
+        shape["drop"] = tuple(drop)
     if preset == GENERIC_BACKEND:
         if not base_url or not model:
             raise ValueError(
@@ -231,6 +258,7 @@ def configured_backend(
             concurrency=8 if concurrency is None else concurrency,
             max_retries=GENERIC_MAX_RETRIES if max_retries is None else max_retries,
             request_options={**options, **dict(extra_body or {})},
+            **shape,
         )
     if preset not in BUILTIN_BACKENDS:
         raise ValueError(
@@ -253,6 +281,7 @@ def configured_backend(
         "max_retries": max_retries,
     }
     changes = {key: value for key, value in changes.items() if value is not None}
+    changes.update(shape)
     if extra_body:
         changes["request_options"] = {**_thaw(backend.request_options), **dict(extra_body)}
     return replace(backend, **changes) if changes else backend
@@ -264,10 +293,15 @@ def make_default_key(preset: str) -> str | None:
 
 
 def build_request_body(
-    backend: ExecutionBackend, messages: Sequence[Mapping[str, str]], *, max_tokens: int | None
+    backend: ExecutionBackend,
+    messages: Sequence[Mapping[str, str]],
+    *,
+    max_tokens: int | None,
+    seed: int | None = None,
 ) -> dict[str, Any]:
     """The JSON body of one chat completion: model, messages, temperature, `max_tokens` only when
-    set, then the backend's request options. Messages must be {role, content} string pairs."""
+    set, the sampling `seed` when given, shaped by the backend's dialect; then the backend's
+    request options; then its `drop` removed. Messages must be {role, content} string pairs."""
     for i, message in enumerate(messages):
         if set(message) != {"role", "content"} or not all(
             isinstance(v, str) for v in message.values()
@@ -282,5 +316,10 @@ def build_request_body(
     }
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if seed is not None:
+        body["seed"] = int(seed)
+    body = RequestShape(backend.dialect).apply(body)
     body.update(_thaw(backend.request_options))
+    for name in backend.drop:
+        body.pop(name, None)
     return body

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 
 from harness.adapters.executor.backends import ExecutionBackend, build_request_body
+from harness.endpoints import valid_text
 
 __all__ = [
     "ACCESS_STATUSES",
@@ -102,6 +103,9 @@ class ExecutionResult:
     response_model: str | None = None
     response_provider: str | None = None
     backend: str = ""
+    #: Characters of `text` and `reasoning` replaced to make them valid UTF-8 without NUL
+    #: (`harness.endpoints`); empty when the answer needed none.
+    repairs: dict[str, int] | None = None
 
     def response_metadata(self) -> dict[str, Any]:
         """What the entry keeps as `execution_response_metadata`, with the reference's keys
@@ -145,7 +149,8 @@ def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any]
     """Read (text, reasoning, finish_reason, usage) from a chat completion body, as the reference
     does. Text is `message.content`, else `choice.text`, and must hold more than whitespace;
     reasoning is the first non-empty of `message.reasoning_content`, `message.reasoning`,
-    `choice.reasoning_content` and `choice.reasoning`."""
+    `choice.reasoning_content` and `choice.reasoning`. Both are returned as received except
+    for lone surrogates and NULs (`harness.endpoints`; `repaired_completion` counts them)."""
     choice = _first_choice(payload)
     message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
     text = message.get("content") or choice.get("text")
@@ -169,11 +174,36 @@ def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any]
     finish_reason = choice.get("finish_reason")
     usage = payload.get("usage")
     return (
-        text,
-        reasoning,
+        valid_text(text)[0],
+        valid_text(reasoning)[0],
         finish_reason if isinstance(finish_reason, str) else None,
         dict(usage) if isinstance(usage, Mapping) else None,
     )
+
+
+def _repairs(payload: Any) -> dict[str, int]:
+    """How many characters of the answer's text and reasoning `parse_completion` replaced."""
+    choice = _first_choice(payload)
+    message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
+    text = message.get("content") or choice.get("text")
+    reasoning = next(
+        (
+            value
+            for value in (
+                message.get("reasoning_content"),
+                message.get("reasoning"),
+                choice.get("reasoning_content"),
+                choice.get("reasoning"),
+            )
+            if isinstance(value, str) and value
+        ),
+        "",
+    )
+    counts = {
+        "execution_text": valid_text(text)[1] if isinstance(text, str) else 0,
+        "execution_thinking": valid_text(reasoning)[1],
+    }
+    return {key: count for key, count in counts.items() if count}
 
 
 def require_api_key(
@@ -280,9 +310,7 @@ class ExecutionClient:
         `ExecutionError` subclass on a missing key, an HTTP failure, a transport failure after
         retries, or an unusable (e.g. empty) answer."""
         limit = max_tokens if max_tokens is not None else self.backend.max_tokens
-        body = build_request_body(self.backend, messages, max_tokens=limit)
-        if seed is not None:
-            body["seed"] = int(seed)
+        body = build_request_body(self.backend, messages, max_tokens=limit, seed=seed)
         key = self._api_key()
         with self._slots:
             started = time.monotonic()
@@ -290,6 +318,7 @@ class ExecutionClient:
             elapsed = time.monotonic() - started
         try:
             text, reasoning, finish_reason, usage = parse_completion(payload)
+            repairs = _repairs(payload)
         except ExecutionResponseError as exc:
             raise ExecutionResponseError(
                 f"executor {self.backend.name}: {_redact(str(exc), key)}"
@@ -312,14 +341,16 @@ class ExecutionClient:
             _named(payload, "model"),
             _named(payload, "provider"),
             self.backend.name,
+            repairs or None,
         )
 
     def probe(self) -> str:
-        """A one-token request without retries, to show the service answers (used by the
-        preflight). Any 2xx completion with a choice counts, even with empty content; returns a
+        """A one-token request of the run's own shape (the backend's options, dialect and drop,
+        a sampling seed) without retries, to show the service takes it (used by the preflight).
+        Any 2xx completion with a choice counts, even with empty content; returns a
         short description, raises an `ExecutionError` otherwise."""
         body = build_request_body(
-            self.backend, [{"role": "user", "content": "Reply with OK."}], max_tokens=1
+            self.backend, [{"role": "user", "content": "Reply with OK."}], max_tokens=1, seed=0
         )
         key = self._api_key()
         with self._slots:

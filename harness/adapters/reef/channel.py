@@ -81,8 +81,13 @@ class ReefChannel:
     def stored_reports(self) -> list[StoredReport]:
         """Every report Reef stores for this scenario, in Reef's sequence order, as the record
         list gives them (receipts referenced and score; no payload). A scenario Reef does not
-        know yet has none."""
+        know yet has none: Reef's scenario list (`GET /reef/scenarios`: the loaded scenarios and
+        every durable registration) is read first, so a new run's first look does not leave an
+        `UnknownScenario ... 404` warning in reef.log; a 404 of the record list still means
+        none."""
         found: list[StoredReport] = []
+        if not self._scenario_listed():
+            return found
         after = 0
         while True:
             path = (
@@ -100,6 +105,19 @@ class ReefChannel:
             after = page.get("next_after_sequence")
             if after is None:
                 return found
+
+    def _scenario_listed(self) -> bool:
+        """False only when Reef's scenario list answers and does not name this scenario."""
+        try:
+            page = self._reports.get("/reef/scenarios")
+        except ReefClientError:
+            return True  # no list: ask for the records, whose 404 says the same
+        rows = page.get("scenarios") if isinstance(page, Mapping) else None
+        if not isinstance(rows, list):
+            return True
+        return any(
+            isinstance(row, Mapping) and row.get("scenario") == self.scenario for row in rows
+        )
 
     def report_payload(self, record_id: str) -> dict[str, Any] | None:
         """The payload (score, feedback, metadata) of one stored report, or None when Reef no
