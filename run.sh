@@ -12,6 +12,9 @@
 #   GUIDANCE_TTT_SERVE_YAML  the settings file (default serve.yaml; serve-frozen.yaml: frozen)
 #   GUIDANCE_TTT_GUIDANCE_API_KEY  frozen mode: the endpoint's key (a loopback forwarder adds it;
 #                         it reaches no file); GUIDANCE_TTT_PROXY_PORT its port (default 8011)
+#   GUIDANCE_TTT_GUIDANCE_DIALECT  frozen mode: how the guidance body is shaped, sglang (the
+#                         default) or openai for an endpoint that refuses unknown fields
+#                         (docs/frozen.md, "What each dialect sends")
 #   CUDA_VISIBLE_DEVICES  GPUs for Reef's Slime/SGLang (default 0,1; GPU 2 stays free for a
 #                         local executor)
 #   RAY_ADDRESS           join this Ray cluster instead of starting a local one

@@ -244,3 +244,38 @@ def test_the_executor_request_block_shapes_the_configured_executor(tmp_path) -> 
     body = build_request_body(backend, MESSAGES, max_tokens=8, seed=4)
     assert "seed" not in body and body["max_completion_tokens"] == 8 and body["n"] == 1
     assert openai_refusal(body) is None
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("dialect", ["", "openai"])
+def test_the_preflight_of_serve_frozen_refuses_the_default_body_in_one_line(
+    strict: OpenAIFixture, tmp_path, dialect: str
+) -> None:  # type: ignore[no-untyped-def]
+    """`python -m harness.preflight --config serve-frozen.yaml` against an endpoint that holds
+    requests to OpenAI's types: the default dialect is refused in one line naming the field and
+    the setting; `GUIDANCE_TTT_GUIDANCE_DIALECT=openai` makes the guidance row ready."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GUIDANCE_TTT_")}
+    env.update(
+        GUIDANCE_TTT_GUIDANCE_URL=strict.base_url,
+        GUIDANCE_TTT_GUIDANCE_MODEL="m",
+        GUIDANCE_TTT_GUIDANCE_DIALECT=dialect,
+    )
+    command = [sys.executable, "-m", "harness.preflight", "--config", "serve-frozen.yaml"]
+    command += ["--state-dir", str(tmp_path), "--skip-judge-score", "--judge-url"]
+    command += ["http://127.0.0.1:9"]
+    done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=240)
+    assert done.returncode == 1, done.stdout + done.stderr  # the judge and executor are absent
+    lines = [line for line in done.stderr.splitlines() if line.startswith("guidance:")]
+    if dialect:
+        assert lines == [], done.stderr
+    else:
+        assert lines == [
+            "guidance: the endpoint refused the request (400): Unrecognized request argument "
+            "supplied: top_k — set recipe.config.guidance-ttt.harness.guidance.request.dialect: "
+            "openai (it sends no top_k)"
+        ]

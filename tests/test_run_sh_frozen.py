@@ -43,8 +43,9 @@ def test_frozen_run_sh_with_loopback_models_commits_a_step(tmp_path: Path) -> No
     state = tmp_path / "state"
     with (
         LocalJudge(tmp_path / "judge", "--generated-cases", "2", "--seed", "3") as judge,
-        OpenAIFixture(GuidanceScript(), model=GUIDANCE_MODEL) as guidance,
-        OpenAIFixture(executor_reply, model=EXECUTOR_MODEL) as executor,
+        # Both endpoints hold requests to OpenAI's own request types (unknown fields refused).
+        OpenAIFixture(GuidanceScript(), model=GUIDANCE_MODEL, mode="strict") as guidance,
+        OpenAIFixture(executor_reply, model=EXECUTOR_MODEL, mode="strict") as executor,
     ):
         (tmp_path / "elsewhere").mkdir()
         settings = frozen_copy(tmp_path / "elsewhere" / "frozen.yaml", state, free_port())
@@ -58,6 +59,7 @@ def test_frozen_run_sh_with_loopback_models_commits_a_step(tmp_path: Path) -> No
             GUIDANCE_TTT_SERVE_YAML=str(settings),
             GUIDANCE_TTT_GUIDANCE_URL=guidance.base_url,
             GUIDANCE_TTT_GUIDANCE_MODEL=GUIDANCE_MODEL,
+            GUIDANCE_TTT_GUIDANCE_DIALECT="openai",
             GUIDANCE_TTT_EXECUTOR="openai_compatible",
             GUIDANCE_TTT_EXECUTOR_URL=executor.v1_url,
             GUIDANCE_TTT_EXECUTOR_MODEL=EXECUTOR_MODEL,
@@ -73,7 +75,10 @@ def test_frozen_run_sh_with_loopback_models_commits_a_step(tmp_path: Path) -> No
             timeout=840,
         )
         executor_models = {r.body.get("model") for r in executor.completion_requests()}
+        refused = guidance.refused + executor.refused
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert refused == []
+    assert "ready" in table_row(done.stdout, "guidance")  # it answered a request of the run's shape
     # The preflight passed on this machine's free disk, naming what a frozen run needs.
     assert "ready" in table_row(done.stdout, "disk") and "need 5 GB" in table_row(
         done.stdout, "disk"
