@@ -74,7 +74,7 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
         return missing_check(
             "judge",
             f"{url} judged the seed {verdict.status} with score {verdict.raw_score}: "
-            f"{verdict.message}",
+            f"{verdict.message}{_judge_log(verdict)}",
             "check the judge's problem package and the problem id (FRONTIERCS_PROBLEM_ID, "
             "else judge_problem_id in the task's contract.json)",
         )
@@ -316,3 +316,12 @@ def _listed_models(base_url: str, key: str) -> list[str] | None:
     if not isinstance(data, list):
         return None
     return [str(item.get("id")) for item in data if isinstance(item, dict) and item.get("id")]
+
+
+def _judge_log(verdict: VerificationResult) -> str:
+    """The start of the judge's log for the seed (a compile error, say): the seed is the
+    operator's own program, and the preflight's reader needs the judge's words to fix it."""
+    logs = (verdict.artifacts or {}).get("judge_logs")
+    if not logs:
+        return ""
+    return f" (judge log: {' '.join(str(logs).split())[:240]})"
