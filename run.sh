@@ -31,10 +31,16 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
-if [ -x .venv/bin/python ]; then
-    python=.venv/bin/python
+# Set up on first use (system packages, a Python >= 3.12 .venv, the project with its reef
+# extra); a second of checks once set up. GUIDANCE_TTT_SKIP_SETUP=1 uses $PYTHON (or .venv) as
+# it is.
+if [ -z "${GUIDANCE_TTT_SKIP_SETUP:-}" ]; then
+    bash scripts/setup.sh run
+fi
+if [ -n "${GUIDANCE_TTT_SKIP_SETUP:-}" ] && [ -n "${PYTHON:-}" ]; then
+    python=$PYTHON
 else
-    python=$(bash scripts/find-python.sh)
+    python=.venv/bin/python
 fi
 export CUDA_VISIBLE_DEVICES="${CUDA_VISIBLE_DEVICES:-0,1}"
 model_dir=work/model
