@@ -45,8 +45,8 @@ def test_an_experiment_run_with_wandb_enabled_writes_its_offline_run(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     pytest.importorskip("wandb", reason="the watch extra (pip install -e '.[watch]') brings wandb")
+    from harness.adapters.judge.process import LocalJudge
     from harness.cli.entry import main
-    from harness.rehearsal.judge_process import LocalJudge
     from harness.rehearsal.openai_server import OpenAIFixture
     from harness.rehearsal.stand_ins import EXECUTOR_MODEL, executor_reply
     from tests.wandb_records import offline_runs

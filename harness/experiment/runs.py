@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -73,11 +72,16 @@ def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, s
                 return f"failed: {type(exc).__name__}: {exc}"
             return "finished"
 
-        with ThreadPoolExecutor(plan.parallel) as pool:
+        pool = ThreadPoolExecutor(plan.parallel)
+        try:
             for item, outcome in zip(planned, pool.map(one, planned), strict=True):
                 status[item.directory] = outcome
                 write_index(directory, plan, status)
                 console.print(f"{item.directory}: {outcome}", markup=False, soft_wrap=True)
+        except BaseException:  # a signal: the runs in flight are not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     finally:
         if runner is not None:
             runner.stop()
@@ -170,11 +174,20 @@ def _settings_run(plan: Plan, item: PlannedRun, state: Path, console: Console) -
     frozen = is_frozen(document)
     path = write_copy(document, state / ("serve-frozen.yaml" if frozen else "serve.yaml"))
     if not frozen:
-        completed = subprocess.run(
+        from harness.adapters.child_process import start_tied
+
+        # Tied to this command (a session of its own, SIGTERM if the experiment dies): a stop
+        # of the experiment stops the trained run's whole stack with it.
+        trained = start_tied(
             [str(RUN_SH)], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)}
         )
-        if completed.returncode != 0:
-            raise RuntimeError(f"./run.sh exited with {completed.returncode} for {path}")
+        try:
+            returncode = trained.wait()
+        except BaseException:
+            trained.terminate()
+            raise
+        if returncode != 0:
+            raise RuntimeError(f"./run.sh exited with {returncode} for {path}")
         return
     settings = RunSettings.load(path, base_dir=REPO_ROOT)
     _frozen_run(settings, path, console)

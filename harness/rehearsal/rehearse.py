@@ -28,9 +28,9 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.adapters.executor.backends import backend_from_name
+from harness.adapters.judge.process import LocalJudge
 from harness.contract import load_contract
 from harness.observe.wandb_sink import name_wandb_runs
-from harness.rehearsal.judge_process import LocalJudge
 from harness.rehearsal.openai_server import OpenAIFixture
 from harness.rehearsal.reef_process import free_port, running_reef
 from harness.rehearsal.stand_ins import (
