@@ -29,7 +29,8 @@ from typing import Any
 
 import yaml
 
-from harness.settings.copies import write_copy
+from harness.settings import bounded_yaml
+from harness.settings.copies import load_document, write_copy
 from harness.settings.document import FROZEN_SECTION, RunSettingsError
 from harness.settings.run_settings import RunSettings
 
@@ -77,8 +78,8 @@ def parse_set(items: Sequence[str]) -> dict[str, Any]:
         if not sep or not key.strip():
             raise RunSettingsError(f"--set {item!r}: use KEY=VALUE, e.g. --set reef.port=8901")
         try:
-            parsed[key.strip()] = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError as exc:
+            parsed[key.strip()] = bounded_yaml.load(value, f"--set {key}") if value.strip() else ""
+        except (ValueError, yaml.YAMLError) as exc:
             raise RunSettingsError(f"--set {key}: {value!r} is not a YAML value: {exc}") from exc
     return parsed
 
@@ -161,11 +162,9 @@ def write_run_copy(
     config = Path(config).expanduser().resolve()
     state_dir = Path(state_dir).expanduser().resolve()
     try:
-        document = yaml.safe_load(config.read_text(encoding="utf-8"))
-    except (OSError, yaml.YAMLError) as exc:
+        document = load_document(config)  # aliases and size bounded, as every settings read
+    except (OSError, ValueError) as exc:
         raise RunSettingsError(f"--config {config}: {exc}") from exc
-    if not isinstance(document, dict):
-        raise RunSettingsError(f"--config {config} is not a settings file (no mapping)")
     changes = {**previous_overrides(state_dir), **overrides_of(named or {}, parse_set(sets))}
     apply_overrides(document, changes, state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -194,7 +193,7 @@ def judge_url_given(copy: Path, environ: Mapping[str, str]) -> bool:
     written in the file, or one given with --judge-url). Else the command starts its own."""
     if environ.get("FRONTIERCS_JUDGE_URL", "").strip():
         return True
-    document = yaml.safe_load(Path(copy).read_text(encoding="utf-8"))
+    document = load_document(Path(copy))
     node: Any = document
     for part in (*run_section(document), "harness", "judge_url"):
         node = node.get(part) if isinstance(node, Mapping) else None
