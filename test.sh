@@ -1,19 +1,13 @@
 #!/usr/bin/env bash
-# Set up everything on a fresh machine and run the whole test suite:
-# system packages, a Python >= 3.12 venv in .venv, the project with all extras, ruff, shellcheck, pytest.
+# Set up everything on a fresh machine (scripts/setup.sh test: system packages with the test
+# tools, a Python >= 3.12 venv in .venv, the project with all extras) and run the whole test
+# suite: ruff, shellcheck, pytest.
 # Extra arguments go to pytest (e.g. ./test.sh -k archive).
 set -euo pipefail
 cd "$(dirname "$0")"
 
-bash scripts/system-packages.sh
-python=$(bash scripts/find-python.sh)
-echo "using $python ($("$python" --version))"
-
-if [ ! -x .venv/bin/python ]; then
-    "$python" -m venv .venv
-fi
-.venv/bin/python -m pip install -q --upgrade pip
-.venv/bin/python -m pip install -q -e ".[reef,torch,plot,test,watch,cluster]"
+bash scripts/setup.sh test  # idempotent: installs nothing once set up (scripts/setup.sh)
+echo "using .venv ($(.venv/bin/python --version))"
 
 echo "== ruff check"
 .venv/bin/ruff check .

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Print the path of a Python >= 3.12 interpreter, or explain on stderr and exit 1.
-# Order: $PYTHON, python3.13/python3.12 on PATH, then pyenv's installed versions.
+# Print the path of a Python >= 3.12 interpreter, or say in one line what is needed and where to
+# get it (stderr, exit 1). Order: $PYTHON, python3.1x on PATH (newest first), python3, then
+# pyenv's installed 3.12+ versions.
 set -euo pipefail
 
 is_new_enough() {
@@ -11,12 +12,16 @@ candidates=()
 if [ -n "${PYTHON:-}" ]; then
     candidates+=("$PYTHON")
 fi
-for name in python3.14 python3.13 python3.12 python3; do
-    if path=$(command -v "$name" 2>/dev/null); then
+for minor in 19 18 17 16 15 14 13 12; do
+    if path=$(command -v "python3.$minor" 2>/dev/null); then
         candidates+=("$path")
     fi
 done
+if path=$(command -v python3 2>/dev/null); then
+    candidates+=("$path")
+fi
 if command -v pyenv >/dev/null 2>&1; then
+    # pyenv shims exist for versions that are installed but not selected: ask each version.
     root=$(pyenv root)
     for dir in "$root"/versions/3.1[2-9]*; do
         [ -x "$dir/bin/python3" ] && candidates+=("$dir/bin/python3")
@@ -24,14 +29,13 @@ if command -v pyenv >/dev/null 2>&1; then
 fi
 
 for candidate in "${candidates[@]}"; do
-    # pyenv shims exist for versions that are installed but not selected; ask pyenv directly.
     if is_new_enough "$candidate"; then
         echo "$candidate"
         exit 0
     fi
 done
 
-echo "error: no Python >= 3.12 found (tried: ${candidates[*]:-nothing})." >&2
-echo "Install one (e.g. 'pyenv install 3.12' or the python3.12/python3.13 system package)," >&2
-echo "or point PYTHON at it: PYTHON=/path/to/python3.12 ./test.sh" >&2
+echo "error: this project needs Python >= 3.12 and none was found (tried: ${candidates[*]:-nothing});" \
+    "install one ('pyenv install 3.12', or the python3.12 package of your system) or name it:" \
+    "PYTHON=/path/to/python3.12 ./${SETUP_COMMAND:-run.sh}" >&2
 exit 1

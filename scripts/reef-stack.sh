@@ -14,7 +14,8 @@
 #   trap_signals                     stop_all on exit; INT, TERM and HUP (a closed terminal)
 #                                    exit with 128 + the signal after stopping everything
 #
-# Reads $python (the interpreter with httpx) and, for tests, REEF_HEALTH_POLL_S (default 5).
+# Reads $python (the interpreter with httpx), GUIDANCE_TTT_QUIET_STOP (set: the stop names no
+# process) and, for tests, REEF_HEALTH_POLL_S (default 5).
 
 reef_pid=""
 episode_pid=""
@@ -30,7 +31,7 @@ start_reef() {
 
 stop_reef() {
     if [ -n "$reef_pid" ] && kill -0 "$reef_pid" 2>/dev/null; then
-        echo "run.sh: stopping the Reef stack (pid $reef_pid)"
+        [ -n "${GUIDANCE_TTT_QUIET_STOP:-}" ] || echo "run.sh: stopping the Reef stack (pid $reef_pid)"
         kill -TERM "$reef_pid" 2>/dev/null || true
         wait "$reef_pid" 2>/dev/null || true
     fi
@@ -70,7 +71,7 @@ wait_for_reef() {
 _stop_pid() {
     local pid=$1 what=$2
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        echo "run.sh: stopping $what (pid $pid)" >&2
+        [ -n "${GUIDANCE_TTT_QUIET_STOP:-}" ] || echo "run.sh: stopping $what (pid $pid)" >&2
         kill -TERM "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     fi

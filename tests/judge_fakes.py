@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from harness.rehearsal.judge_process import LocalJudge
+from harness.adapters.judge.process import LocalJudge
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,12 @@ LINE = (
 
 def keyless_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "OPENROUTER_API_KEY"}
-    env.update(GUIDANCE_TTT_EXECUTOR="openrouter_glm_5_2", PYTHON=sys.executable, **extra)
+    env.update(
+        GUIDANCE_TTT_EXECUTOR="openrouter_glm_5_2",
+        PYTHON=sys.executable,
+        GUIDANCE_TTT_SKIP_SETUP="1",
+        **extra,
+    )
     return env
 
 

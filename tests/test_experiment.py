@@ -154,7 +154,7 @@ def test_a_plan_from_a_frozen_settings_file_runs_its_frozen_and_model_free_arms(
 ) -> None:
     """`settings: serve-frozen.yaml`, the path for real models; the endpoints here are the
     stand-ins, reached only through the settings file's environment variables."""
-    from harness.rehearsal.judge_process import LocalJudge
+    from harness.adapters.judge.process import LocalJudge
     from harness.rehearsal.openai_server import OpenAIFixture
     from harness.rehearsal.stand_ins import (
         EXECUTOR_MODEL,

@@ -31,7 +31,8 @@ def test_run_sh_without_gpus_prints_the_preflight_table_and_stops_naming_the_gpu
         pytest.skip("this machine has GPUs: run.sh would go past the preflight")
     env = {k: v for k, v in os.environ.items() if k != "CUDA_VISIBLE_DEVICES"}
     env.update(
-        PYTHON=sys.executable,  # scripts/find-python.sh honours it (when there is no .venv)
+        PYTHON=sys.executable,  # with GUIDANCE_TTT_SKIP_SETUP, run.sh uses it as it is
+        GUIDANCE_TTT_SKIP_SETUP="1",
         FRONTIERCS_JUDGE_URL=closed_port_url(),
         GUIDANCE_TTT_EXECUTOR_URL=closed_port_url() + "/v1",
     )
@@ -63,6 +64,7 @@ def test_run_sh_in_frozen_mode_checks_the_guidance_endpoint_instead_of_gpus() ->
     env = {k: v for k, v in os.environ.items() if k != "GUIDANCE_TTT_GUIDANCE_API_KEY"}
     env.update(
         PYTHON=sys.executable,
+        GUIDANCE_TTT_SKIP_SETUP="1",
         GUIDANCE_TTT_SERVE_YAML="serve-frozen.yaml",
         GUIDANCE_TTT_GUIDANCE_URL=closed_port_url(),
         GUIDANCE_TTT_GUIDANCE_MODEL="some-model",

@@ -56,6 +56,7 @@ def test_frozen_run_sh_with_loopback_models_commits_a_step(tmp_path: Path) -> No
         }
         env.update(
             PYTHON=sys.executable,
+            GUIDANCE_TTT_SKIP_SETUP="1",
             GUIDANCE_TTT_SERVE_YAML=str(settings),
             GUIDANCE_TTT_GUIDANCE_URL=guidance.base_url,
             GUIDANCE_TTT_GUIDANCE_MODEL=GUIDANCE_MODEL,

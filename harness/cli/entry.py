@@ -1,5 +1,6 @@
 """`guidance-ttt`: one command to check a machine, watch a run, read what it found and publish it.
 
+    guidance-ttt run [flags]         start or resume a run (./run.sh is a thin wrapper over it)
     guidance-ttt doctor [flags]      can this machine run? (exit 1 naming what is missing)
     guidance-ttt status STATE        where is the run: step, best, health, missing slots, cost
     guidance-ttt inspect STATE       what did it find: best, lineage, failures, case studies
@@ -41,6 +42,7 @@ from harness import results
 #: `harness.cli` that parses and runs each (`inspect_run`: a module `inspect` would shadow the
 #: standard library's).
 SUBCOMMANDS = {
+    "run": "run_command",
     "doctor": "doctor",
     "judge": "judge",
     "status": "status",

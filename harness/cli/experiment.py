@@ -45,7 +45,21 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         markup=False,
         soft_wrap=True,
     )
-    status = run_experiment(plan, directory, console)
+    from harness.cli.termination import (
+        Terminated,
+        exit_now,
+        resume_command,
+        stopping_on_signals,
+    )
+
+    # SIGINT, SIGTERM or SIGHUP stops every run and every process they started, in one line,
+    # exit 128 + the signal (harness.cli.termination).
+    try:
+        with stopping_on_signals("guidance-ttt experiment", resume_command("experiment")):
+            status = run_experiment(plan, directory, console)
+    except Terminated as exc:
+        exit_now(int(exc.code))
+        raise  # not reached
     done = sum(1 for s in status.values() if s == "finished")
     console.print(
         f"experiment {plan.name}: {done}/{len(planned)} runs finished; compare them with\n"

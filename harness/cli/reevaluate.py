@@ -115,7 +115,28 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
-    console = console or Console()
+    """Re-judge and write the figures; a signal stops the local judge it started, exit 128 +
+    the signal (`harness.cli.termination`)."""
+    from harness.cli.termination import (
+        Terminated,
+        exit_now,
+        resume_command,
+        stopping_on_signals,
+    )
+
+    try:
+        with stopping_on_signals(
+            "guidance-ttt reevaluate",
+            resume_command("reevaluate"),
+            kept="nothing is written before the re-evaluation ends",
+        ):
+            return _reevaluate(args, console or Console())
+    except Terminated as exc:
+        exit_now(int(exc.code))
+        raise  # not reached
+
+
+def _reevaluate(args: argparse.Namespace, console: Console) -> int:
     if args.top < 1 or args.repeats < 2:
         raise ValueError("--top must be ≥ 1 and --repeats ≥ 2 (a spread needs two repeats)")
     view = results.load_run(args.state_dir)
@@ -141,7 +162,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     with ExitStack() as stack:
         url = args.judge_url
         if url is None:
-            from harness.rehearsal.judge_process import LocalJudge
+            from harness.adapters.judge.process import LocalJudge
 
             assert generated is not None
             judge = stack.enter_context(

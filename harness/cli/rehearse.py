@@ -4,7 +4,6 @@ stand-in models (`harness.rehearsal` runs it); then the commands to look at it."
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -94,7 +93,12 @@ def _add_arm_arguments(rehearse: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
-    from harness.cli.termination import Terminated, stopping_on_signals
+    from harness.cli.termination import (
+        Terminated,
+        exit_now,
+        resume_command,
+        stopping_on_signals,
+    )
     from harness.rehearsal.rehearse import (
         RehearsalOptions,
         default_state_dir,
@@ -123,11 +127,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     )
     args.state_dir = args.state_dir or default_state_dir(options)
     try:
-        with stopping_on_signals():
+        with stopping_on_signals("guidance-ttt rehearse", resume_command("rehearse")):
             result = rehearse(args.state_dir, options, console)
-    except Terminated as exc:
-        print(f"guidance-ttt rehearse: {exc}; every process it started is stopped", file=sys.stderr)
-        return int(exc.code)
+    except Terminated as exc:  # the stopping line is printed; every process it started is stopped
+        exit_now(int(exc.code))
+        raise  # not reached
     except SpendLimitReached as exc:
         console.print(f"rehearsal stopped: {exc}", markup=False, soft_wrap=True)
         return 1

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -73,11 +72,16 @@ def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, s
                 return f"failed: {type(exc).__name__}: {exc}"
             return "finished"
 
-        with ThreadPoolExecutor(plan.parallel) as pool:
+        pool = ThreadPoolExecutor(plan.parallel)
+        try:
             for item, outcome in zip(planned, pool.map(one, planned), strict=True):
                 status[item.directory] = outcome
                 write_index(directory, plan, status)
                 console.print(f"{item.directory}: {outcome}", markup=False, soft_wrap=True)
+        except BaseException:  # a signal: the runs in flight are not waited for
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
     finally:
         if runner is not None:
             runner.stop()
@@ -170,11 +174,20 @@ def _settings_run(plan: Plan, item: PlannedRun, state: Path, console: Console) -
     frozen = is_frozen(document)
     path = write_copy(document, state / ("serve-frozen.yaml" if frozen else "serve.yaml"))
     if not frozen:
-        completed = subprocess.run(
+        from harness.adapters.child_process import start_tied
+
+        # Tied to this command (a session of its own, SIGTERM if the experiment dies): a stop
+        # of the experiment stops the trained run's whole stack with it.
+        trained = start_tied(
             [str(RUN_SH)], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)}
         )
-        if completed.returncode != 0:
-            raise RuntimeError(f"./run.sh exited with {completed.returncode} for {path}")
+        try:
+            returncode = trained.wait()
+        except BaseException:
+            trained.terminate()
+            raise
+        if returncode != 0:
+            raise RuntimeError(f"./run.sh exited with {returncode} for {path}")
         return
     settings = RunSettings.load(path, base_dir=REPO_ROOT)
     _frozen_run(settings, path, console)
@@ -184,17 +197,13 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
     """A frozen or model-free run in this process, as `./run.sh` runs one: a `reef serve -c`
     of the run's copy when the arm calls the guidance model (behind the loopback key forwarder
     when `GUIDANCE_TTT_GUIDANCE_API_KEY` is set, docs/frozen.md), the executor at
-    `GUIDANCE_TTT_EXECUTOR_URL` when set, the events in the run's log and on the console."""
+    `GUIDANCE_TTT_EXECUTOR_URL` when set, through the one run launcher (`harness.run.launch`:
+    the event log, the console's live display, W&B when the settings enable it)."""
     from contextlib import ExitStack
 
     from harness.adapters.reef.process import running_reef
-    from harness.contract import load_contract
-    from harness.observe.events import EventLog, Fanout
-    from harness.observe.progress import ProgressDisplay
-    from harness.run.runner import run_steps
-    from harness.run.services import production_services
+    from harness.run.launch import Launch, launch_run
     from harness.settings.task_dirs import bundled_task_dir
-    from harness.storage.run_files import event_log_path
 
     task = bundled_task_dir(settings.task)
     with ExitStack() as stack:
@@ -208,19 +217,14 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
                     token=settings.reef_token,
                 )
             )
-        services = production_services(
-            settings, task, executor_url=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL") or None
+        launch_run(
+            settings,
+            task,
+            (task / "instruction.md").read_text(encoding="utf-8"),
+            Launch(
+                executor_url=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL") or None, console=console
+            ),
         )
-        log_file = EventLog(event_log_path(settings.state_dir))
-        display = ProgressDisplay(
-            console,
-            models=(settings.model, services.executor.backend.model),
-            direction=load_contract(task).score_direction,
-        )
-        services.events = Fanout(log_file, display)
-        services.closers += [display.close, log_file.close]
-        stack.callback(services.close)
-        run_steps(settings, task, (task / "instruction.md").read_text(encoding="utf-8"), services)
 
 
 def _behind_key_forwarder(settings: Any, path: Path, stack: Any) -> Path:

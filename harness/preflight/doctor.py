@@ -39,7 +39,7 @@ from harness.preflight.machine import (
     check_python,
     check_trial_environment,
 )
-from harness.preflight.report import CheckResult, PreflightReport, missing_check
+from harness.preflight.report import CheckResult, PreflightReport, missing_check, ready_check
 from harness.preflight.services import check_executor, check_guidance, check_judge
 from harness.preflight.task import check_task, seed_scorer
 from harness.settings.run_settings import (
@@ -69,6 +69,7 @@ def run_preflight(
     environment: Callable[[], CheckResult] | None = None,
     guidance_model: str | None = None,
     guidance_shape: RequestShape | None = None,
+    local_judge: str | None = None,
 ) -> PreflightReport:
     """Run every check in table order and collect the rows; never raises for a failing check.
     `score_seed=None` checks the judge's health only; `task_dir` adds the task row.
@@ -77,7 +78,8 @@ def run_preflight(
     `settings_keys` names a run-level key as the settings file in use spells it (fix hints
     name it); `environment` adds the row of where the Harbor trial runs (run.sh's episode).
     `guidance_model` and `guidance_shape` make the guidance row send one request of the run's
-    shape (without them it only lists the endpoint's models)."""
+    shape (without them it only lists the endpoint's models).
+    `local_judge` (what the judge the command started for itself serves) adds its row."""
     key = settings_keys or (lambda name: f"training.config.{name}")
     checks: list[tuple[str, Callable[[], CheckResult]]] = [("python", check_python)]
     if guidance_url is None:
@@ -98,6 +100,11 @@ def run_preflight(
         checks.append(("task", lambda: check_task(task_dir, seed_file)))
     checks += [
         ("judge", lambda: check_judge(judge_url, score_seed)),
+        *(
+            [("local judge", lambda: ready_check("local judge", str(local_judge)))]
+            if local_judge
+            else []
+        ),
         ("executor", lambda: check_executor(executor, settings_key=key)),
         ("git-lfs", check_git_lfs),
         ("disk", lambda: check_disk(state_dir, min_free_gb, key)),
@@ -167,6 +174,12 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
         "--seed-file",
         type=Path,
         help="seed record (.json) or program to judge (default: serve.yaml's seed in the task)",
+    )
+    parser.add_argument(
+        "--local-judge",
+        metavar="TEXT",
+        help="a row for the judge the command started for itself: what it serves and its log "
+        "(default: no such row; `guidance-ttt run` and ./run.sh pass it)",
     )
     parser.add_argument(
         "--skip-judge-score",
@@ -310,6 +323,7 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
             if args.trial_environment
             else None
         ),
+        local_judge=args.local_judge,
     )
     report.render(Console())
     if report.ok:

@@ -28,11 +28,9 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.adapters.executor.backends import backend_from_name
+from harness.adapters.judge.process import LocalJudge
 from harness.contract import load_contract
-from harness.observe.events import EventLog, Fanout
-from harness.observe.progress import ProgressDisplay
 from harness.observe.wandb_sink import name_wandb_runs
-from harness.rehearsal.judge_process import LocalJudge
 from harness.rehearsal.openai_server import OpenAIFixture
 from harness.rehearsal.reef_process import free_port, running_reef
 from harness.rehearsal.stand_ins import (
@@ -44,13 +42,11 @@ from harness.rehearsal.stand_ins import (
     seed_edits,
     task_dir,
 )
-from harness.run.runner import RunResult, run_steps
-from harness.run.services import production_services
-from harness.run.watchers import wandb_sink
+from harness.run.launch import Launch, launch_run
+from harness.run.runner import RunResult
 from harness.settings.copies import RunValues, fill_run, load_document, write_copy
 from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
 from harness.settings.run_settings import RunSettings, scenario_name
-from harness.storage.run_files import event_log_path
 
 SETTINGS_FILE = "serve-frozen.yaml"
 TOKEN = "reef-local"
@@ -235,7 +231,7 @@ def rehearse_run(
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
     task = options.task_dir
-    contract = load_contract(task)
+    load_contract(task)  # a broken task stops here, before any process starts
     guided = options.arm == "guidance-ttt"
     with ExitStack() as stack:
         port = free_port()
@@ -264,17 +260,6 @@ def rehearse_run(
             backend_from_name("gpt_oss_120b", base_url=stand_ins.executor.v1_url),
             model=EXECUTOR_MODEL,
         )
-        services = production_services(settings, task, backend=backend)
-        log_file = EventLog(event_log_path(settings.state_dir))
-        display = ProgressDisplay(
-            console,
-            models=(settings.model, backend.model),
-            direction=contract.score_direction,
-        )
-        watcher = wandb_sink(settings, models=(settings.model, backend.model))
-        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
-        services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
-        stack.callback(services.close)
         guidance = "frozen guidance" if settings.arm_spec.guided else "no guidance model"
         suite = (
             f"judge suite generated:{options.judge_seed}:{options.cases}"
@@ -286,12 +271,11 @@ def rehearse_run(
             f"{options.run_seed}, {options.groups}×{options.rollouts} rollouts per step, steps up "
             f"to {options.steps}, {suite}; state in {state_dir}"
         )
-        return run_steps(
+        return launch_run(
             settings,
             task,
             (task / "instruction.md").read_text(encoding="utf-8"),
-            services,
-            workers=options.workers,
+            Launch(backend=backend, console=console, workers=options.workers),
         )
 
 

@@ -1,8 +1,9 @@
 """`harness:HarborAgent`: one Harbor trial owns one whole Guidance-TTT run (docs/design.md §8).
 
 The only module that imports `harbor`. The search runs on the host, not in the task container:
-`run()` reads the run settings from `serve.yaml`, builds the real adapters (Reef, the configured
-executor backend, the judge, Reef's training bridge), runs or resumes the steps up to STEPS in a
+`run()` reads the run settings from `serve.yaml`, starts the run through the one run launcher
+(`harness.run.launch`: the real adapters — Reef, the configured executor backend, the judge,
+Reef's training bridge — and the run's sinks), runs or resumes the steps up to STEPS in a
 worker thread, writes the best archived candidate to the task's `solution_path` (task.toml;
 default `/workspace/solution.<ext>`) in the task environment (one `exec` of a here-document, as
 the reference), and fills
@@ -39,7 +40,6 @@ import dataclasses
 import importlib
 import importlib.metadata
 import json
-import logging
 import os
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,17 +52,13 @@ from harbor.models.agent.context import AgentContext
 
 from harness.adapters.executor.client import require_api_key
 from harness.adapters.reef.training_bridge import TrainingBridge
-from harness.contract import load_contract, load_harbor_task
-from harness.observe.cost import PriceTable, load_prices
-from harness.observe.events import EventLog, Fanout
-from harness.observe.progress import ProgressDisplay
+from harness.contract import load_harbor_task
 from harness.run.candidate_file import write_candidate
-from harness.run.runner import RunResult, run_steps
-from harness.run.services import executor_backend, production_services
-from harness.run.watchers import wandb_sink
+from harness.run.launch import Launch, launch_run
+from harness.run.runner import RunResult
+from harness.run.services import executor_backend
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.settings.task_dirs import task_dir_of
-from harness.storage.run_files import event_log_path
 
 __all__ = [
     "AGENT_NAME",
@@ -118,15 +114,6 @@ def load_bridge_factory(reference: str) -> Any:
     if not callable(factory):
         raise ValueError(f"training_bridge {reference!r} does not name a callable")
     return factory
-
-
-def _prices(settings: RunSettings) -> PriceTable | None:
-    """The price table for the live cost estimate; a broken one only costs the estimate."""
-    try:
-        return load_prices(settings_prices=settings.pricing)
-    except (OSError, ValueError) as exc:
-        logging.getLogger(__name__).warning("no cost estimate: %s", exc)
-        return None
 
 
 class HarborAgent(BaseAgent):
@@ -199,32 +186,13 @@ class HarborAgent(BaseAgent):
         bridge: TrainingBridge | None = None
         if self.options.training_bridge:
             bridge = load_bridge_factory(self.options.training_bridge)(settings)
-        services = production_services(
-            settings, task_dir, executor_url=self.options.executor_url, bridge=bridge
-        )
-        log_file = EventLog(event_log_path(settings.state_dir))
-        prices = _prices(settings)
-        models = (settings.model, services.executor.backend.model)
-        display = ProgressDisplay(
-            prices=prices, models=models, direction=load_contract(task_dir).score_direction
-        )
-        watcher = wandb_sink(settings, prices=prices, models=models)  # None unless enabled
-        # A failing display or W&B never reaches the run.
-        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
-        services.closers += [display.close, log_file.close, *([watcher.close] if watcher else [])]
         overrides = {}
         if self.options.poll_interval_s is not None:
             overrides["poll_interval_s"] = self.options.poll_interval_s
-        try:
-            return run_steps(
-                settings,
-                task_dir,
-                problem,
-                services,
-                controller_overrides=overrides,
-            )
-        finally:
-            services.close()
+        how = Launch(
+            executor_url=self.options.executor_url, bridge=bridge, controller_overrides=overrides
+        )
+        return launch_run(settings, task_dir, problem, how)
 
     async def _write_best(
         self, environment: BaseEnvironment, result: RunResult, task_dir: Path

@@ -101,6 +101,9 @@ class GuidanceHarness:
         self.workers = workers
         self.events = events or NullSink()
         self._journal_lock = threading.Lock()
+        #: Set (under the lock) when a signal stops the step: a rollout still in flight then
+        #: journals and reports nothing, so nothing is written once the stop has begun.
+        self._abandoned = False
 
     # --- a step ------------------------------------------------------------------------------
 
@@ -183,6 +186,8 @@ class GuidanceHarness:
                 )
                 self._journal_and_report(finished)
             except BaseException as exc:
+                if self._abandoned:  # the step was stopped by a signal: nothing to record
+                    return
                 stop.set()
                 fault.append(exc)
                 self._stage(task.slot, "failed")
@@ -190,18 +195,27 @@ class GuidanceHarness:
                     "error", message=f"{type(exc).__name__}: {exc}", where=str(task.slot)
                 )
 
-        with ThreadPoolExecutor(self.workers, thread_name_prefix=f"rollout-s{step}") as pool:
-            try:
-                list(pool.map(work, tasks))
-            except BaseException:
-                stop.set()  # interrupted (a signal): rollouts not yet started do not start
-                raise
+        pool = ThreadPoolExecutor(self.workers, thread_name_prefix=f"rollout-s{step}")
+        try:
+            list(pool.map(work, tasks))
+        except BaseException:
+            # Interrupted (a signal): rollouts not yet started do not start, and the stop does
+            # not wait for those in flight (a model or judge call may take minutes): what they
+            # finish is journaled, the rest runs again on resume (harness.cli.termination).
+            stop.set()
+            with self._journal_lock:  # waits at most for one journal line being written
+                self._abandoned = True
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown(wait=True)
         if fault:
             raise _step_stop(step, fault)
 
     def _journal_and_report(self, finished: FinishedRollout) -> None:
         slot, entry = finished.slot, finished.entry
         with self._journal_lock:  # one writer: archive submit + durable journal line
+            if self._abandoned:
+                return
             self.store.record_rollout(self.archive, slot.step, slot.group, slot.rollout, entry)
         crash_point("after_journal")
         if entry.metadata.get("agent_record_id") is not None:  # arms without guidance: no report

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import httpx
 
+from harness.adapters.child_process import start_tied
 from harness.adapters.guidance_proxy import KEY_VARIABLE
 
 __all__ = ["KEY_VARIABLE", "running_forwarder"]
@@ -33,7 +34,8 @@ def running_forwarder(
     command += ["--upstream", str(upstream), "--port", str(port)]
     url = f"http://127.0.0.1:{port}"
     with Path(log_path).open("ab") as log:
-        proxy = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+        # Its own session, and SIGTERM when this command dies, however it dies.
+        proxy = start_tied(command, stdout=log, stderr=subprocess.STDOUT)
         try:
             deadline = time.monotonic() + ready_timeout_s
             while time.monotonic() < deadline and proxy.poll() is None:

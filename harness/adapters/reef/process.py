@@ -35,6 +35,8 @@ from typing import Any, Protocol
 
 import httpx
 
+from harness.adapters.child_process import start_tied
+
 #: The recipe that validates tttd reports without training (no GPU, no Ray).
 RECORD_ONLY_RECIPE = "tttd.recipe:TTTDReportsRecipe"
 DEFAULT_TOKEN = "reef-local"
@@ -131,13 +133,12 @@ def running_reef(
     # never through a symlink planted in the log's place
     flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
     log_file = os.fdopen(os.open(log_path, flags, 0o644), "wb")
-    process = subprocess.Popen(
+    process = start_tied(  # its own session; SIGTERM when this command dies, however
         command,
         cwd=workdir,
         env={**os.environ, **(env or {})},
         stdout=log_file,
         stderr=subprocess.STDOUT,
-        start_new_session=True,
     )
     service = ReefService(
         url=f"http://127.0.0.1:{port}",

@@ -1,0 +1,162 @@
+"""`guidance-ttt run` (and ./run.sh, a thin wrapper over it): the one way to start a run.
+
+1. The run's own settings copy: the settings file (`--config`, default `$GUIDANCE_TTT_SERVE_YAML`,
+   else serve.yaml) with what the command line changed, in the run's state directory
+   (`harness.settings.run_copy`); the run, `status`, `resume` and `export` read it.
+2. The judge: when the run names none (`$FRONTIERCS_JUDGE_URL`, `--judge-url`, or a URL written
+   in the file), the project's local judge for the configured task (`python -m judges`: the
+   task's own `judge/` packages, else the bundled Polyomino problem), its log in
+   `<state>/judge.log`, shown as the preflight's "local judge" row, stopped on exit.
+3. The stack (`scripts/run-stack.sh`, the preflight table, `reef serve -c <copy>`, the episode:
+   a Harbor trial with `harness:HarborAgent`, which runs the steps through the one run
+   launcher), started in a session of its own and tied to this process
+   (`harness.adapters.child_process`): a stop sends it SIGTERM, on which it stops the episode,
+   Reef and the key forwarder; if this process dies, the kernel sends it the same.
+
+`start` raises what ends it; `harness.cli.run_command` turns a signal into the one stopping line
+and exit 128 + the signal (`harness.cli.termination`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.adapters.child_process import start_tied
+from harness.adapters.judge.process import LocalJudge
+from harness.settings.document import RunSettingsError
+from harness.settings.run_copy import judge_url_given, write_run_copy
+from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
+from harness.settings.task_dirs import task_dir_of
+from harness.storage.resume_state import RESUME_STATE, ResumeState, RunIdentity
+
+REPO = Path(__file__).resolve().parents[2]
+STACK = REPO / "scripts" / "run-stack.sh"
+#: How long the stack may take to stop after SIGTERM (Reef stops its services in order; the
+#: episode is SIGTERMed first) before its whole session is killed.
+STACK_STOP_S = 90.0
+
+
+@dataclass(frozen=True)
+class FrontDoor:
+    """What `guidance-ttt run` was asked: the settings file, the state directory (default: the
+    file's), the named overrides (`harness.settings.run_copy.NAMED`) and `--set` items."""
+
+    config: Path | None = None
+    state_dir: Path | None = None
+    named: Mapping[str, Any] = field(default_factory=dict)
+    sets: Sequence[str] = ()
+
+
+def settings_file(config: Path | None, environ: Mapping[str, str]) -> Path:
+    """`--config`, else `$GUIDANCE_TTT_SERVE_YAML` (taken from the repository root when
+    relative, as ./run.sh always did), else the repository's serve.yaml."""
+    if config is not None:
+        return Path(config).expanduser().resolve()
+    named = environ.get("GUIDANCE_TTT_SERVE_YAML", "").strip()
+    if named:
+        path = Path(named).expanduser()
+        return (path if path.is_absolute() or path.exists() else REPO / path).resolve()
+    return Path(DEFAULT_SERVE_YAML).resolve()
+
+
+def prepare(request: FrontDoor, environ: Mapping[str, str]) -> tuple[Path, RunSettings]:
+    """Write the run's settings copy and load it; `RunSettingsError` names a wrong key."""
+    config = settings_file(request.config, environ)
+    state_dir = request.state_dir
+    if state_dir is None:
+        state_dir = RunSettings.load(config, environ=environ).state_dir
+    copy = write_run_copy(
+        config,
+        Path(state_dir),
+        request.named,
+        request.sets,
+        environ=environ,
+        check=same_identity,
+    )
+    return copy, RunSettings.load(copy, environ=environ)
+
+
+def same_identity(settings: RunSettings) -> None:
+    """Refuse, naming the key, settings whose run identity differs from the one the state
+    directory's committed steps were made with (before the copy is replaced, so the run's
+    settings stay what they were); the run controller checks the same again at start."""
+    stored = ResumeState.load(settings.state_dir / RESUME_STATE)
+    if stored is None:
+        return
+    mismatch = stored.identity.first_difference(RunIdentity.from_dict(settings.identity()))
+    if mismatch is not None:
+        key, was, now = mismatch
+        raise RunSettingsError(
+            f"resume settings mismatch: {key} stored {was!r}, requested {now!r}; the run in "
+            f"{settings.state_dir} keeps its settings — use a new --state-dir for a new run"
+        )
+
+
+def judge_flags(task_dir: Path) -> list[str]:
+    """The local judge's flags for the task: its own `judge/` packages when it has them, else
+    none (the judge's bundled Polyomino problem, the template task's)."""
+    return ["--task", str(task_dir)] if (task_dir / "judge").is_dir() else []
+
+
+@contextlib.contextmanager
+def local_judge(settings: RunSettings, copy: Path, environ: Mapping[str, str]) -> Iterator[dict]:
+    """The environment the stack needs for its judge: nothing when the run names one, else the
+    URL and preflight row of a local judge started here (stopped when the block ends)."""
+    if judge_url_given(copy, environ):
+        yield {}
+        return
+    task = task_dir_of(settings)
+    log = settings.state_dir / "judge.log"
+    print(f"guidance-ttt run: no judge URL given: starting the local judge (log {log})", flush=True)
+    with LocalJudge(settings.state_dir / "judge", *judge_flags(task), log=log) as judge:
+        row = f"started by guidance-ttt run: {judge.describe()} at {judge.url}; log {log}"
+        yield {"FRONTIERCS_JUDGE_URL": judge.url, "GUIDANCE_TTT_LOCAL_JUDGE": row}
+
+
+def run_stack(copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, str]) -> int:
+    """Run scripts/run-stack.sh on the copy and return its exit status; whatever stops this
+    call (a signal's `Terminated`) first stops the stack (SIGTERM, then SIGKILL of its session
+    after `STACK_STOP_S`)."""
+    env = {
+        **environ,
+        **extra_env,
+        "GUIDANCE_TTT_SERVE_YAML": str(copy),
+        "PYTHON": sys.executable,  # the interpreter of this command, with the project
+        "GUIDANCE_TTT_QUIET_STOP": "1",
+    }
+    stack = start_tied(["bash", str(STACK)], cwd=REPO, env=env)
+    try:
+        return stack.wait()
+    except BaseException:
+        _stop(stack)
+        raise
+
+
+def _stop(stack: subprocess.Popen[Any]) -> None:
+    if stack.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        stack.send_signal(signal.SIGTERM)  # its trap stops the episode, Reef, the forwarder
+    try:
+        stack.wait(timeout=STACK_STOP_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(stack.pid, signal.SIGKILL)
+        stack.wait(timeout=10)
+
+
+def start(request: FrontDoor, environ: Mapping[str, str] | None = None) -> int:
+    """Start (or resume) the run `request` describes; returns the stack's exit status."""
+    environ = dict(os.environ if environ is None else environ)
+    copy, settings = prepare(request, environ)
+    print(f"guidance-ttt run: settings {copy} (state in {settings.state_dir})", flush=True)
+    with local_judge(settings, copy, environ) as judge_env:
+        return run_stack(copy, judge_env, environ)

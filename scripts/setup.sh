@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Set this checkout up for one of its two commands, idempotently (./run.sh and ./test.sh call it):
+#
+#   scripts/setup.sh run     system packages for a run, a Python >= 3.12 virtualenv in .venv,
+#                            the project with the extras a run needs (reef: reef serve, reef-eval,
+#                            Harbor)
+#   scripts/setup.sh test    the same with the test tools' system packages (shellcheck,
+#                            chromium) and every extra the suite needs
+#
+# Python: .venv's own when it exists, else scripts/find-python.sh ($PYTHON, python3.1x, python3,
+# pyenv) or one line naming the need. What is installed is recorded in .venv/.guidance-ttt-setup
+# (the hash of pyproject.toml and the extras); when that already covers the command, nothing is
+# installed and the check takes well under a second. GUIDANCE_TTT_SETUP_DRY_RUN=1 only says what
+# it would do (the tests check its decisions that way, without network).
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+purpose=${1:?usage: scripts/setup.sh run|test}
+case "$purpose" in
+run) extras=(reef) ;;
+test) extras=(reef torch plot test watch cluster) ;;
+*)
+    echo "error: scripts/setup.sh $purpose: use run or test" >&2
+    exit 2
+    ;;
+esac
+dry=${GUIDANCE_TTT_SETUP_DRY_RUN:-}
+stamp=.venv/.guidance-ttt-setup
+
+bash scripts/system-packages.sh "$purpose"
+
+if [ -x .venv/bin/python ]; then
+    python=.venv/bin/python
+    if ! "$python" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 12) else 1)' 2>/dev/null; then
+        echo "error: .venv was made with $("$python" --version 2>&1); this project needs Python" \
+            ">= 3.12: remove .venv (rm -rf .venv) and run ./${purpose}.sh again" >&2
+        exit 1
+    fi
+else
+    base=$(SETUP_COMMAND="$purpose.sh" bash scripts/find-python.sh)
+    if [ -n "$dry" ]; then
+        echo "setup: would create .venv with $base ($("$base" --version 2>&1))"
+    else
+        echo "setup: creating .venv with $base ($("$base" --version 2>&1))"
+        "$base" -m venv .venv
+    fi
+    python=.venv/bin/python
+fi
+
+hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+installed=()
+if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$hash" ]; then
+    read -r -a installed <<<"$(sed -n 2p "$stamp")"
+fi
+needed=()
+for extra in "${extras[@]}"; do
+    # shellcheck disable=SC2076  # a literal word match
+    [[ " ${installed[*]} " == *" $extra "* ]] || needed+=("$extra")
+done
+if [ ${#needed[@]} -eq 0 ]; then
+    [ -n "$dry" ] && echo "setup: .venv is up to date for ./$purpose.sh (extras: ${extras[*]})"
+    exit 0
+fi
+
+# The union of what was installed and what this command needs, so ./run.sh after ./test.sh
+# (or the other way round) installs nothing twice.
+all=("${installed[@]}" "${needed[@]}")
+spec=".[$(
+    IFS=,
+    echo "${all[*]}"
+)]"
+if [ -n "$dry" ]; then
+    echo "setup: would install $spec into .venv (missing: ${needed[*]})"
+    exit 0
+fi
+echo "setup: installing $spec into .venv (a few minutes the first time)"
+rm -f "$stamp"
+"$python" -m pip install -q --upgrade pip
+"$python" -m pip install -q -e "$spec"
+printf '%s\n%s\n' "$hash" "${all[*]}" >"$stamp"
