@@ -25,7 +25,7 @@ built-in checker called in this process, or the compiled testlib checker run as 
 compiled before timing as the judge's warm program cache is). CPU from `getrusage`.
 
 It prints both, per candidate and their median, and the ratio. `--baseline-tree` (another
-checkout, e.g. `git worktree add /tmp/old main`) also measures that tree's judge in the same
+checkout, e.g. `git worktree add ../old-judge main`) also measures that tree's judge in the same
 run, interleaved candidate by candidate, so a busy host weighs on both alike.
 """
 
