@@ -33,7 +33,7 @@ from typing import Any
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from judges.cluster import node
+from judges.cluster import connect, node
 from judges.cluster.bundles import ProblemBundle, bundle_problem
 from judges.problems.package import Problem
 from judges.sandbox.runner import SandboxUnavailable
@@ -326,19 +326,9 @@ class RayJudge:
 
 
 def _connect(address: str) -> None:
-    """Join the cluster at `address` (`local`: start a private one on this host), shipping the
-    `judges` package to its workers; one clear line when it cannot."""
-    runtime = {"py_modules": [str(JUDGES_PACKAGE)]}
-    try:
-        if address == "local":
-            ray.init(address="local", include_dashboard=False, runtime_env=runtime)
-        else:
-            ray.init(address=address, runtime_env=runtime)
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise SandboxUnavailable(
-            f"cannot join the Ray cluster at {address!r} ({_first_line(error)}); start one "
-            "(ray start --head), set RAY_ADDRESS, or pass --ray local"
-        ) from None
+    """Join the cluster at `address` (`local`: start a private one on this host, loopback
+    only), shipping the `judges` package to its workers (`judges.cluster.connect`)."""
+    connect.join(address, {"py_modules": [str(JUDGES_PACKAGE)]})
 
 
 def _first_line(error: BaseException | None) -> str:
