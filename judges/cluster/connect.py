@@ -104,6 +104,14 @@ def join(address: str, runtime_env: dict[str, Any]) -> None:
             f"cannot join the Ray cluster at {address!r} ({_first_line(error)}); start one "
             "(ray start --head), set RAY_ADDRESS, or pass --ray local"
         ) from None
+    except Exception as error:  # Ray raises a bare Exception when its node does not start
+        if "timed out during startup" not in str(error):
+            raise
+        raise SandboxUnavailable(
+            f"the Ray node for {address!r} did not start within Ray's 30 s "
+            f"({_first_line(error)}); the host is overloaded: start the judge again when it "
+            "is less busy"
+        ) from None
 
 
 def _first_line(error: BaseException | None) -> str:
