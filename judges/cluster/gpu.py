@@ -31,14 +31,12 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from judges.cluster.bundles import node_lock
 from judges.cluster.node import NodeSettings, node_root, node_state
 from judges.gpu import devices
 from judges.gpu.judge import GpuJudge, GpuOptions
 from judges.gpu.package import GpuProblem, load_gpu_problem
-from judges.problems.package import Suite
+from judges.problems.package import Suite, read_config
 from judges.sandbox.runner import SandboxUnavailable
 from judges.verdicts.fingerprints import judge_code
 
@@ -125,10 +123,10 @@ class _NodeGpu:
                         for name, data in bundle.files:
                             (folder / name).write_bytes(data)
                         (folder / ".complete").write_bytes(b"")
-                config = yaml.safe_load((folder / "config.yaml").read_text())
+                config, config_path = read_config(folder)  # the judge's own bounded reader
                 suite = Suite("package", f"node copy of GPU problem {bundle.id}", True)
-                self.problems[bundle.digest] = load_gpu_problem(folder, config,
-                                                                str(folder), suite)  # fmt: skip
+                loaded = load_gpu_problem(folder, config, str(config_path), suite)
+                self.problems[bundle.digest] = loaded
             return self.problems[bundle.digest]
 
     def gpu(self, assigned: list[Any]) -> devices.Gpu:
