@@ -2,12 +2,16 @@
 and time the honest ones the plain way, writing every figure as JSON.
 
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
+                                           [--gpus 0,1] [--at-once 2]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
-benchmarks), submits each program and keeps a summary of its record (per-benchmark means,
-timed calls, spread, charges, device and versions) in DIR/acceptance.json, written after every
-submission; then, for `figures`, runs benchmarks/trimul_event_loop.py on each honest candidate
-(DIR/event_loop.json). docs/task.md and docs/judge.md quote the figures it produced.
+benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
+per GPU, for the multi-GPU run) and keeps a summary of its record (per-benchmark means, timed
+calls, spread, charges, the trial's phases, device and versions) in DIR/acceptance.json,
+written after every submission; then, for `figures`, runs benchmarks/trimul_event_loop.py on
+each honest candidate (DIR/event_loop.json) and prints, side by side, each honest candidate's
+judge and event-loop geometric means, their ratio, the wall clock of its judging and where that
+went (DIR/side_by_side.json). docs/task.md and docs/judge.md quote the figures it produced.
 """
 
 from __future__ import annotations
@@ -25,7 +29,14 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from judges.service.process import JudgeProcess  # noqa: E402
-from tests.gpu_judge_support import ATTACKS, PROGRAMS, TASK, judge_program, verdict  # noqa: E402
+from tests.gpu_judge_support import (  # noqa: E402
+    ATTACKS,
+    PROGRAMS,
+    TASK,
+    submit_program,
+    verdict,
+    wait_record,
+)
 
 HONEST = {
     "seed": TASK / "solution" / "solution.py",
@@ -55,6 +66,8 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--phase", choices=("figures", "attacks", "all"), default="all")
     parser.add_argument("--repeat", type=int, default=3, help="judgings of fast_bf16")
+    parser.add_argument("--gpus", default="0", help="the judge's --gpus (default: %(default)s)")
+    parser.add_argument("--at-once", type=int, default=1, help="submissions in flight at once")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
@@ -67,14 +80,19 @@ def main() -> int:
         runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
-    with JudgeProcess(state, "--task", str(TASK), "--gpus", "0", startup_timeout=300) as judge:
-        for label, program in runs:
+    with JudgeProcess(state, "--task", str(TASK), "--gpus", args.gpus,
+                      startup_timeout=300) as judge:  # fmt: skip
+        for at in range(0, len(runs), args.at_once):
+            batch = runs[at : at + args.at_once]
             started = time.monotonic()
-            record = judge_program(judge.url, program.read_text(), timeout=1200)
-            results.append(summary(label, record, time.monotonic() - started))
-            item = results[-1]
-            print(f"{label}: {item['verdict']} {item['valueUs']} us ({item['seconds']} s) "
-                  f"{(item['firstFailure'] or '')[:200]}", flush=True)  # fmt: skip
+            sids = [submit_program(judge.url, f"{program.read_text()}\n# {at + n}\n")
+                    for n, (_, program) in enumerate(batch)]  # fmt: skip
+            for (label, _), sid in zip(batch, sids, strict=True):
+                record = wait_record(judge.url, sid, timeout=1200)
+                results.append(summary(label, record, time.monotonic() - started))
+                item = results[-1]
+                print(f"{label}: {item['verdict']} {item['valueUs']} us ({item['seconds']} s) "
+                      f"{(item['firstFailure'] or '')[:200]}", flush=True)  # fmt: skip
             (args.out / "acceptance.json").write_text(json.dumps(results, indent=1))
     if args.phase in ("figures", "all"):
         loops = []
@@ -86,7 +104,31 @@ def main() -> int:
                 loops.append({"label": label, **json.loads(out.read_text())})
                 out.unlink()
         (args.out / "event_loop.json").write_text(json.dumps(loops, indent=1))
+        side_by_side(results, loops, args.out / "side_by_side.json")
     return 0
+
+
+def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out: Path) -> None:
+    """Each honest judging next to its candidate's event-loop figure, with its phases."""
+    loop_of = {loop["label"]: loop.get("geomeanUs") for loop in loops}
+    rows = []
+    for item in results:
+        base = item["label"].removeprefix("after_hang_")
+        if base not in HONEST or item["valueUs"] is None:
+            continue
+        loop = loop_of.get(base)
+        timing = item.get("timing") or {}
+        rows.append({
+            "label": item["label"], "judgeUs": item["valueUs"], "loopUs": loop,
+            "ratio": item["valueUs"] / loop if loop else None,
+            "judgedSeconds": timing.get("trialSeconds"), "gpu": timing.get("gpu"),
+            "phases": timing.get("phases"),
+        })  # fmt: skip
+        ratio = f"{rows[-1]['ratio']:.4f}" if loop else "n/a"
+        print(f"{item['label']:>12}: judge {item['valueUs']:.1f} us, loop {loop} us, ratio "
+              f"{ratio}, judged in {timing.get('trialSeconds')} s, phases {timing.get('phases')}",
+              flush=True)  # fmt: skip
+    out.write_text(json.dumps(rows, indent=1))
 
 
 if __name__ == "__main__":

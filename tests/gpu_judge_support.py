@@ -29,18 +29,23 @@ ATTACKS = {
     "wrong_beyond_first.py": "Wrong Answer",
     "sandbox_probe.py": "Runtime Error",
     "timeout_hang.py": "Time Limit Exceeded",
+    "early_done.py": "valid",  # charged through the DONE -> DESCRIBED window
+    "changes_after_check.py": "Wrong Answer",  # the second check after the timed loop
+    "nondeterministic.py": "valid",  # flagged by the determinism check, never failed
 }
 
 
 def small_package(root: Path, seqlen: int = 8, dim: int = 16, hidden: int = 8,
-                  call_timeout: str = "30s", **config: Any) -> Path:  # fmt: skip
-    """A copy of the task's package with three small tests and two small benchmarks."""
-    package = root / "trimul"
+                  call_timeout: str = "30s", name: str = "trimul",
+                  **config: Any) -> Path:  # fmt: skip
+    """A copy of the task's package with three small tests and two small benchmarks (and
+    the determinism check on), as problem `name`."""
+    package = root / name
     package.mkdir(parents=True)
     shutil.copyfile(PACKAGE / "reference.py", package / "reference.py")
     settings = yaml.safe_load((PACKAGE / "config.yaml").read_text())
     settings.update({"call_timeout": call_timeout, "max_repeats": 5, "memory": "8g",
-                     "tmpfs": "256m", **config})  # fmt: skip
+                     "tmpfs": "256m", "determinism_check": True, **config})  # fmt: skip
     (package / "config.yaml").write_text(yaml.safe_dump(settings))
 
     def case(n: int, seed: int, nomask: bool, distribution: str, bs: int = 1) -> dict:
@@ -56,10 +61,14 @@ def small_package(root: Path, seqlen: int = 8, dim: int = 16, hidden: int = 8,
     return root
 
 
-def judge_program(url: str, code: str, timeout: float = 900.0) -> dict[str, Any]:
-    """Submit `code` for problem trimul and return its final record."""
-    sid = httpx.post(f"{url}/submit", json={"pid": "trimul", "lang": "python", "code": code},
-                     timeout=30).json()["sid"]  # fmt: skip
+def submit_program(url: str, code: str, pid: str = "trimul") -> int:
+    """Submit `code` for problem `pid`; its submission id."""
+    return httpx.post(f"{url}/submit", json={"pid": pid, "lang": "python", "code": code},
+                      timeout=30).json()["sid"]  # fmt: skip
+
+
+def wait_record(url: str, sid: int, timeout: float = 900.0) -> dict[str, Any]:
+    """The final record of submission `sid` (polled, bounded by `timeout`)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         record = httpx.get(f"{url}/result/{sid}", timeout=30).json()
@@ -67,6 +76,11 @@ def judge_program(url: str, code: str, timeout: float = 900.0) -> dict[str, Any]
             return record
         time.sleep(0.5)
     raise TimeoutError(f"submission {sid} not judged within {timeout:g} s")
+
+
+def judge_program(url: str, code: str, timeout: float = 900.0, pid: str = "trimul") -> dict:
+    """Submit `code` for problem `pid` and return its final record."""
+    return wait_record(url, submit_program(url, code, pid), timeout)
 
 
 def verdict(record: dict[str, Any]) -> str:
@@ -80,3 +94,16 @@ def verdict(record: dict[str, Any]) -> str:
 
 def first_failure(record: dict[str, Any]) -> str:
     return next((c["msg"] for c in record.get("cases", []) if c["scoreRatio"] == 0.0), "")
+
+
+def stand_in_missing() -> str | None:
+    """Why the GPU judge's CPU stand-in cannot run here, or None."""
+    import os
+
+    from judges.service.process import cgroup_missing
+
+    if shutil.which("bwrap") is None:
+        return "needs bubblewrap (bwrap)"
+    if os.geteuid() != 0:
+        return "needs the judge to run as root (GPU candidates run under a uid of their own)"
+    return cgroup_missing()

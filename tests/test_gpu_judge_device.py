@@ -62,6 +62,12 @@ def test_the_seed_and_a_triton_candidate_are_valid_on_the_gpu(judge: JudgeProces
         assert record["gpu"]["gpu"].startswith("NVIDIA") and record["value"] > 0
         benchmarks = [case for case in record["cases"] if case["kind"] == "benchmark"]
         assert all(case["timing"]["runs"] >= 3 for case in benchmarks)
+        # The hardware floor: the device's peaks queried at start, each benchmark's floor
+        # positive and below what an honest kernel is charged.
+        peaks = record["gpu"]["peaks"]
+        assert peaks["source"] == "device" and peaks["bandwidthGBs"] > 500 and peaks["tflops"] > 50
+        assert all(0 < case["timing"]["floorUs"] < case["timing"]["bestUs"] for case in benchmarks)
+        assert record["determinism"]["checked"], record.get("determinism")
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))

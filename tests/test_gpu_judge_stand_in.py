@@ -7,12 +7,20 @@ worker, control block, frozen candidate, fresh inputs every call — on CPU tens
 through memory files instead of CUDA IPC (that stand-in is what stands for the GPU here), so
 every attack program that does not need a GPU gets its verdict on CPU too. The same attacks on
 the H200 are tests/test_gpu_judge_device.py.
+
+The stand-in judge has two stand-in GPUs (`--gpus 0,1`): several candidates at once are judged
+one per GPU, every GPU is used, two trials never overlap on one GPU, and `/health` says what
+each GPU is doing. It serves a second package, `trimul_floor`, whose declared peak bandwidth
+is so low that every call is below its hardware floor (the floor's refusal, which on a real GPU
+only a hole in the timing reaches).
 """
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -28,8 +36,11 @@ from tests.gpu_judge_support import (
     first_failure,
     judge_program,
     small_package,
+    submit_program,
     verdict,
 )
+
+STAND_IN_GPUS = 2
 
 
 def _stand_in_missing() -> str | None:
@@ -68,8 +79,10 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]
         pytest.skip(missing)
     root = tmp_path_factory.mktemp("stand-in")
     packages = small_package(root / "packages", call_timeout="8s")
+    small_package(packages, call_timeout="8s", name="trimul_floor", peak_bandwidth=1000.0)
+    gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
     with JudgeProcess(root / "state", "--problems", str(packages), "--gpu-cpu-stand-in",
-                      "--workers", "1") as judge:  # fmt: skip
+                      "--gpus", gpus, "--workers", "1") as judge:  # fmt: skip
         yield judge
 
 
@@ -84,6 +97,15 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert all(3 <= case["timing"]["runs"] <= 5 for case in benchmarks)
     assert record["value"] > 0 and record["valueMean"] == "geometric"
     assert record["gpu"]["gpu"] == "none (CPU stand-in)" and record["warmup"]["calls"] >= 3
+    assert record["determinism"] == {"test": 1, "checked": True, "differing": 0,
+                                     "identical": True, "maxDifference": 0.0}  # fmt: skip
+    phases = record["timing"]["phases"]
+    order = ["trustedStarted", "sandboxStarted", "context", "testsPrepared", "workerHello",
+             "calibrated", "candidateImported", "tests", "warmup", "benchmarks"]  # fmt: skip
+    assert list(phases) == order and all(
+        phases[a] <= phases[b] for a, b in itertools.pairwise(order)
+    )
+    assert phases["benchmarks"] <= record["timing"]["trialSeconds"]
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))
@@ -94,6 +116,11 @@ def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
     if program == "sandbox_probe.py":
         report = first_failure(record)
         assert "REACHABLE" not in report and '"judge reference files": "none visible"' in report
+    if program == "changes_after_check.py":
+        assert "the last timed call's output changed after it was checked" in first_failure(
+            record)  # fmt: skip
+    if program == "nondeterministic.py":
+        assert record["determinism"]["checked"] and not record["determinism"]["identical"]
     if program == "timeout_hang.py":
         assert "within the limit of 8 s" in first_failure(record)
         honest = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text())
@@ -112,3 +139,59 @@ def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
                       "--workers", "1", cwd=tmp_path) as judge:  # fmt: skip
         record = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
+
+
+def test_saying_done_early_is_charged_through_the_window(stand_in: JudgeProcess) -> None:
+    """early_done.py writes DONE first, then works and holds each call for 0.2 s: whenever
+    the judge saw DONE, the clock and the DONE -> DESCRIBED window together cover the hold,
+    so every timed call is charged most of it (without the window charge, a judge that saw
+    the early DONE at once would charge almost nothing)."""
+    record = judge_program(stand_in.url, (PROGRAMS / "early_done.py").read_text())
+    assert verdict(record) == "valid", first_failure(record)
+    for case in record["cases"][3:]:
+        assert case["timing"]["bestUs"] > 0.5 * 0.2e6, case["timing"]
+
+
+def test_a_call_below_the_hardware_floor_is_refused_not_ranked(stand_in: JudgeProcess) -> None:
+    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(), pid="trimul_floor")
+    assert verdict(record) == "Time Below Hardware Floor", first_failure(record)
+    assert "below this benchmark's hardware floor" in first_failure(record)
+    assert "value" not in record and record["score"] < 100
+    assert record["gpu"]["peaks"]["source"] == "package"
+
+
+def test_every_gpu_judges_one_candidate_at_a_time(stand_in: JudgeProcess) -> None:
+    """Four candidates at once on two stand-in GPUs: both GPUs judge, their trials never
+    overlap on one GPU, and /health shows each GPU's state while and after they run."""
+    code = (PROGRAMS / "honest.py").read_text()
+    sids = [submit_program(stand_in.url, f"{code}\n# copy {n}\n") for n in range(4)]
+    seen_judging: set[int] = set()
+    records: dict[int, dict] = {}
+    deadline = time.monotonic() + 900
+    while len(records) < len(sids) and time.monotonic() < deadline:
+        health = httpx.get(f"{stand_in.url}/health", timeout=10).json()
+        for gpu in health["gpu"]["gpus"]:
+            if gpu["state"] == "judging":
+                assert gpu["submission"] and gpu["since"], gpu
+                seen_judging.add(gpu["index"])
+        for sid in sids:
+            if sid not in records:
+                answer = httpx.get(f"{stand_in.url}/result/{sid}", timeout=10).json()
+                if answer["status"] != "queued":
+                    records[sid] = answer
+        time.sleep(0.2)  # polling, bounded by the deadline
+    assert len(records) == len(sids)
+    assert all(verdict(r) == "valid" for r in records.values()), [first_failure(r) for r in
+                                                                   records.values()]  # fmt: skip
+    by_gpu: dict[int, list[tuple[float, float]]] = {}
+    for record in records.values():
+        timing = record["timing"]
+        by_gpu.setdefault(timing["gpu"], []).append((timing["startedAt"], timing["endedAt"]))
+    assert sorted(by_gpu) == list(range(STAND_IN_GPUS)), by_gpu  # every GPU used
+    for intervals in by_gpu.values():
+        intervals.sort()
+        for (_, end), (start, _) in itertools.pairwise(intervals):
+            assert end <= start, intervals  # one candidate at a time on a GPU
+    assert seen_judging, "/health never showed a GPU judging"
+    final = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+    assert all(gpu["state"] == "idle" and gpu["judged"] >= 1 for gpu in final), final

@@ -286,3 +286,43 @@ def test_the_sandbox_never_binds_a_folder_holding_the_judges_files(tmp_path: Pat
     assert devices.sandbox_dirs(facts, [tmp_path / "state"]) == [str(venv.resolve())]
     with pytest.raises(devices.NoGpu, match="must not see"):
         devices.sandbox_dirs({"dirs": [str(tmp_path)]}, [tmp_path / "state"])
+
+
+def test_the_done_to_described_window_is_charged_beyond_its_slack_and_not_twice() -> None:
+    # 1 ms call: slack 30 us; the window (already less its calibrated allowance) and the late
+    # probes overlap, so the larger of the two is charged, once.
+    assert charged_waits(1_000_000, 0, 0, 20_000) == 0
+    assert charged_waits(1_000_000, 0, 0, 530_000) == 500_000
+    assert charged_waits(1_000_000, 0, 230_000, 530_000) == 500_000
+    assert charged_waits(1_000_000, 0, 630_000, 530_000) == 600_000
+    assert charged_waits(1_000_000, 130_000, 0, 530_000) == 100_000 + 500_000
+
+
+def test_the_hardware_floor_is_the_slower_of_bytes_at_peak_bandwidth_and_flops_at_peak() -> None:
+    from judges.gpu.limits import Peaks, choose, peaks_from
+
+    # An H100 SXM's driver attributes: 1980 MHz boost, 132 SMs, HBM3 at 2619 MHz on 5120 bits.
+    h100 = peaks_from({"clock_khz": 1_980_000, "sms": 132, "memory_clock_khz": 2_619_000,
+                       "bus_width_bits": 5120, "major": 9, "minor": 0})  # fmt: skip
+    assert h100.bandwidth == pytest.approx(3.352e12, rel=1e-3)  # 2 x 2619 MHz x 640 bytes
+    assert h100.flops == pytest.approx(132 * 1.98e9 * 8192)  # FP8 dense, ~2.14 PFLOP/s
+    assert h100.floor_ns({"bytes": 3.352e9, "flops": 0}) == pytest.approx(1e6, rel=1e-3)
+    assert h100.floor_ns({"bytes": 0, "flops": 2.14e12}) == pytest.approx(1e6, rel=2e-3)
+    assert h100.floor_ns(None) == 0.0 and Peaks().floor_ns({"bytes": 1e12}) == 0.0
+    unknown = peaks_from({"clock_khz": 1_000_000, "sms": 10, "memory_clock_khz": 1,
+                          "bus_width_bits": 8, "major": 12, "minor": 0})  # fmt: skip
+    assert unknown.flops == 10 * 1e9 * 8192  # an unknown architecture: the largest per-cycle
+    chosen = choose(Peaks(), 1000.0, None)
+    assert (chosen.bandwidth, chosen.flops, chosen.source) == (1000.0, 0.0, "package")
+    assert choose(h100, None, None) is h100
+
+
+def test_trimuls_minimum_work_is_below_what_its_reference_does() -> None:
+    reference = _load(TASK / "judge" / "trimul" / "reference.py", "trimul_reference_units")
+    work = reference.minimum_work(seqlen=1024, bs=1, dim=384, hiddendim=128, seed=1,
+                                  nomask=True, distribution="normal")  # fmt: skip
+    elements = 1024 * 1024 * 384
+    assert work["bytes"] == 6 * elements  # the float32 input read, the output at 2 bytes
+    assert work["flops"] == 2 * 1024**3 * 128  # the triangle contraction alone
+    # On an H200 (4.8 TB/s, ~2 PFLOP/s FP8) that is ~0.5 ms, against ~20 ms for fast_bf16.
+    assert work["bytes"] / 4.8e12 < 0.6e-3

@@ -208,3 +208,18 @@ def test_serve_yaml_selects_trimul_with_its_one_task_setting(tmp_path: Path) -> 
     assert (scorer.settings.problem_id, scorer.settings.lang) == ("trimul", "python")
     assert scorer.scoring == Scoring("min", "geomean")
     scorer.close()
+
+
+def test_the_guards_keys_are_checked(tmp_path: Path) -> None:
+    package = tmp_path / "trimul"
+    package.mkdir()
+    (package / "reference.py").write_text("")
+    (package / "cases.yaml").write_text("tests: [{seed: 1}]\nbenchmarks: [{seed: 2}]\n")
+    loaded = load_gpu_problem(package, {"type": "gpu", "determinism_check": True,
+                                        "peak_bandwidth": 4.8e12}, "config.yaml")  # fmt: skip
+    assert loaded.settings.determinism_check and loaded.settings.peak_bandwidth == 4.8e12
+    assert loaded.settings.peak_flops is None
+    with pytest.raises(ProblemError, match="determinism_check must be true or false"):
+        load_gpu_problem(package, {"type": "gpu", "determinism_check": "yes"}, "config.yaml")
+    with pytest.raises(ProblemError, match="peak_flops must be a positive number or null"):
+        load_gpu_problem(package, {"type": "gpu", "peak_flops": 0}, "config.yaml")

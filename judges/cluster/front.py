@@ -33,8 +33,10 @@ from typing import Any
 import ray
 from ray.exceptions import RayError, RayTaskError
 
-from judges.cluster import node
+from judges.cluster import connect, node
 from judges.cluster.bundles import ProblemBundle, bundle_problem
+from judges.cluster.gpu_front import GpuNodes
+from judges.gpu.package import GpuProblem
 from judges.problems.package import Problem
 from judges.sandbox.runner import SandboxUnavailable
 from judges.verdicts.fingerprints import judge_code
@@ -102,6 +104,7 @@ class RayJudge:
         retries: int = 3,
         in_flight: int | None = None,
         cases_per_task: int | None = None,
+        gpu: tuple[Any, Any] | None = None,
     ) -> None:
         self.address = address
         self.cases_per_task = cases_per_task
@@ -114,6 +117,9 @@ class RayJudge:
         self._checked = 0.0
         self._refresh = threading.Lock()
         self._slots: asyncio.Semaphore | None = None
+        self.gpu_nodes: GpuNodes | None = None
+        if gpu is not None:  # (GpuPlacement, GpuNodeOptions): GPU problems on GPU nodes
+            self.gpu_nodes = GpuNodes(gpu[0], gpu[1], settings, retries, NodeRecord)
 
     @classmethod
     def start(
@@ -131,9 +137,18 @@ class RayJudge:
                     f"no node of the Ray cluster at {address} can judge ("
                     f"{refused or 'no node is selected: check --ray-resource and --ray-label'})"
                 )
+            gpu_problems = [p for p in problems.values() if isinstance(p, GpuProblem)]
             for pid, problem in problems.items():
-                bundle = bundle_problem(problem)
-                judge._bundles[pid] = (bundle, ray.put(bundle))
+                if not isinstance(problem, GpuProblem):
+                    bundle = bundle_problem(problem)
+                    judge._bundles[pid] = (bundle, ray.put(bundle))
+            if gpu_problems:
+                if judge.gpu_nodes is None:
+                    raise SandboxUnavailable("GPU problems need the GPU placement (--ray-gpu-*)")
+                judge.gpu_nodes.publish(gpu_problems)
+                judge.gpu_nodes.check()
+            else:
+                judge.gpu_nodes = None
         except BaseException:
             ray.shutdown()
             raise
@@ -147,8 +162,10 @@ class RayJudge:
 
     @property
     def dispatchers(self) -> int:
-        """Submissions the engine should judge at once to keep the nodes busy."""
-        return max(2, sum(n.capacity for n in self.accepted()))
+        """Submissions the engine should judge at once to keep the nodes busy (every CPU
+        slot and every GPU)."""
+        gpus = self.gpu_nodes.capacity() if self.gpu_nodes is not None else 0
+        return max(2, sum(n.capacity for n in self.accepted())) + gpus
 
     def accepted(self) -> list[NodeRecord]:
         return [record for record in self.nodes.values() if not record.refused]
@@ -226,7 +243,10 @@ class RayJudge:
             log.warning("could not look for new Ray nodes: %s", error)
 
     async def judge(self, problem: Problem, code: str, language: str) -> dict[str, Any]:
-        """Compile on a node, then judge every case as its own task; the aggregated record."""
+        """Compile on a node, then judge every case as its own task; the aggregated record.
+        A GPU problem is one trial on a GPU node (`judges.cluster.gpu_front`)."""
+        if isinstance(problem, GpuProblem) and self.gpu_nodes is not None:
+            return await self.gpu_nodes.judge(problem, code)
         if problem.id not in self._bundles:
             raise JudgeFailure(f"problem {problem.id} was not published to the Ray nodes")
         bundle, bundle_ref = self._bundles[problem.id]
@@ -313,12 +333,15 @@ class RayJudge:
 
     def describe(self) -> dict[str, Any]:
         """The `/health` entry: the cluster, accepted and refused nodes, the task bound."""
-        return {
+        found = {
             "address": self.address,
             "inFlight": self.in_flight,
             "nodes": [record.to_json() for record in self.accepted()],
             "refused": [record.to_json() for record in self.nodes.values() if record.refused],
         }
+        if self.gpu_nodes is not None:
+            found.update(self.gpu_nodes.describe())
+        return found
 
     def close(self) -> None:
         """Disconnect (a cluster started with `local` is stopped)."""
@@ -326,19 +349,9 @@ class RayJudge:
 
 
 def _connect(address: str) -> None:
-    """Join the cluster at `address` (`local`: start a private one on this host), shipping the
-    `judges` package to its workers; one clear line when it cannot."""
-    runtime = {"py_modules": [str(JUDGES_PACKAGE)]}
-    try:
-        if address == "local":
-            ray.init(address="local", include_dashboard=False, runtime_env=runtime)
-        else:
-            ray.init(address=address, runtime_env=runtime)
-    except (ConnectionError, RuntimeError, ValueError) as error:
-        raise SandboxUnavailable(
-            f"cannot join the Ray cluster at {address!r} ({_first_line(error)}); start one "
-            "(ray start --head), set RAY_ADDRESS, or pass --ray local"
-        ) from None
+    """Join the cluster at `address` (`local`: start a private one on this host, loopback
+    only), shipping the `judges` package to its workers (`judges.cluster.connect`)."""
+    connect.join(address, {"py_modules": [str(JUDGES_PACKAGE)]})
 
 
 def _first_line(error: BaseException | None) -> str:

@@ -100,6 +100,7 @@ class GpuJudge:
         self._free: asyncio.Queue[devices.Gpu] | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._running: set[int] = set()
+        self._state: dict[int, dict[str, Any]] = {}  # per GPU: what it is doing (`describe`)
 
     @classmethod
     def start(cls, problems: dict[str, Problem], options: GpuOptions, sandbox: Sandbox,
@@ -193,17 +194,21 @@ class GpuJudge:
                 self._free.put_nowait(gpu)
             self._threads = ThreadPoolExecutor(len(self.gpus), thread_name_prefix="gpu")
         gpu = await self._free.get()
+        state = self._state.setdefault(gpu.index, {"judged": 0})
+        state.update(state="judging", submission=workdir.name, since=round(time.time(), 3))
         try:
             loop = asyncio.get_running_loop()
             return await loop.run_in_executor(self._threads, self._trial, gpu, problem, code,
                                               workdir)  # fmt: skip
         finally:
+            state.update(state="idle", submission=None, since=round(time.time(), 3),
+                         judged=state["judged"] + 1)  # fmt: skip
             self._free.put_nowait(gpu)
 
     def _trial(self, gpu: devices.Gpu, problem: GpuProblem, code: str, workdir: Path) -> dict:
         settings = problem.settings
         assert settings is not None and self.sandbox.bound is not None
-        started = time.monotonic()
+        started, origin = time.monotonic(), time.time()
         box = _stage(workdir, code)
         group = self.sandbox.bound.create(settings.memory_bytes, settings.processes)
         results = workdir / "results.jsonl"
@@ -211,7 +216,7 @@ class GpuJudge:
             "settings": settings.to_json(),
             "cases": [case.to_json() for case in problem.gpu_cases],
             "results": str(results), "workdir": str(workdir), "procs_fds": group.procs_fds,
-            "secret": secrets.randbelow(1 << 30),
+            "secret": secrets.randbelow(1 << 30), "origin": origin,
             "launch": {
                 "bwrap": shutil.which("bwrap") or "bwrap", "runner": str(self.sandbox.runner),
                 "python": self.options.python, "box": str(box), "backend": gpu.backend,
@@ -254,7 +259,12 @@ class GpuJudge:
             tail = (workdir / "trusted.log").read_bytes()[-2000:].decode("utf-8", "replace")
             log.error("GPU trial on GPU %d ended without a result: %s", gpu.index, tail)
         record = build_record(problem.gpu_cases, events, problem.suite.to_json())
-        record["timing"] = {"trialSeconds": round(time.monotonic() - started, 3), "gpu": gpu.index}
+        phases = next((e for e in events if e.get("event") == "phases"), {})
+        record["timing"] = {
+            "trialSeconds": round(time.monotonic() - started, 3), "gpu": gpu.index,
+            "startedAt": round(origin, 3), "endedAt": round(time.time(), 3),
+            "phases": {k: v for k, v in phases.items() if k != "event"},
+        }  # fmt: skip
         return record
 
     def close(self) -> None:
@@ -266,7 +276,11 @@ class GpuJudge:
             self._threads.shutdown(wait=False, cancel_futures=True)
 
     def describe(self) -> dict[str, Any]:
-        return {"gpus": [asdict(gpu) for gpu in self.gpus]}
+        """`/health`'s `gpus`: each GPU, whether it is judging (and which submission, since
+        when) or idle, and how many submissions it judged."""
+        idle = {"state": "idle", "submission": None, "since": None, "judged": 0}
+        return {"gpus": [{**asdict(gpu), **idle, **self._state.get(gpu.index, {})}
+                         for gpu in self.gpus]}  # fmt: skip
 
 
 _NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",

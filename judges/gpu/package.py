@@ -3,9 +3,11 @@
     <package>/config.yaml   type: gpu, language: python, entry, reference, cases, rtol, atol,
                             time, call_timeout, startup_timeout, memory, processes, tmpfs,
                             warmup_time, min_repeats, max_repeats, target_error,
-                            benchmark_time, benchmark_wall, seed_step
+                            benchmark_time, benchmark_wall, seed_step, determinism_check,
+                            peak_bandwidth, peak_flops
     <package>/cases.yaml    tests: [{generator arguments}], benchmarks: [{...}]
-    <package>/<reference>   generate_input(device, **case) and ref_kernel(data)
+    <package>/<reference>   generate_input(device, **case) and ref_kernel(data); optional
+                            minimum_work(**case) -> {"bytes", "flops"} (judges.gpu.limits)
 
 Pure loading and validation (no torch, no GPU): the service reads the package at start-up,
 where a wrong key is a one-line error naming the file and the key.
@@ -48,6 +50,9 @@ _DEFAULTS: dict[str, Any] = {
     "benchmark_time": "30s",
     "benchmark_wall": "120s",
     "seed_step": 13,
+    "determinism_check": False,  # one test's input twice, outputs compared bit for bit (a flag)
+    "peak_bandwidth": None,  # bytes/s for the hardware floor; None: the device's, queried
+    "peak_flops": None,  # FLOP/s for the hardware floor; None: the device's, queried
 }
 _KNOWN = {"type", "language", *_DEFAULTS}
 
@@ -73,6 +78,9 @@ class GpuSettings:
     benchmark_seconds: float
     benchmark_wall: float
     seed_step: int
+    determinism_check: bool = False
+    peak_bandwidth: float | None = None
+    peak_flops: float | None = None
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -171,6 +179,15 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             raise ProblemError(f"{where}: {key} must be a non-negative number, got {value!r}")
         floats[key] = float(value)
+    if not isinstance(values["determinism_check"], bool):
+        raise ProblemError(f"{where}: determinism_check must be true or false")
+    peaks = {}
+    for key in ("peak_bandwidth", "peak_flops"):
+        value = values[key]
+        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
+                                  or value <= 0):  # fmt: skip
+            raise ProblemError(f"{where}: {key} must be a positive number or null, got {value!r}")
+        peaks[key] = None if value is None else float(value)
     return GpuSettings(
         entry=str(values["entry"]),
         reference=reference,
@@ -189,6 +206,8 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         benchmark_seconds=parse_time_limit(values["benchmark_time"], where),
         benchmark_wall=parse_time_limit(values["benchmark_wall"], where),
         seed_step=counts["seed_step"],
+        determinism_check=values["determinism_check"],
+        **peaks,
     )
 
 

@@ -8,8 +8,9 @@ test and per benchmark, in order:
      "cases": [{"ok", "status", "time", "memory", "msg", "scoreRatio", "scoreRatioUnbounded",
                 "runStatus", "kind", "index", "spec", "maxError", "calls",
                 (benchmarks) "value": <mean µs>, "timing": {runs, meanUs, stdUs, errUs, bestUs,
-                worstUs, earlyUs, lateUs, callsCharged}}],
-     "gpu": {device and library versions, idle probe}}
+                worstUs, earlyUs, lateUs, windowUs, floorUs, callsCharged}}],
+     "gpu": {device and library versions, idle probe, peaks},
+     "determinism": {test, checked, identical, differing, maxDifference} (when checked)}
 
 A passed case has ratio 1 and status "Correct"; a failed or unrun one ratio 0. `value` is present
 only when every case passed; the contract's `verifier: geomean` makes it the raw score. A
@@ -82,6 +83,9 @@ def build_record(
     final["gpu"]["freezing"] = startup.get("freezing")
     final["gpu"]["calibration"] = startup.get("calibration")
     final["gpu"]["healthyAfter"] = end.get("healthyAfter") is None
+    determinism = next((e for e in events if e.get("event") == "determinism"), None)
+    if determinism is not None:  # a flag, never a failure (judges.gpu.trusted)
+        final["determinism"] = {k: v for k, v in determinism.items() if k != "event"}
     warmup = next((e for e in events if e.get("event") == "warmup"), None)
     if warmup is not None:
         final["warmup"] = {"calls": warmup.get("calls"), "status": warmup.get("status")}
@@ -104,6 +108,7 @@ def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
     mean = round(float(timing.get("meanUs", 0.0)), 6)
     timing.update({
         "earlyUs": charged.get("earlyNs", 0) / 1e3, "lateUs": charged.get("lateNs", 0) / 1e3,
+        "windowUs": charged.get("windowNs", 0) / 1e3, "floorUs": charged.get("floorNs", 0) / 1e3,
         "callsCharged": charged.get("callsCharged", 0),
         # the candidate's process's own account (diagnostic, untrusted), summed over the calls
         "worker": {key: charged.get(f"worker{key}Ns", 0) / 1e3 for key in ("Call", "Sync",

@@ -20,6 +20,13 @@ time the candidate used outside its call: work left running after DONE, or kept 
 between calls; it is added to the call's charged time. Probing goes on until a probe comes back
 on time, so all such work is charged, and an output still being written when DONE came is
 either caught half-done by the copy or finished, and paid for, before it.
+
+The wall time from DONE to DESCRIBED (the worker exporting its output) is charged too, beyond
+the median of the calibration calls' and the slack: work done there on the CPU (an output
+computed after the worker said DONE) is not seen by the probes. Of the late probes' charge and
+this window's, the larger is charged (they overlap). `recheck` copies the last call's output
+again after a pause and compares it once more, so an output that was right only at the moment
+of its copy fails (docs/judge.md, "Guards").
 """
 
 from __future__ import annotations
@@ -45,9 +52,11 @@ PROBE_SLACK_NS = 25_000  # a probe this much slower than calibrated means the GP
 # docs/judge.md), and honest calls must not pay for that.
 EARLY_SLACK_NS = 25_000
 LATE_SLACK_NS = 25_000
+WINDOW_SLACK_NS = 25_000
 SLACK_FRACTION = 0.03
 MIN_CHARGE_NS = 1_000
 ANSWER_TIMEOUT = 20.0  # seconds for the worker's replies outside the timed call
+RECHECK_AFTER_S = 0.05  # the pause before the last timed call's output is compared again
 
 ACCEPTED = "Accepted"
 WRONG = "Wrong Answer"
@@ -70,18 +79,20 @@ class CallOutcome:
     late_ns: int = 0
     max_error: float = 0.0
     worker_ns: tuple[int, int, int] = (0, 0, 0)
+    window_ns: int = 0  # DONE -> DESCRIBED, wall clock, as the trusted process saw it
 
     @property
     def passed(self) -> bool:
         return self.status == ACCEPTED
 
 
-def charged_waits(clock_ns: int, early_ns: int, late_ns: int) -> int:
-    """The probe waits charged to a call: each beyond its slack (see SLACK_FRACTION)."""
+def charged_waits(clock_ns: int, early_ns: int, late_ns: int, window_ns: int = 0) -> int:
+    """The waits charged to a call: the early probes beyond their slack, plus the larger of
+    the late probes and the DONE -> DESCRIBED window, each beyond its slack (SLACK_FRACTION;
+    `late_ns` and `window_ns` already less their calibrated allowances)."""
     fraction = round(SLACK_FRACTION * clock_ns)
-    return max(0, early_ns - max(EARLY_SLACK_NS, fraction)) + max(
-        0, late_ns - max(LATE_SLACK_NS, fraction)
-    )
+    after = max(late_ns - max(LATE_SLACK_NS, fraction), window_ns - max(WINDOW_SLACK_NS, fraction))
+    return max(0, early_ns - max(EARLY_SLACK_NS, fraction)) + max(0, after)
 
 
 class IdleProbe:
@@ -148,6 +159,9 @@ class Session:
         self._case: dict[str, Any] | None = None
         self.clock_offset_ns = 0  # the protocol's own cost, measured by `calibrate`
         self.late_allowance_ns = 0
+        self.window_allowance_ns = 0
+        # the last checked call: its output's descriptor, the reference, the copy compared
+        self.last: tuple[Any, torch.Tensor, torch.Tensor] | None = None
 
     def calibrate(self, calls: int = 30) -> dict[str, float]:
         """Time calls of the worker's own one-kernel entry (before the candidate is imported,
@@ -167,10 +181,12 @@ class Session:
         own = self.probe.median_ns if self.probe else 0.0
         self.clock_offset_ns = max(0, round(clock - own)) if self.probe else 0
         self.late_allowance_ns = round(statistics.median(o.late_ns for o in outcomes))
+        self.window_allowance_ns = round(statistics.median(o.window_ns for o in outcomes))
         return {
             "calls": calls, "nullClockUs": clock / 1e3, "probeUs": own / 1e3,
             "clockOffsetUs": self.clock_offset_ns / 1e3,
             "lateAllowanceUs": self.late_allowance_ns / 1e3,
+            "windowAllowanceUs": self.window_allowance_ns / 1e3,
             "nullEarlyUs": statistics.median(o.early_ns for o in outcomes) / 1e3,
         }  # fmt: skip
 
@@ -214,6 +230,7 @@ class Session:
     def release_case(self) -> None:
         """Unmap the pool in the worker, then free it (best effort once the worker is gone)."""
         case, self._case = self._case, None
+        self.last = None
         if case is None:
             return
         self.transport.close_outputs()
@@ -265,8 +282,8 @@ class Session:
                     clock_ns=clock_ns,
                 )
             return self._ended("during the call")
-        late = self._described(seq)
-        if late is None:
+        described = self._described(seq)
+        if described is None:
             return (
                 self._ended("after the call")
                 if not self.candidate.alive()
@@ -276,43 +293,77 @@ class Session:
             )
         if self.block.get(ctl.STATUS) != ctl.OK:
             return self._call_error(seq)
-        return self._check(clock_ns, early, late, expected)
+        late, window = described
+        return self._check(clock_ns, early, late, window, expected)
 
-    def _described(self, seq: int) -> int | None:
-        """Wait for DESCRIBED, probing the GPU meanwhile and then until it is idle; the summed
-        probe waits (None when the worker never described the call)."""
+    def _described(self, seq: int) -> tuple[int, int] | None:
+        """Wait for DESCRIBED, probing the GPU meanwhile and then until it is idle: (the summed
+        probe waits, the wall time from DONE until DESCRIBED was seen); None when the worker
+        never described the call."""
+        done_at = time.perf_counter_ns()
+        seen: list[int] = []
 
         def pending() -> bool:
-            return self.block.get(ctl.DESCRIBED) != seq
+            if self.block.get(ctl.DESCRIBED) != seq:
+                return True
+            if not seen:
+                seen.append(time.perf_counter_ns())
+            return False
 
         if self.probe is None:
-            return (
-                0
-                if self.block.wait(ctl.DESCRIBED, seq, ANSWER_TIMEOUT, self.candidate.alive)
-                else None
-            )
+            if not self.block.wait(ctl.DESCRIBED, seq, ANSWER_TIMEOUT, self.candidate.alive):
+                return None
+            return 0, time.perf_counter_ns() - done_at
         late = self.probe.until_idle(ANSWER_TIMEOUT, pending)
-        return None if pending() else late
+        if pending():
+            return None
+        return late, seen[0] - done_at
 
     def _check(
-        self, clock_ns: int, early: int, late: int, expected: torch.Tensor | None
+        self, clock_ns: int, early: int, late: int, window: int, expected: torch.Tensor | None
     ) -> CallOutcome:
         worker = tuple(self.block.get(slot) for slot in (ctl.CALL_NS, ctl.SYNC_NS, ctl.EXPORT_NS))
         try:
-            output = self.transport.open_output(self.block.read_output())
+            descriptor = self.block.read_output()
+            output = self.transport.open_output(descriptor)
             copy = output.clone()
             self.transport.synchronize()
         except (TransportError, ValueError, RuntimeError) as error:
             return CallOutcome(WRONG, f"the output cannot be read: {error}", clock_ns, clock_ns)
         charged = max(clock_ns - self.clock_offset_ns, MIN_CHARGE_NS) + charged_waits(
-            clock_ns, early, late - self.late_allowance_ns
+            clock_ns, early, late - self.late_allowance_ns, window - self.window_allowance_ns
         )
         if expected is None:  # a calibration call of the worker's own
-            return CallOutcome(ACCEPTED, "calibration", charged, clock_ns, early, late, 0.0, worker)
+            return CallOutcome(ACCEPTED, "calibration", charged, clock_ns, early, late, 0.0, worker,
+                               window)  # fmt: skip
         verdict = compare(copy, expected, self.rtol, self.atol)
         status = ACCEPTED if verdict.ok else WRONG
+        self.last = (descriptor, expected, copy)
         return CallOutcome(status, verdict.detail, charged, clock_ns, early, late,
-                           verdict.max_error, worker)  # fmt: skip
+                           verdict.max_error, worker, window)  # fmt: skip
+
+    def recheck(self) -> CallOutcome:
+        """The last call's output copied again, after a pause with the candidate frozen and
+        the GPU idle, and compared once more (module docstring)."""
+        if self.last is None:
+            return CallOutcome(ACCEPTED, "nothing to check again")
+        descriptor, expected, _ = self.last
+        time.sleep(RECHECK_AFTER_S)
+        self.candidate.freeze()
+        try:
+            if self.probe is not None:
+                self.probe.until_idle(ANSWER_TIMEOUT)
+            again = self.transport.open_output(descriptor).clone()
+            self.transport.synchronize()
+        except (TransportError, ValueError, RuntimeError) as error:
+            return CallOutcome(WRONG, f"the last timed call's output cannot be read again: {error}")
+        finally:
+            self.candidate.thaw()
+        verdict = compare(again, expected, self.rtol, self.atol)
+        if verdict.ok:
+            return CallOutcome(ACCEPTED, verdict.detail)
+        return CallOutcome(WRONG, "the last timed call's output changed after it was checked: "
+                           + verdict.detail)  # fmt: skip
 
     def _call_error(self, seq: int) -> CallOutcome:
         try:

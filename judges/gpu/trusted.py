@@ -3,19 +3,30 @@
     python -m judges.gpu.trusted TRIAL.json
 
 Started by the service (`judges.gpu.judge`) with the GPU chosen for this submission and the
-candidate sandbox's cgroup descriptors. It checks the GPU (a small product with a known
-result) and times its idle probe (`judges.gpu.session`), starts the candidate's sandbox, then:
+candidate sandbox's cgroup descriptors. It starts the candidate's sandbox first, so that the
+worker's interpreter, torch and CUDA context come up while this process does the same, checks
+the GPU (a small product with a known result) and prepares every correctness test's inputs and
+reference output (their seeds are fixed); once the worker has said hello (and waits, idle) it
+times its idle probe (`judges.gpu.session`) and the protocol's own cost, has the candidate
+imported, then:
 
 - the correctness tests, one checked call each on the case's own seed;
+- optionally (`determinism_check`) the first test's input once more, the two outputs compared
+  bit for bit: a difference is flagged in the record, never failed (atomics are legitimate);
 - a warm-up on the first benchmark (GPU MODE: until its calls took `warmup_time`);
 - every benchmark: one checked untimed call, then timed calls, each on fresh inputs (the seed
   advanced by `seed_step` and combined with this submission's secret) and each checked, until
-  GPU MODE's stopping rule (`judges.gpu.timing`) says enough.
+  GPU MODE's stopping rule (`judges.gpu.timing`) says enough; then the last timed call's output
+  is compared once more (`Session.recheck`). A call charged less than the benchmark's hardware
+  floor (`judges.gpu.limits`) fails it.
 
+Nothing of the preparation overlaps a timed call: this process and the worker are the only
+users of the GPU, and everything before the probe's calibration is done before the first call.
 The first call that fails ends the trial (the remaining cases are not run). Results are JSON
-lines appended to the results file as they happen (`meta`, `case`, `warmup`, then `end`); the
-service builds the judge's record from them (`judges.gpu.record`). A missing `end` line means
-this process failed, which the service reports as the judge's fault, never the candidate's.
+lines appended to the results file as they happen (`meta`, `startup`, `case`, `warmup`,
+`phases`, then `end`); the service builds the judge's record from them (`judges.gpu.record`).
+A missing `end` line means this process failed, which the service reports as the judge's fault,
+never the candidate's.
 """
 
 from __future__ import annotations
@@ -31,17 +42,29 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
-
-from judges.gpu import session as calls
 from judges.gpu.launch import CandidateProcess, LaunchSpec
 from judges.gpu.package import GpuCase, GpuSettings
-from judges.gpu.sandboxed import transport as transports
 from judges.gpu.sandboxed.channel import Channel
 from judges.gpu.sandboxed.control import Control
 from judges.gpu.timing import StoppingRule, combine_seed, stats
+
+if TYPE_CHECKING:  # imported once the candidate's sandbox is starting (run)
+    from judges.gpu import session as calls
+
+BELOW_FLOOR = "Time Below Hardware Floor"
+
+
+class Phases:
+    """Wall-clock marks of the trial's parts, in seconds from the service's start of it."""
+
+    def __init__(self, origin: float) -> None:
+        self.origin = origin
+        self.marks: dict[str, float] = {}
+
+    def mark(self, name: str) -> None:
+        self.marks[name] = round(time.time() - self.origin, 4)
 
 
 class Results:
@@ -57,11 +80,13 @@ class Results:
 
 def main(argv: list[str]) -> int:
     spec = json.loads(Path(argv[1]).read_text())
+    phases = Phases(float(spec.get("origin", time.time())))
+    phases.mark("trustedStarted")
     results = Results(Path(spec["results"]))
     _die_with_parent()
     soft_limits()
     try:
-        run(spec, results)
+        run(spec, results, phases)
     except Exception as error:  # the trusted process failing is the judge's fault
         results.write(
             "end",
@@ -72,21 +97,12 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def run(spec: dict[str, Any], results: Results) -> None:
+def run(spec: dict[str, Any], results: Results, phases: Phases) -> None:
     settings = GpuSettings(**{**spec["settings"], "reference": Path(spec["settings"]["reference"])})
     cases = [GpuCase(c["kind"], c["index"], c["spec"]) for c in spec["cases"]]
-    reference = _load(settings.reference)
     launch = LaunchSpec(**{**spec["launch"], "device_nodes": tuple(spec["launch"]["device_nodes"]),
                            "python_dirs": tuple(spec["launch"]["python_dirs"]),
                            "cgroup_dirs": tuple(spec["launch"]["cgroup_dirs"])})  # fmt: skip
-    share = transports.make(launch.backend)
-    device = share.device
-    healthy = self_test(device, share.synchronize)
-    if healthy is not None:
-        results.write("end", status="judge_error", error=f"GPU self-test failed: {healthy}")
-        return
-    probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
-    results.write("meta", **versions(device), probe=probe.calibrate() if probe else None)
     block = Control.create()
     link, theirs = Channel.pair()
     workdir = Path(spec["workdir"])
@@ -95,101 +111,214 @@ def run(spec: dict[str, Any], results: Results) -> None:
         workdir / "candidate.out", workdir / "candidate.err",
     )  # fmt: skip
     theirs.close()
+    phases.mark("sandboxStarted")
+    try:
+        _judge(spec, settings, cases, launch, block, link, candidate, results, phases)
+    finally:
+        candidate.kill()
+
+
+def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], launch: LaunchSpec,
+           block: Control, link: Channel, candidate: CandidateProcess, results: Results,
+           phases: Phases) -> None:  # fmt: skip
+    """Everything after the sandbox's start (module docstring), while the worker comes up."""
+    import torch  # noqa: F401 - the worker imports its own meanwhile
+
+    from judges.gpu import limits
+    from judges.gpu import session as calls
+    from judges.gpu.sandboxed import transport as transports
+
+    share = transports.make(launch.backend)
+    device = share.device
+    phases.mark("context")
+    healthy = self_test(device, share.synchronize)
+    if healthy is not None:
+        results.write("end", status="judge_error", error=f"GPU self-test failed: {healthy}")
+        return
+    reference = _load(settings.reference)
+    prepared = prepare_tests(reference, cases, device, share.synchronize)
+    peaks = limits.choose(limits.query_cuda() if device == "cuda" else limits.Peaks(),
+                          settings.peak_bandwidth, settings.peak_flops)  # fmt: skip
+    phases.mark("testsPrepared")
+    probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
     judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
                           settings.rtol, settings.atol)  # fmt: skip
     try:
         started = judge.wait_hello(settings.startup_timeout)
+        phases.mark("workerHello")
+        # the worker now waits for a message: the GPU is this process's alone
+        calibrated_probe = probe.calibrate() if probe and started.passed else None
+        results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json())
         calibration = judge.calibrate() if started.passed else {}
+        phases.mark("calibrated")
         if "failed" in calibration:
             failure = f"the judge's own calibration calls failed: {calibration}"
             results.write("end", status="judge_error", error=failure)
             return
         if started.passed:
             started = judge.wait_ready(settings.startup_timeout)
+        phases.mark("candidateImported")
         results.write("startup", status=started.status, detail=started.detail,
                       freezing=candidate.freezing, calibration=calibration)  # fmt: skip
         if started.passed:
-            trial(judge, reference, cases, settings, int(spec["secret"]), results, device)
+            context = Trial(judge, reference, settings, int(spec["secret"]), results, device,
+                            prepared, peaks, phases)  # fmt: skip
+            context.run(cases)
     finally:
         judge.shutdown()
+    results.write("phases", **phases.marks)
     results.write("end", status="done", healthyAfter=self_test(device, share.synchronize))
 
 
-def trial(judge: calls.Session, reference: Any, cases: list[GpuCase], settings: GpuSettings,
-          secret: int, results: Results, device: str) -> None:  # fmt: skip
-    """Tests, warm-up, benchmarks; stops at the first failing call."""
-    generate, expected_of = reference.generate_input, reference.ref_kernel
-
-    def one_call(case: GpuCase, seed: int) -> calls.CallOutcome:
-        data = generate(device, **{**case.spec, "seed": seed})
-        expected = expected_of(data)
-        return judge.call(data, expected)
-
-    def setup(case: GpuCase) -> calls.CallOutcome:
-        return judge.setup_case(generate(device, **case.spec))
-
+def prepare_tests(reference: Any, cases: list[GpuCase], device: str, sync: Any) -> dict:
+    """Every correctness test's inputs and reference output (their seeds are fixed), made
+    while the worker starts: (kind, index) -> (data, expected)."""
+    prepared = {}
     for case in cases:
-        if case.kind != "test":
-            continue
-        outcome = setup(case)
+        if case.kind == "test":
+            data = reference.generate_input(device, **case.spec)
+            prepared[(case.kind, case.index)] = (data, reference.ref_kernel(data))
+    sync()
+    return prepared
+
+
+class Trial:
+    """Tests, the determinism check, warm-up, benchmarks; stops at the first failing call."""
+
+    def __init__(self, judge: calls.Session, reference: Any, settings: GpuSettings, secret: int,
+                 results: Results, device: str, prepared: dict, peaks: Any,
+                 phases: Phases) -> None:  # fmt: skip
+        self.judge, self.reference, self.settings = judge, reference, settings
+        self.secret, self.results, self.device = secret, results, device
+        self.prepared, self.peaks, self.phases = prepared, peaks, phases
+        self.work = getattr(reference, "minimum_work", None)
+
+    def one_call(self, case: GpuCase, seed: int) -> calls.CallOutcome:
+        data = self.reference.generate_input(self.device, **{**case.spec, "seed": seed})
+        return self.judge.call(data, self.reference.ref_kernel(data))
+
+    def setup(self, case: GpuCase) -> calls.CallOutcome:
+        found = self.prepared.get((case.kind, case.index))
+        data = found[0] if found else self.reference.generate_input(self.device, **case.spec)
+        return self.judge.setup_case(data)
+
+    def floor_ns(self, case: GpuCase) -> float:
+        return self.peaks.floor_ns(self.work(**case.spec)) if self.work else 0.0
+
+    def run(self, cases: list[GpuCase]) -> None:
+        judge, results, settings = self.judge, self.results, self.settings
+        for case in cases:
+            if case.kind != "test":
+                continue
+            outcome = self.setup(case)
+            if outcome.passed:
+                data, expected = self.prepared[(case.kind, case.index)]
+                outcome = judge.call(data, expected)
+            judge.release_case()
+            results.write("case", **case.to_json(), **_outcome(outcome), calls=1)
+            if not outcome.passed:
+                return
+        self.phases.mark("tests")
+        if settings.determinism_check:
+            results.write("determinism", **self.determinism(next(c for c in cases
+                                                                 if c.kind == "test")))  # fmt: skip
+        benchmarks = [case for case in cases if case.kind == "benchmark"]
+        warm = benchmarks[0]
+        rule = StoppingRule(
+            settings.min_repeats, settings.max_repeats, settings.target_error,
+            settings.warmup_seconds * 1e9, settings.benchmark_wall * 1e9,
+        )  # fmt: skip
+        outcome, durations, _ = self.timed(warm, rule, self.secret ^ 0x5A5A)
+        results.write("warmup", calls=len(durations), status=outcome.status,
+                      detail=outcome.detail)  # fmt: skip
+        self.phases.mark("warmup")
+        if not outcome.passed:
+            results.write("case", **warm.to_json(), **_outcome(outcome), calls=len(durations))
+            return
+        rule = StoppingRule(
+            settings.min_repeats, settings.max_repeats, settings.target_error,
+            settings.benchmark_seconds * 1e9, settings.benchmark_wall * 1e9,
+        )  # fmt: skip
+        for case in benchmarks:
+            outcome, durations, charges = self.timed(case, rule, self.secret)
+            fields = _outcome(outcome)
+            if outcome.passed:
+                fields["stats"] = stats(durations).to_json()
+                fields["charged"] = charges
+            results.write("case", **case.to_json(), **fields, calls=len(durations) + 1)
+            if not outcome.passed:
+                return
+        self.phases.mark("benchmarks")
+
+    def determinism(self, case: GpuCase) -> dict[str, Any]:
+        """The test's input twice in one pool: are the two outputs the same, bit for bit?"""
+        import torch
+
+        data, expected = self.prepared[(case.kind, case.index)]
+        copies = []
+        outcome = self.judge.setup_case(data)
+        for _ in range(2):
+            if outcome.passed:
+                outcome = self.judge.call(data, expected)
+                if outcome.passed and self.judge.last is not None:
+                    copies.append(self.judge.last[2].to(torch.float32))
+        self.judge.release_case()
+        found: dict[str, Any] = {"test": case.index, "checked": len(copies) == 2}
+        if len(copies) == 2:
+            first, second = copies
+            differ = (first != second) & ~(torch.isnan(first) & torch.isnan(second))
+            found["differing"] = int(differ.count_nonzero().item())
+            found["identical"] = found["differing"] == 0
+            finite = (first - second).abs()
+            finite = finite[torch.isfinite(finite)]
+            found["maxDifference"] = float(finite.max().item()) if finite.numel() else 0.0
+        return found
+
+    def timed(self, case: GpuCase, rule: StoppingRule, secret: int) -> Any:
+        """One checked untimed call, then timed calls until `rule` stops them, then the last
+        one's output checked again; the first failure (a call below the case's hardware floor
+        too) ends it. Returns (last outcome, charged durations, charge summary)."""
+        from judges.gpu import session as calls
+
+        judge, settings = self.judge, self.settings
+        durations: list[float] = []
+        floor = self.floor_ns(case)
+        charges = {"earlyNs": 0, "lateNs": 0, "windowNs": 0, "callsCharged": 0, "clockNs": 0,
+                   "workerCallNs": 0, "workerSyncNs": 0, "workerExportNs": 0,
+                   "floorNs": round(floor)}  # fmt: skip
+        outcome = self.setup(case)
         if outcome.passed:
-            outcome = one_call(case, case.spec["seed"])
+            outcome = self.one_call(case, combine_seed(case.spec["seed"], secret))
+        started = time.perf_counter_ns()
+        step = 0
+        while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
+            step += 1
+            seed = combine_seed(case.spec["seed"] + settings.seed_step * step, secret)
+            outcome = self.one_call(case, seed)
+            if outcome.passed and outcome.charged_ns < floor:
+                outcome = calls.CallOutcome(
+                    BELOW_FLOOR,
+                    f"a timed call was charged {outcome.charged_ns / 1e3:.3f} us, below this "
+                    f"benchmark's hardware floor of {floor / 1e3:.3f} us (its minimum bytes at "
+                    f"the peak bandwidth, its minimum FLOPs at the peak throughput: "
+                    f"{self.peaks.to_json()}); a time no kernel can reach is a hole in the "
+                    "timing, not ranked",
+                    outcome.charged_ns, outcome.clock_ns,
+                )  # fmt: skip
+            if outcome.passed:
+                durations.append(outcome.charged_ns)
+                charges["earlyNs"] += outcome.early_ns
+                charges["lateNs"] += outcome.late_ns
+                charges["windowNs"] += outcome.window_ns
+                charges["clockNs"] += outcome.clock_ns
+                charges["callsCharged"] += bool(outcome.early_ns or outcome.late_ns)
+                for key, value in zip(("workerCallNs", "workerSyncNs", "workerExportNs"),
+                                      outcome.worker_ns, strict=True):  # fmt: skip
+                    charges[key] += value
+        if outcome.passed and durations:
+            outcome = judge.recheck()
         judge.release_case()
-        results.write("case", **case.to_json(), **_outcome(outcome), calls=1)
-        if not outcome.passed:
-            return
-    benchmarks = [case for case in cases if case.kind == "benchmark"]
-    warm = benchmarks[0]
-    rule = StoppingRule(settings.min_repeats, settings.max_repeats, settings.target_error,
-                        settings.warmup_seconds * 1e9, settings.benchmark_wall * 1e9)  # fmt: skip
-    outcome, durations = timed(judge, setup, one_call, warm, rule, settings, secret ^ 0x5A5A)
-    results.write("warmup", calls=len(durations), status=outcome.status, detail=outcome.detail)
-    if not outcome.passed:
-        results.write("case", **warm.to_json(), **_outcome(outcome), calls=len(durations))
-        return
-    rule = StoppingRule(
-        settings.min_repeats, settings.max_repeats, settings.target_error,
-        settings.benchmark_seconds * 1e9, settings.benchmark_wall * 1e9,
-    )  # fmt: skip
-    for case in benchmarks:
-        outcome, durations, charges = timed(judge, setup, one_call, case, rule, settings, secret,
-                                            with_charges=True)  # fmt: skip
-        fields = _outcome(outcome)
-        if outcome.passed:
-            fields["stats"] = stats(durations).to_json()
-            fields["charged"] = charges
-        results.write("case", **case.to_json(), **fields, calls=len(durations) + 1)
-        if not outcome.passed:
-            return
-
-
-def timed(judge: calls.Session, setup: Any, one_call: Any, case: GpuCase, rule: StoppingRule,
-          settings: GpuSettings, secret: int, with_charges: bool = False) -> Any:  # fmt: skip
-    """One checked untimed call, then timed calls until `rule` stops them; the first failure
-    ends it. Returns (last outcome, charged durations[, charge summary])."""
-    durations: list[float] = []
-    charges = {"earlyNs": 0, "lateNs": 0, "callsCharged": 0, "clockNs": 0, "workerCallNs": 0,
-               "workerSyncNs": 0, "workerExportNs": 0}  # fmt: skip
-    outcome = setup(case)
-    if outcome.passed:
-        outcome = one_call(case, combine_seed(case.spec["seed"], secret))
-    started = time.perf_counter_ns()
-    step = 0
-    while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
-        step += 1
-        seed = combine_seed(case.spec["seed"] + settings.seed_step * step, secret)
-        outcome = one_call(case, seed)
-        if outcome.passed:
-            durations.append(outcome.charged_ns)
-            charges["earlyNs"] += outcome.early_ns
-            charges["lateNs"] += outcome.late_ns
-            charges["clockNs"] += outcome.clock_ns
-            charges["callsCharged"] += bool(outcome.early_ns or outcome.late_ns)
-            for key, value in zip(("workerCallNs", "workerSyncNs", "workerExportNs"),
-                                  outcome.worker_ns, strict=True):  # fmt: skip
-                charges[key] += value
-    judge.release_case()
-    return (outcome, durations, charges) if with_charges else (outcome, durations)
+        return outcome, durations, charges
 
 
 def _outcome(outcome: calls.CallOutcome) -> dict[str, Any]:
@@ -201,6 +330,8 @@ def _outcome(outcome: calls.CallOutcome) -> dict[str, Any]:
 
 def self_test(device: str, sync: Any) -> str | None:
     """None when a 512 x 512 product of ones gives 512 everywhere, else what went wrong."""
+    import torch
+
     try:
         ones = torch.ones((512, 512), device=device)
         product = ones @ ones
@@ -213,6 +344,8 @@ def self_test(device: str, sync: Any) -> str | None:
 
 
 def versions(device: str) -> dict[str, Any]:
+    import torch
+
     found: dict[str, Any] = {"torch": torch.__version__, "python": platform.python_version()}
     if device == "cuda":
         found["gpu"] = torch.cuda.get_device_name(0)

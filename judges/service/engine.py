@@ -147,6 +147,8 @@ class JudgeEngine:
             self._enqueue(sid)
             log.info("submission %d was not finished before the last stop; judging it again", sid)
         count = self.settings.dispatchers
+        if self.gpu_judge is not None:  # one more per GPU, so that every GPU can be judging
+            count += len(self.gpu_judge.gpus)
         self._tasks = [asyncio.create_task(self._dispatch()) for _ in range(count)]
 
     async def stop(self) -> None:
@@ -174,6 +176,8 @@ class JudgeEngine:
             found["verdictCache"] = self.verdicts.stats()
         if self.remote is not None:
             found["ray"] = self.remote.describe()
+        if self.gpu_judge is not None:
+            found["gpu"] = self.gpu_judge.describe()
         return found
 
     async def submit(self, pid: str, lang: str, code: str) -> int:
@@ -327,6 +331,8 @@ class JudgeEngine:
     async def _judge_problem(
         self, problem: Problem, code: str, language: str, workdir: Path
     ) -> dict[str, Any]:
+        if problem.kind == "gpu" and self.gpu_judge is None and self.remote is not None:
+            return await self.remote.judge(problem, code, language)  # on a Ray GPU node
         if problem.kind == "gpu":  # its own GPU slots and processes (judges.gpu.judge)
             if self.gpu_judge is None:
                 return error_record("judge failure: no GPU judge was started", "judge")

@@ -7,6 +7,8 @@
     --ray-in-flight N         tasks submitted at once (default: twice the nodes' capacity)
     --ray-cases-per-task N    cases one task judges (default: four tasks per CPU, at most 8)
     --ray-retries N           runs again of a task whose worker or node was lost (default 3)
+    --ray-gpu-resource NAME   GPU problems: the resource a trial takes one unit of (default GPU)
+    --ray-gpu-label KEY=VALUE GPU problems: only GPU nodes with this node label
 
 Ray is imported only when `--ray` is given.
 """
@@ -71,6 +73,15 @@ def add_extra_arguments(parser: argparse.ArgumentParser) -> None:
         help="with --ray, times a task whose worker or node was lost is run again before it "
         "is a judge error (default: %(default)s)",
     )  # fmt: skip
+    parser.add_argument(
+        "--ray-gpu-resource", default="GPU", metavar="NAME",
+        help="with --ray, GPU problems: each trial takes one unit of this resource, one GPU "
+        "(default: Ray's %(default)s; a custom resource counts a node's judging GPUs)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--ray-gpu-label", metavar="KEY=VALUE",
+        help="with --ray, GPU problems only on GPU nodes carrying this label (default: any)",
+    )  # fmt: skip
 
 
 def open_verdict_cache(
@@ -113,11 +124,16 @@ def start_remote(args: argparse.Namespace, problems: dict[str, Problem]) -> Any:
     from judges.problems.package import parse_memory_limit
     from judges.verdicts.judging import CompileLimits
 
-    gpu = sorted(pid for pid, problem in problems.items() if problem.kind == "gpu")
-    if gpu:
-        raise ValueError(
-            f"--ray judges CPU-checked problems; the GPU problems {gpu} need a judge started "
-            "without --ray (serve them from another judge)"
+    gpu = None
+    if any(problem.kind == "gpu" for problem in problems.values()):
+        from judges.cluster.gpu import GpuNodeOptions, GpuPlacement
+
+        placement = GpuPlacement(
+            args.ray_gpu_resource, _label(args.ray_gpu_label, "--ray-gpu-label")
+        )
+        gpu = (
+            placement,
+            GpuNodeOptions(args.gpu_python, args.gpu_sandbox_uid, args.gpu_cpu_stand_in),
         )
     if args.ray_in_flight is not None and args.ray_in_flight < 1:
         raise ValueError(f"--ray-in-flight {args.ray_in_flight} must be at least 1")
@@ -125,12 +141,7 @@ def start_remote(args: argparse.Namespace, problems: dict[str, Problem]) -> Any:
         raise ValueError(f"--ray-cases-per-task {args.ray_cases_per_task} must be at least 1")
     if args.ray_retries < 0:
         raise ValueError(f"--ray-retries {args.ray_retries} must be 0 or more")
-    label = None
-    if args.ray_label is not None:
-        key, equals, value = args.ray_label.partition("=")
-        if not equals or not key or not value:
-            raise ValueError(f"--ray-label {args.ray_label!r} must be KEY=VALUE")
-        label = (key, value)
+    label = _label(args.ray_label, "--ray-label")
     settings = NodeSettings(
         cgroup=args.cgroup,
         accept_per_process_limits=args.accept_per_process_limits,
@@ -151,4 +162,14 @@ def start_remote(args: argparse.Namespace, problems: dict[str, Problem]) -> Any:
         retries=args.ray_retries,
         in_flight=args.ray_in_flight,
         cases_per_task=args.ray_cases_per_task,
+        gpu=gpu,
     )
+
+
+def _label(text: str | None, flag: str) -> tuple[str, str] | None:
+    if text is None:
+        return None
+    key, equals, value = text.partition("=")
+    if not equals or not key or not value:
+        raise ValueError(f"{flag} {text!r} must be KEY=VALUE")
+    return key, value

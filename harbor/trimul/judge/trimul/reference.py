@@ -109,6 +109,15 @@ def ref_kernel(data: tuple[Any, ...]) -> torch.Tensor:
         torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
 
+def minimum_work(*, seqlen: int, bs: int, dim: int, hiddendim: int, **_: Any) -> dict[str, int]:
+    """What every correct kernel must at least do on a case, for the judge's hardware floor
+    (judges/gpu/limits.py): read the float32 input once and write the output at 2 bytes an
+    element at the least (mask and weights left out), and the triangle contraction's
+    multiply-adds, 2 B N^3 H FLOPs (the projections left out). A lower bound by design."""
+    elements = bs * seqlen * seqlen * dim
+    return {"bytes": elements * 4 + elements * 2, "flops": 2 * bs * seqlen**3 * hiddendim}
+
+
 def custom_kernel(data: tuple[Any, ...]) -> torch.Tensor:
     """The reference under the candidates' entry point, so that it can itself be submitted and
     timed like any candidate (docs/task.md records its figure)."""
