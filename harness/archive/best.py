@@ -18,13 +18,21 @@ Pure: a function of an `Archive`, nothing read or written.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping
+from typing import Protocol
 
-from harness.state import LibraryEntry
+from harness.state import ArchiveConfig, LibraryEntry
 
-if TYPE_CHECKING:  # the archive imports this package's parts; this module only reads one
-    from harness.library import Archive
+
+class Archive(Protocol):
+    """What this module reads of a `harness.library.Archive` (which imports this package's
+    parts, so this module names it by shape, not by import)."""
+
+    @property
+    def config(self) -> ArchiveConfig: ...
+
+    @property
+    def entries(self) -> Mapping[str, LibraryEntry]: ...
 
 
 def seed_entry(archive: Archive) -> LibraryEntry:
