@@ -127,8 +127,6 @@ def test_every_report_gives_each_run_the_same_best(experiment: Experiment, tmp_p
     """One best per run (`harness.archive.best`) in the final progress line, the `run_finished`
     event, `status`, `inspect`, `compare`, `export` and `browse`, every arm; best-of-n's best is
     a candidate that never joined the tree."""
-    from harness.cli.browse import main as browse
-
     directory = experiment.directory
     index = json.loads((directory / "experiment.json").read_text())
     finals = re.findall(r"run finished: 2 steps committed; run best (\S+)", experiment.output)
@@ -167,7 +165,7 @@ def test_every_report_gives_each_run_the_same_best(experiment: Experiment, tmp_p
         (record,) = json.loads((out / "runs.json").read_text())["runs"]
         assert record["search"]["best_score"] == score, run["dir"]
         page = tmp_path / f"{run['dir']}.html"
-        assert browse([str(state), "-o", str(page)]) == 0
+        assert main(["browse", str(state), "-o", str(page)]) == 0
         data = _page_data(page.read_text())
         assert data["nodes"][data["meta"]["best"]]["id"] == best.id, run["dir"]
         if run["arm"] == "best-of-n" and best.timestep > 0:
