@@ -143,8 +143,8 @@ def estimate_environment(
     that is unset — a loopback URL nothing is sent to for `..._URL`, `unset:VAR` otherwise —
     and the names of those variables. A file that cannot be read is left to `ServeDocument`."""
     try:
-        document = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, yaml.YAMLError):
+        document = bounded_yaml.read(Path(path))
+    except (OSError, bounded_yaml.YamlRefused):
         return dict(environ), []
     values = dict(environ)
     required = {
