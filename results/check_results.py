@@ -215,16 +215,27 @@ def _check_repeats(repeat: Any, where: str, p: Problems) -> None:
         return
     for index, row in enumerate([repeat, *candidates, repeat.get("seed") or {}]):
         if row.get(f"scores{suffix}"):
-            _check_spread(row, suffix, f"{where} re-evaluation row {index}", p)
+            least = 1 if repeat.get("repeats") == 1 else 2  # one repeat: a deterministic task
+            _check_spread(row, suffix, f"{where} re-evaluation row {index}", p, least)
         p.check(
             isinstance(row.get("all_correct", True), bool),
             f"{where}: re-evaluation row {index} all_correct is {row.get('all_correct')!r}",
         )
 
 
-def _check_spread(row: dict[str, Any], suffix: str, where: str, p: Problems) -> None:
+def _check_spread(
+    row: dict[str, Any], suffix: str, where: str, p: Problems, least: int = 2
+) -> None:
     scores = row.get(f"scores{suffix}") or []
-    if not p.check(len(scores) >= 2, f"{where}: fixed_candidate_reevaluation needs ≥ 2 scores"):
+    if not p.check(
+        len(scores) >= least, f"{where}: fixed_candidate_reevaluation needs ≥ {least} scores"
+    ):
+        return
+    if len(scores) == 1:  # `reevaluate --repeats 1`: the score is the mean, there is no spread
+        p.check(
+            row.get(f"mean{suffix}") == scores[0] and row.get(f"sample_std{suffix}") is None,
+            f"{where}: one repeat's mean must be its score and its sd null, got {row}",
+        )
         return
     p.check(
         math.isclose(statistics.fmean(scores), row.get(f"mean{suffix}", math.nan)),

@@ -29,6 +29,7 @@ from harness.state import (
     EXECUTION_ERROR,
     GUIDANCE_FORMAT_ERROR,
     INVALID,
+    PARSE_ERROR,
     VALID,
     ArchiveConfig,
     LibraryEntry,
@@ -89,8 +90,13 @@ def _seed() -> LibraryEntry:
     return make_seed(score=SEED_SCORE, solution=SEED_SOLUTION)
 
 
-def _status_for(rng: random.Random, g: int, r: int) -> str:
-    """Mostly valid, with each failure kind present in every step."""
+def _status_for(
+    rng: random.Random, g: int, r: int, parse_error_slot: tuple[int, int] | None = None
+) -> str:
+    """Mostly valid, with each failure kind present in every step (and, when asked, a
+    `parse_error` in `parse_error_slot`: an executor answer without a program)."""
+    if (g, r) == parse_error_slot:
+        return PARSE_ERROR
     if (g, r) == (0, 1):
         return GUIDANCE_FORMAT_ERROR
     if (g, r) == (1, 2):
@@ -107,13 +113,15 @@ def _rollout(
     parent_entry: LibraryEntry,
     parent_node_id: str,
     score_change: tuple[float, float],
+    text: str = "",
+    parse_error_slot: tuple[int, int] | None = None,
 ) -> tuple[LibraryEntry, dict[str, int], dict[str, int] | None]:
-    status = _status_for(rng, g, r)
+    status = _status_for(rng, g, r, parse_error_slot)
     guidance_usage = {"prompt_tokens": 900 + rng.randrange(200), "completion_tokens": 300}
     executor_usage = None
     parent_score = float(parent_entry.verifier_raw_score or 0.0)
     guidance = (
-        None if status == GUIDANCE_FORMAT_ERROR else f"Step {step} idea {g}.{r}: try ring {r}"
+        None if status == GUIDANCE_FORMAT_ERROR else f"Step {step} idea {g}.{r}: try ring {r}{text}"
     )
     if status == VALID:
         score = round(min(parent_score + rng.uniform(*score_change), 99.0), 4)
@@ -123,6 +131,9 @@ def _rollout(
         verdict = VerificationResult.failure(
             status, "expected exactly one complete <guidance> block"
         )
+        solution = None
+    elif status == PARSE_ERROR:
+        verdict = VerificationResult.failure(status, f"no <solution> block in the answer{text}")
         solution = None
     else:
         verdict = VerificationResult.failure(status, f"{status}: case 3 rejected")
@@ -148,6 +159,11 @@ def _rollout(
             "finish_reason": "stop",
         },
         "execution_response_usage": executor_usage,
+        "execution_text": ""
+        if status == GUIDANCE_FORMAT_ERROR
+        else f"I would pack rings here, but I ran out of room.{text}"
+        if status == PARSE_ERROR
+        else f"<solution>\n{solution}\n</solution>\n<summary>Ring packer {g}.{r}{text}</summary>",
         "verification_artifacts": {},
         "agent_record_id": f"receipt-{step}-{g}-{r}",
         "guidance_response_usage": guidance_usage,
@@ -159,7 +175,9 @@ def _rollout(
         execution_thinking="",
         solution=solution,
         verification=verdict,
-        raw_summary=None if solution is None else f"Ring packer variant {g}.{r} of step {step}.",
+        raw_summary=None
+        if solution is None
+        else f"Ring packer variant {g}.{r} of step {step}.{text}",
         metadata=metadata,
         entry_id=f"e-{step:02d}-{g}-{r}",
     )
@@ -176,12 +194,16 @@ def build_state_dir(
     seed: int = 7,
     score_change: tuple[float, float] = (-2.0, 9.0),
     labels: dict[str, str] | None = None,
+    text: str = "",
+    parse_error_slot: tuple[int, int] | None = None,
 ) -> FixtureRun:
     """Play `committed_steps` committed steps and one in-flight step with `in_flight_slots`
     journaled rollouts into `state_dir`, with the real store, resume state and event log. A
     valid child scores its parent's score plus a change drawn uniformly from `score_change`
     (`(0.0, 0.0)`: every valid child is an unchanged copy of its parent). `labels` go into the
-    `run_started` event as the runner writes them (e.g. `{"mode": "frozen", "suite": ...}`)."""
+    `run_started` event as the runner writes them (e.g. `{"mode": "frozen", "suite": ...}`).
+    `text` is appended to every guidance, summary and raw answer (what a model could write);
+    `parse_error_slot` makes that slot of every step an executor answer without a program."""
     rng = random.Random(seed)
     config = ArchiveConfig(rollout_n=rollouts, groups_per_batch=groups)
     archive = Archive.from_seed(config, _seed())
@@ -227,7 +249,16 @@ def build_state_dir(
         for g, r in slots:
             parent = parents[g]
             entry, guide_usage, exec_usage = _rollout(
-                rng, archive, step, g, r, archive.entry_of(parent.id), parent.id, score_change
+                rng,
+                archive,
+                step,
+                g,
+                r,
+                archive.entry_of(parent.id),
+                parent.id,
+                score_change,
+                text,
+                parse_error_slot,
             )
             store.record_rollout(archive, step, g, r, entry)
             for role, usage in (("guidance", guide_usage), ("executor", exec_usage)):

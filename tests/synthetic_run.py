@@ -134,6 +134,13 @@ def _child(
             "rollout": rollout,
             "selected_parent_entry_id": parent.id,
             "raw_guidance_text": guidance,
+            # What the executor answered, kept for the failures it explains (a parse_error's
+            # answer has no <solution>).
+            **(
+                {"execution_text": f"I would try {idea}, but here is only my plan."}
+                if status in (PARSE_ERROR, EXECUTION_ERROR, INVALID)
+                else {}
+            ),
             "agent_record_id": f"{rng.getrandbits(128):032x}",
             "guidance_format_ok": status != GUIDANCE_FORMAT_ERROR,
             "verification_artifacts": {"case_ratios": ratios} if ratios else {},

@@ -196,6 +196,20 @@ def test_injected_markup_shows_as_text_and_runs_nothing(page_file: Path) -> None
         assert b.problems == []
 
 
+def test_a_parse_errors_raw_answer_is_shown_as_text(page_file: Path, library: Path) -> None:
+    executable = chromium_or_skip()
+    data = browse_data(archive=read_library_json(library), title="", source="")
+    index = next(i for i, n in enumerate(data["nodes"]) if n["status"] == "parse_error")
+    node = data["nodes"][index]
+    assert node["answer"] and node["answer"].startswith("I would try ")
+    with browser(executable) as b:
+        b.open(page_file)
+        b.page.evaluate(f"location.hash = 'node={node['id']}'")
+        b.page.wait_for_function("document.querySelector('#detail pre.answer') !== null")
+        assert b.page.locator("#detail pre.answer").text_content() == node["answer"]
+        assert b.problems == []
+
+
 def test_filters_hide_what_they_should(page_file: Path, library: Path) -> None:
     executable = chromium_or_skip()
     archive = read_library_json(library)

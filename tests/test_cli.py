@@ -98,7 +98,25 @@ def test_status_prints_step_best_open_slots_and_cost_with_services_down(run, cap
     assert f"{len(run.in_flight_done)}/8 journaled; missing {', '.join(missing)}" in out
     assert "unreachable (ConnectError)" in out.split("reef", 1)[1].splitlines()[0]
     assert "unreachable" in out.split("judge ", 1)[1].splitlines()[0]
-    assert "cost so far    unknown (no price for z-ai/glm-5.2); set prices under" in out
+    assert (
+        "cost so far unknown (no price for z-ai/glm-5.2); set "
+        "training.config.harness.pricing.z-ai/glm-5.2: {input_per_mtok: USD, output_per_mtok: "
+        "USD}" in " ".join(out.split())
+    )
+
+
+def test_a_frozen_runs_pricing_hint_names_the_frozen_files_key(tmp_path, capsys):
+    frozen = build_state_dir(
+        tmp_path / "frozen",
+        in_flight_slots=0,
+        committed_steps=1,
+        labels={"mode": "frozen", "settings_file": str(tmp_path / "serve-frozen.yaml")},
+    )
+    argv = ["status", str(frozen.state_dir), "--reef-url", _down(), "--judge-url", _down()]
+    assert main([*argv, "--timeout", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "set recipe.config.guidance-ttt.harness.pricing.z-ai/glm-5.2: {" in out
+    assert "in serve-frozen.yaml (or --pricing FILE)" in out
 
 
 def test_status_json_totals_match_the_rollouts(run, capsys, tmp_path):

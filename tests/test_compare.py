@@ -25,12 +25,33 @@ from harness.results.compare import Curve, Point, best_at, bootstrap_interval, c
 REPO = Path(__file__).resolve().parents[1]
 
 
-def curve(arm: str, seed: int, bests: list[float], *, suite: str = "generated:1:2") -> Curve:
+def curve(
+    arm: str,
+    seed: int,
+    bests: list[float],
+    *,
+    suite: str = "generated:1:2",
+    run: str | None = None,
+    models: str = "",
+    **settings: object,
+) -> Curve:
     points = tuple(
         Point(step, (step + 1) * 4, (step + 1) * 1000, (step + 1) * 0.5, best)
         for step, best in enumerate(bests)
     )
-    return Curve(arm, seed, f"{arm}-s{seed}", "polyomino_packing", suite, "max", 10.0, points)
+    identity = {"arm": arm, "grid": "1x2", "steps": len(bests), "models": models, **settings}
+    return Curve(
+        arm,
+        seed,
+        run or f"{arm}-s{seed}",
+        "polyomino_packing",
+        suite,
+        "max",
+        10.0,
+        points,
+        models,
+        tuple(identity.items()),
+    )
 
 
 CURVES = [
@@ -97,7 +118,8 @@ def test_the_figure_and_the_csvs_hold_the_curves(tmp_path: Path) -> None:
     assert "polyomino_packing" in drawn.title and "generated:1:2" in drawn.title
     assert "higher is better" in drawn.title and result.method in drawn.title
     assert drawn.xlabel == "step (0-based)" and "higher is better" in drawn.ylabel
-    assert drawn.legend == ["guidance-ttt (n=3)", "best-of-n (n=3)"]
+    assert drawn.legend == ["guidance-ttt (n=3)", "best-of-n (n=3)", "seed 10.0000"]
+    assert drawn.baselines == [10.0] and drawn.notes == []
     write_csv(result, tmp_path / "compare.csv")
     write_table(result, tmp_path / "compare-table.csv")
     with (tmp_path / "compare.csv").open() as handle:
@@ -125,3 +147,68 @@ def test_the_published_reference_run_is_a_single_seed_arm_on_the_public_cases() 
     result = compare([reference], "rollouts", resamples=100)
     (row,) = result.table
     assert row["seeds"] == 1 and row["ci_low"] == row["ci_high"] == row["final_best_mean"]
+
+
+def test_two_runs_with_the_same_seed_are_refused_naming_the_seed() -> None:
+    twice = [curve("unguided", 0, [12.0, 13.0]), curve("unguided", 0, [12.0, 14.0], run="again")]
+    with pytest.raises(
+        ValueError, match=r"unguided-s0 and again \(unguided\) both have run seed 0"
+    ):
+        compare(twice, "step")
+
+
+def test_runs_with_different_steps_are_refused_naming_the_key_or_grouped_by_it() -> None:
+    """The case of the issue: one seed, 3 steps and 1 step; not two seeds of one arm."""
+    mixed = [curve("unguided", 0, [12.0, 13.0, 15.0]), curve("unguided", 0, [12.0], run="short")]
+    with pytest.raises(ValueError) as refused:
+        compare(mixed, "step")
+    message = str(refused.value)
+    assert "differ in steps: 3 vs 1" in message and "--by arm,steps" in message
+    grouped = compare(mixed, "step", resamples=50, by=("arm", "steps"))
+    assert [row["arm"] for row in grouped.table] == ["unguided, steps 3", "unguided, steps 1"]
+    assert [row["seeds"] for row in grouped.table] == [1, 1]
+    # Unequal budgets: the finals are taken at the budget both reached (step 0), and said so.
+    assert grouped.common_budget == 0.0
+    assert [row["final_best_mean"] for row in grouped.table] == [12.0, 12.0]
+    assert grouped.budget_note == (
+        "final bests compared at step (0-based) 0, the budget every run reached"
+    )
+
+
+@pytest.mark.parametrize("key", ["grid", "models", "mode", "lora_rank"])
+def test_runs_that_differ_in_any_identity_key_are_not_pooled(key: str) -> None:
+    runs = [curve("unguided", 0, [12.0], **{key: "a"}), curve("unguided", 1, [13.0], **{key: "b"})]
+    with pytest.raises(ValueError, match=rf"differ in {key}: a vs b.*--by arm,{key}"):
+        compare(runs, "step")
+
+
+def test_an_unknown_grouping_key_is_refused() -> None:
+    with pytest.raises(ValueError, match="--by arm,colour: group by arm and any of"):
+        compare(CURVES, "step", by=("arm", "colour"))
+
+
+def test_coinciding_arms_stay_visible_and_are_labelled(tmp_path: Path) -> None:
+    """Two arms whose curves are identical (and whose seeds agree): each has its own line style
+    and marker, the legend says `identical to` and `all seeds identical`, and the seed's score
+    is the baseline; on a budget axis x starts at 0."""
+    runs = [
+        curve("unguided", 0, [12.0, 14.0], models="none / exec-a"),
+        curve("unguided", 1, [12.0, 14.0], models="none / exec-a"),
+        curve("best-of-n", 0, [12.0, 14.0], models="none / exec-b"),
+        curve("best-of-n", 1, [12.0, 14.0], models="none / exec-b"),
+        curve("guidance-ttt", 0, [13.0, 15.0], models="guide / exec-a"),
+        curve("guidance-ttt", 1, [12.0, 16.0], models="guide / exec-a"),
+    ]
+    for axis in ("step", "rollouts"):
+        result = compare(runs, axis, resamples=50)
+        drawn = draw(result, tmp_path / f"{axis}.png")
+        assert drawn.mean_lines["unguided"] == drawn.mean_lines["best-of-n"]
+        assert len(set(drawn.styles.values())) == 3
+        assert drawn.legend[:3] == [
+            "unguided (n=2, models none / exec-a, all seeds identical)",
+            "best-of-n (n=2, models none / exec-b, all seeds identical, identical to unguided)",
+            "guidance-ttt (n=2, models guide / exec-a)",
+        ]
+        assert drawn.baselines == [10.0] and drawn.legend[3] == "seed 10.0000"
+        if axis == "rollouts":
+            assert drawn.xlim[0] == 0.0

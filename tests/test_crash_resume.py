@@ -12,6 +12,7 @@ guidance, executor or judge call made twice for a slot.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
@@ -25,8 +26,11 @@ from pathlib import Path
 
 import pytest
 from judge_fakes import LocalJudge
+from rich.console import Console
 
+from harness.archive.best import run_best_score
 from harness.observe.events import read_events
+from harness.observe.progress import ProgressDisplay
 from harness.run.crash_hook import ENV_VAR
 from harness.settings.run_settings import RunSettings
 from harness.storage.library_json import library_json_bytes, read_library_json
@@ -205,6 +209,27 @@ def test_killed_run_resumes_without_losing_or_repeating_a_slot(
     rescored = sum(1 for e in events if e["event"] == "seed_rescored")
     assert rescored == 1
     assert judge_submissions(stack) - submissions_before == programs + rescored
+    assert_each_steps_gain_is_the_uninterrupted_runs(run.state, events)
+
+
+def assert_each_steps_gain_is_the_uninterrupted_runs(state: Path, events: list[dict]) -> None:
+    """The "+Δ" of every step's progress line, as the display prints it from the event log of
+    the killed and the resumed process together, is the gain of the step in the final archive
+    (what an uninterrupted run prints), whatever the kill point."""
+    archive = read_committed(state / "guidance-run" / "archive")[0]
+    display_lines = io.StringIO()
+    display = ProgressDisplay(Console(file=display_lines, width=300), plain=True)
+    for event in events:
+        display.emit(event["event"], **{k: v for k, v in event.items() if k not in ("event", "ts")})
+    display.close()
+    shown = {}
+    for line in display_lines.getvalue().splitlines():
+        found = re.match(r"step (\d+) \| .* run best (\S+) \((\S+)\)", line)
+        if found:
+            shown[int(found[1])] = (found[2], found[3])  # the last summary of a step counts
+    for step in range(STEPS):
+        before, after = run_best_score(archive, step - 1), run_best_score(archive, step)
+        assert shown[step] == (f"{after:.4f}", f"{after - before:+.4f}"), (step, shown)
 
 
 def assert_committed_library_is_the_committed_archive(state: Path) -> None:

@@ -1,23 +1,27 @@
-"""An experiment of 3 arms × 3 seeds × 2 steps from one command on CPU, then `compare`.
+"""An experiment of 3 arms × 2 seeds × 2 steps from one command on CPU, then `compare`.
 
-Real: the `guidance-ttt` CLI, the local judge (one for all nine runs), `reef serve` for each
+Real: the `guidance-ttt` CLI, the local judge (one for all six runs), `reef serve` for each
 guided run, the run loop, store and controller. Stand-ins: the rehearsal's scripted models
-(labelled on the figure). The grid is 1×2 and the suite two generated cases, so the nine runs
+(labelled on the figure). The grid is 1×2 and the suite two generated cases, so the six runs
 take about a minute on two cores. Also here: the spend limit stopping a run after the step that
 crossed it, and the same command resuming it once the limit is raised.
 """
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
+import re
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 import yaml
 from rich.console import Console
 
+from harness import results
 from harness.cli.entry import main
 from harness.observe.events import read_events
 from harness.rehearsal.rehearse import RehearsalOptions, rehearse_run, stand_in_stack
@@ -27,11 +31,21 @@ from harness.storage.run_files import event_log_path
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 ARMS = ["guidance-ttt", "unguided", "best-of-n"]
-SEEDS = [0, 1, 2]
+SEEDS = [0, 1]
 
 
-def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(tmp_path: Path) -> None:
-    plan = tmp_path / "plan.yaml"
+@dataclass(frozen=True)
+class Experiment:
+    plan: Path
+    directory: Path
+    output: str  # what the experiment command printed
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory: pytest.TempPathFactory) -> Experiment:
+    """3 arms × 2 seeds × 2 steps of 1×2 with the stand-ins, run once for this module."""
+    root = tmp_path_factory.mktemp("arms")
+    plan = root / "plan.yaml"
     plan.write_text(
         yaml.safe_dump(
             {
@@ -46,8 +60,17 @@ def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(tmp_path: Pa
             }
         )
     )
-    directory = tmp_path / "experiment"
-    assert main(["experiment", str(plan), "--dir", str(directory)]) == 0
+    directory = root / "experiment"
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert main(["experiment", str(plan), "--dir", str(directory)]) == 0
+    return Experiment(plan, directory, printed.getvalue())
+
+
+def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(
+    experiment: Experiment, tmp_path: Path
+) -> None:
+    plan, directory = experiment.plan, experiment.directory
     index = json.loads((directory / "experiment.json").read_text())
     assert [(r["arm"], r["run_seed"]) for r in index["runs"]] == [
         (arm, seed) for arm in ARMS for seed in SEEDS
@@ -69,14 +92,14 @@ def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(tmp_path: Pa
     with (directory / "compare.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     seeds = {(r["arm"], r["run"]) for r in rows if r["kind"] == "seed"}
-    assert len(seeds) == 9 and {arm for arm, _ in seeds} == set(ARMS)
+    assert len(seeds) == 6 and {arm for arm, _ in seeds} == set(ARMS)
     means = [r for r in rows if r["kind"] == "mean"]
     assert {r["arm"] for r in means} == set(ARMS)
     assert all(float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"]) for r in means)
     with (directory / "compare-table.csv").open() as handle:
         table = list(csv.DictReader(handle))
     finals = {r["arm"]: r for r in table if r["kind"] == "final"}
-    assert set(finals) == set(ARMS) and {r["seeds"] for r in finals.values()} == {"3"}
+    assert set(finals) == set(ARMS) and {r["seeds"] for r in finals.values()} == {"2"}
     assert {r["rollouts_mean"] for r in finals.values()} == {"4.0"}
     assert len([r for r in table if r["kind"] == "difference"]) == 3
     assert all("bootstrap over seeds" in r["method"] for r in table)
@@ -87,10 +110,74 @@ def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(tmp_path: Pa
 
     comparison = compare(load_curves([str(directory)], PriceTable(), Path()), "step", 300)
     drawn = draw(comparison, tmp_path / "again.png")
-    assert set(drawn.mean_lines) == set(ARMS) and set(drawn.seed_lines.values()) == {3}
+    assert set(drawn.mean_lines) == set(ARMS) and set(drawn.seed_lines.values()) == {2}
     assert all([x for x, _ in line] == [0.0, 1.0] for line in drawn.mean_lines.values())
     assert "scripted-executor-stand-in" in drawn.title and "generated:11:2" in drawn.title
     assert main(["status", str(directory)]) == 0
+
+
+def _printed(argv: list[str]) -> str:
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert main(argv) == 0
+    return out.getvalue()
+
+
+def test_every_report_gives_each_run_the_same_best(experiment: Experiment, tmp_path: Path) -> None:
+    """One best per run (`harness.archive.best`) in the final progress line, the `run_finished`
+    event, `status`, `inspect`, `compare`, `export` and `browse`, every arm; best-of-n's best is
+    a candidate that never joined the tree."""
+    directory = experiment.directory
+    index = json.loads((directory / "experiment.json").read_text())
+    finals = re.findall(r"run finished: 2 steps committed; run best (\S+)", experiment.output)
+    assert len(finals) == len(index["runs"]), experiment.output
+    _printed(["compare", str(directory), "-o", str(tmp_path / "c.png"), "--bootstrap", "50"])
+    with (tmp_path / "c.csv").open() as handle:  # beside the figure
+        compared: dict[str, float] = {}
+        for row in csv.DictReader(handle):
+            if row["kind"] == "seed" and row["axis"] == "step":
+                compared[row["run"]] = float(row["best_so_far"])  # the last point: its final best
+    experiment_status = _printed(["status", str(directory)])
+    best_of_n_beat_its_seed = False
+    for run, final_line in zip(index["runs"], finals, strict=True):
+        state = directory / run["dir"]
+        view = results.load_run(state)
+        best = results.run_best(view.archive)
+        assert best is not None
+        score = best.verifier_raw_score
+        (finished,) = [
+            e for e in read_events(event_log_path(state)) if e["event"] == "run_finished"
+        ]
+        assert finished["best_raw_score"] == score, run["dir"]
+        assert final_line == f"{score:.4f}", run["dir"]
+        report = json.loads(_printed(["status", str(state), "--json", "--timeout", "1"]))
+        assert report["best_score"] == score, run["dir"]
+        assert report["best_step"] == (None if best.timestep == 0 else best.timestep - 1)
+        assert re.search(rf"{re.escape(run['dir'])} .*{score:.4f}", experiment_status)
+        inspected = json.loads(_printed(["inspect", str(state), "--json"]))
+        assert (
+            inspected["best"][0]["entry_id"] == best.id and inspected["best"][0]["score"] == score
+        )
+        assert inspected["lineage_of_best"][-1]["entry_id"] == best.id
+        assert compared[run["dir"]] == score, run["dir"]
+        out = tmp_path / run["dir"]
+        _printed(["export", str(state), "--out", str(out)])
+        (record,) = json.loads((out / "runs.json").read_text())["runs"]
+        assert record["search"]["best_score"] == score, run["dir"]
+        page = tmp_path / f"{run['dir']}.html"
+        assert main(["browse", str(state), "-o", str(page)]) == 0
+        data = _page_data(page.read_text())
+        assert data["nodes"][data["meta"]["best"]]["id"] == best.id, run["dir"]
+        if run["arm"] == "best-of-n" and best.timestep > 0:
+            best_of_n_beat_its_seed = True
+            assert results.node_of(view.archive, best) is None  # nothing joins the tree
+    assert best_of_n_beat_its_seed, "the stand-ins' best-of-n found no better candidate"
+
+
+def _page_data(page: str) -> dict:
+    block = re.search(r'<script id="data" type="application/json">(.*?)</script>', page, re.S)
+    assert block is not None
+    return json.loads(block.group(1))
 
 
 def test_a_spend_limit_below_one_step_stops_after_it_and_raising_it_resumes(

@@ -52,21 +52,73 @@ def test_a_plan_expands_to_arms_times_seeds_with_one_directory_each(tmp_path: Pa
 @pytest.mark.parametrize(
     ("plan", "named"),
     [
+        (
+            {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "rollouts": 10**9},
+            "rollouts must be a whole number from 1 to 1,024, got 1000000000",
+        ),
+        (
+            {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "groups": 10**9},
+            "groups must be a whole number from 1 to 1,024",
+        ),
+        (
+            {"arms": ["unguided", "best-of-n"], "seeds": list(range(501)), "stand_ins": True},
+            r"2 arms × 501 seeds is 1002 runs; a plan names at most 1000 runs \(MAX_RUNS\)",
+        ),
+        ({"arms": ["unguided"], "seeds": [0, 0], "stand_ins": True}, "repeat a seed"),
+        ({"name": "../x", "arms": ["unguided"], "seeds": [0], "stand_ins": True}, "not a path"),
+        ({"name": "/abs/x", "arms": ["unguided"], "seeds": [0], "stand_ins": True}, "not a path"),
+        ({"name": "..", "arms": ["unguided"], "seeds": [0], "stand_ins": True}, "not a path"),
+        ({"arms": ["unguided"], "seeds": [0], "settings": "nowhere.yaml"}, "is not a file"),
+    ],
+)
+def test_an_unbounded_plan_or_a_name_that_is_a_path_is_refused_naming_the_bound(
+    tmp_path: Path, plan: dict, named: str
+) -> None:
+    with pytest.raises(ValueError, match=named) as refused:
+        load_plan(plan_file(tmp_path, **plan))
+    assert "\n" not in str(refused.value)
+
+
+def test_a_missing_settings_file_names_where_it_was_looked_for(tmp_path: Path) -> None:
+    path = plan_file(tmp_path, arms=["unguided"], seeds=[0], settings="serve-frozen.yaml")
+    with pytest.raises(ValueError) as refused:
+        load_plan(path)
+    message = str(refused.value)
+    assert str(tmp_path / "serve-frozen.yaml") in message
+    assert f"read relative to the plan's folder {tmp_path}" in message
+
+
+def test_yaml_aliases_in_a_plan_are_refused_before_they_expand(tmp_path: Path) -> None:
+    """The billion laughs: nine levels of ten aliases each would be 10⁹ strings."""
+    lines = ['a0: &a0 "lol"']
+    lines += [f"a{i}: &a{i} [" + ", ".join([f"*a{i - 1}"] * 10) + "]" for i in range(1, 10)]
+    path = tmp_path / "plan.yaml"
+    path.write_text("\n".join([*lines, "arms: [unguided]", "seeds: [0]", "stand_ins: true"]))
+    with pytest.raises(ValueError, match=r"line 1: YAML anchors and aliases .* are refused"):
+        load_plan(path)
+    path.write_text("x" * (70 * 1024))
+    with pytest.raises(ValueError, match="a plan is at most 64 KiB"):
+        load_plan(path)
+
+
+@pytest.mark.parametrize(
+    ("plan", "named"),
+    [
         ({"arms": ["unguided"], "seeds": [0], "stand_ins": True, "step": 2}, "unknown keys"),
         ({"arms": ["random"], "seeds": [0], "stand_ins": True}, "arm 'random' is not one of"),
         ({"arms": ["unguided"], "seeds": [], "stand_ins": True}, "give `arms` and `seeds`"),
         ({"arms": ["unguided"], "seeds": [0]}, "give `settings:`"),
         (
             {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "steps": "two"},
-            r"steps must be a whole number ≥ 1, got 'two'; e.g. steps: 2",
+            r"steps must be a whole number from 1 to 10,000, got 'two'; e.g. steps: 2",
         ),
         (
             {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "parallel": 0},
-            "parallel must be a whole number ≥ 1, got 0",
+            "parallel must be a whole number from 1 to 64, got 0",
         ),
         (
             {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "judge": {"cases": 1.5}},
-            "judge.cases must be a whole number ≥ 1, got 1.5",
+            "judge.cases must be a whole number from 1 to 100,000, got 1.5",
         ),
         (
             {"arms": ["unguided"], "seeds": [0], "stand_ins": True, "judge": 3},
@@ -142,3 +194,28 @@ def test_the_estimate_counts_every_rollout_and_no_guidance_for_an_unguided_arm(
     assert unguided.executor.calls == guided.rollouts
     trained = RunSettings.load(DEFAULT_SERVE_YAML, environ={})
     assert estimate(trained, PriceTable(), task).unpriced  # no prices given: unknown, not free
+
+
+def test_estimate_runs_from_the_frozen_settings_file_alone(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """README's first experiment command, without any endpoint variable set: exit 0, the
+    figures, and what keeps the cost unknown with the exact key that prices it."""
+    from harness.cli.entry import main
+
+    for name in [*FROZEN_ENV, "GUIDANCE_TTT_PRICING"]:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.chdir(REPO)
+    assert main(["estimate", "--config", "serve-frozen.yaml"]) == 0
+    out = capsys.readouterr().out
+    assert "estimate for serve-frozen.yaml: " in out and " tokens (guidance " in out
+    assert "model not set (GUIDANCE_TTT_GUIDANCE_MODEL): set it to price its calls" in out
+    assert (
+        "not needed for an estimate: GUIDANCE_TTT_GUIDANCE_MODEL, GUIDANCE_TTT_GUIDANCE_URL" in out
+    )
+    monkeypatch.setenv("GUIDANCE_TTT_GUIDANCE_MODEL", "acme/unpriced-1")
+    assert main(["estimate", "--config", "serve-frozen.yaml"]) == 0
+    out = capsys.readouterr().out
+    key = "recipe.config.guidance-ttt.harness.pricing.acme/unpriced-1"
+    assert f"no price for acme/unpriced-1: set {key}: {{input_per_mtok: USD, " in out
+    assert "in serve-frozen.yaml (or --pricing FILE)" in out

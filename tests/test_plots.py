@@ -94,8 +94,20 @@ def test_the_scores_figure_shows_every_rollout_step_mean_and_best_run_best_seed_
         "best so far",
         f"seed {run.seed_score:.4f}",
         "reference run (published, public cases): Qwen3-14B, 8×16",
-        "invalid rollout (no score, drawn apart below)",
+        *(
+            f"{kind} failure (no score, drawn apart below)"
+            for kind in ("format", "execution", "invalid")
+            if data.invalid_by_kind.get(kind)
+        ),
     ]
+    # Failure kinds are told apart: each its own marker, at the steps its rollouts failed.
+    kinds = {"format": ("guidance_format_error",), "execution": ("execution_error",)}
+    kinds["invalid"] = ("invalid",)
+    for kind, members in kinds.items():
+        expected = Counter({s: sum(run.statuses[s].get(m, 0) for m in members) for s in entries})
+        assert Counter(data.invalid_by_kind.get(kind, [])) == +expected
+    assert set(data.invalid_by_kind) <= {"format", "execution", "invalid"}
+    assert labels["counts_clear_of_title"]
     # Invalid rollouts sit in their own strip, the mean has no cap-like markers, and every
     # step says how many of its rollouts were valid.
     assert labels["invalid_apart"] and labels["mean_marker"] not in ("_", "|")
@@ -159,6 +171,8 @@ def test_the_health_figure_shows_valid_and_format_error_fractions_tokens_and_cos
         for kind, members in kinds.items()
     }
     assert bottom["legend"] == ["executor tokens (k)", "guidance tokens (k)", "cost (USD)"]
+    cost_axis = data.labels["health"][-1]
+    assert cost_axis["cost_y_limits"][0] == 0.0  # a cost starts at nothing spent
 
     unpriced = plots.plot(
         plot_series.from_run(view, "polyomino_packing", load_prices(None)), tmp_path / "u.png"
@@ -260,3 +274,19 @@ def test_a_reference_score_is_a_labelled_line(run, tmp_path):
     data = plots.plot(series, tmp_path / "r.png", reference_line=(55.5, "human expert"))
     assert data.reference_line == (55.5, "human expert")
     assert "human expert 55.5000" in data.labels["scores"]["legend"]
+
+
+def test_coinciding_lines_are_all_drawn_and_told_apart(tmp_path):
+    """Every valid child an unchanged copy of its parent: the best so far, the step's mean and
+    best and the seed are one value; each line is still drawn, with its own style, and the
+    count labels stay clear of the title."""
+    flat = build_state_dir(tmp_path / "flat", committed_steps=2, score_change=(0.0, 0.0))
+    series = plot_series.from_run(results.load_run(flat.state_dir), "polyomino_packing", None)
+    data = plots.plot(series, tmp_path / "flat.png")
+    assert set(data.best_so_far) == {flat.seed_score} == {y for _, y in data.step_best}
+    assert {y for _, y in data.step_mean} == {flat.seed_score}
+    legend = data.labels["scores"]["legend"]
+    for name in ("step mean (valid)", "step max (the step's best)", "best so far"):
+        assert name in legend
+    assert f"seed {flat.seed_score:.4f}" in legend
+    assert data.labels["scores"]["counts_clear_of_title"]

@@ -214,6 +214,25 @@ def test_table_is_plain_ascii_when_not_a_terminal():
     assert any(line.startswith("| GPUs") and "| missing" in line for line in text.splitlines())
 
 
+def test_no_row_breaks_a_path_mid_word(tmp_path: Path) -> None:
+    """A log is as wide as it needs; a terminal of 100 columns gives the detail column the
+    room a long path needs; neither folds it, and text in brackets is shown, not markup."""
+    path = "/srv/guidance-ttt/checkouts/Frontier-CS/algorithmic/problems/0/testdata/public"
+    report = PreflightReport(
+        (
+            CheckResult("task", False, f"{path} has no cases [bold]", f"copy them into {path}"),
+            CheckResult("python", True, "Python 3.12.1"),
+        )
+    )
+    log = io.StringIO()
+    report.render(Console(file=log, width=80))
+    terminal = io.StringIO()
+    report.render(Console(file=terminal, width=100, force_terminal=True, color_system=None))
+    for out in (log.getvalue(), terminal.getvalue()):
+        assert sum(path in line for line in out.splitlines()) == 2, out
+    assert "[bold]" in log.getvalue()
+
+
 @no_gpu_here
 @pytest.mark.slow
 def test_command_prints_table_and_exits_1_naming_missing_gpus(

@@ -5,6 +5,7 @@ in runs.json's `fixed_candidate_reevaluation`, and results/check_results.py acce
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import io
 import json
@@ -69,6 +70,21 @@ def test_reevaluate_writes_the_field_export_carries_it_and_the_checker_accepts_i
     exported, live = load_curves([str(out), str(state)], PriceTable(), Path())
     assert exported.points == live.points and exported.arm == live.arm == "unguided"
     assert (exported.suite, exported.seed) == (live.suite, live.seed) == ("generated:11:2", 0)
+
+    # One repeat (a deterministic task): accepted, no spread; the table names entry ids.
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        assert (
+            main(["reevaluate", str(state), "--top", "1", "--suite", SUITE, "--repeats", "1"]) == 0
+        )
+    once = json.loads((state / "guidance-run" / "reevaluation.json").read_text())
+    assert once["repeats"] == 1 and once["sample_std"] is None
+    assert once["mean"] == once["scores"][0] or once["failed_repeats"] == 1
+    assert once["candidates"][0]["entry_id"] == record["candidates"][0]["entry_id"]
+    assert once["candidates"][0]["entry_id"][:8] in printed.getvalue()
+    assert " ± " not in printed.getvalue()
+    assert main(["export", str(state), "--out", str(tmp_path / "once")]) == 0
+    assert check(tmp_path / "once", state).returncode == 0
 
     broken = copy.deepcopy(json.loads((out / "runs.json").read_text()))
     row = broken["runs"][0]["fixed_candidate_reevaluation"]

@@ -94,3 +94,23 @@ def test_plot_and_a_checked_export(rehearsed: tuple[Path, str], tmp_path: Path) 
     (out / "runs.json").write_text(json.dumps(runs))
     mixed = cli("export", str(state), "--out", str(out))
     assert mixed.returncode == 2 and "never mixed" in mixed.stderr
+
+
+def test_a_finished_rehearsal_refuses_in_one_line_before_starting_anything(
+    rehearsed: tuple[Path, str],
+) -> None:
+    """No judge, no reef serve: the refusal comes from the state directory alone (measured in
+    the closing note, not timed here), names the steps and the flag, and no serve.yaml."""
+    state, _ = rehearsed
+    before = sorted(p.name for p in state.iterdir())
+    done = cli("rehearse", str(state), "--steps", "1")
+    assert done.returncode == 2
+    assert done.stdout == ""
+    (line,) = done.stderr.strip().splitlines()
+    assert line == (
+        f"guidance-ttt rehearse: run already finished: {state} has 1 of 1 step committed; "
+        "pass more steps (--steps, or `steps:` in a plan) to continue it, or name a new "
+        "directory"
+    )
+    assert "serve.yaml" not in line
+    assert sorted(p.name for p in state.iterdir()) == before  # nothing was started or written

@@ -361,3 +361,37 @@ def test_sigkill_between_archive_and_resume_state_then_resume_recommits(rig: Rig
     stored = json.loads(rig.resume_state.read_text())
     assert stored["next_step"] == 2 and stored["step_summaries"][1]["recovered_commit"] is True
     assert os.path.exists(rig.state_dir / CHECKPOINT_MARKER)
+
+
+def _controller_with_backend(rig: Rig, backend: dict[str, Any], steps: int = 3) -> RunController:
+    return RunController(
+        ControllerSettings(rig.state_dir, SCENARIO, steps),
+        FROZEN,
+        backend,
+        None,
+        None,
+        StandInState(rig.state_dir),
+        gate=FrozenGate(),
+    )
+
+
+def test_a_changed_executor_setting_is_one_warning_naming_the_key_and_a_stand_ins_port_none(
+    rig: Rig, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = {"name": "gpt_oss_120b", "model": "m", "base_url": "http://127.0.0.1:41001/v1"}
+    controller = _controller_with_backend(rig, first)
+    controller.begin()
+    controller.complete_step(outcome(0))
+    caplog.set_level(logging.INFO, logger="harness.run.controller")
+    # A stand-in (or any local server) on a fresh port: noted, not warned about.
+    _controller_with_backend(rig, {**first, "base_url": "http://127.0.0.1:52002/v1"}).begin()
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert any("base_url" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+    changed = {**first, "reasoning_effort": "high"}
+    _controller_with_backend(rig, changed).begin()
+    (warning,) = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert warning.getMessage() == (
+        "executor setting changed since the last commit (same executor model): "
+        "reasoning_effort None → 'high'"
+    )

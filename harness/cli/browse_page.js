@@ -186,6 +186,7 @@
     section("PUCT", n.puct || n.best_child !== null ? puct : el("p", "not an archive node (a failed or filtered-out candidate)", "empty"));
     section("guidance", n.guidance ? el("pre", n.guidance, "guidance") : el("p", "no guidance (the seed)", "empty"));
     section("summary", el("pre", n.summary || "–"));
+    if (n.answer) section("executor's raw answer", el("pre", n.answer, "answer"));
     const tabs = el("div", null, "tabs"), body = el("div");
     const none = () => el("p", "no program (" + n.status + ")", "empty");
     const showProgram = () => { body.replaceChildren(P[n.program] ? el("pre", P[n.program], "program") : none()); };

@@ -23,17 +23,20 @@ from __future__ import annotations
 
 import argparse
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from harness import results
 from harness.adapters.judge.suites import PUBLIC
 from harness.experiment.index import EXPERIMENT_FILE
 from harness.observe.cost import PriceTable, load_prices
+from harness.observe.terminal import escape_terminal
 from harness.results.compare import (
     AXIS_LABELS,
     Comparison,
@@ -111,24 +114,61 @@ class Drawn:
     xlabel: str
     ylabel: str
     legend: list[str]
+    styles: dict[str, tuple[str, str]] = field(default_factory=dict)  # arm: (linestyle, marker)
+    baselines: list[float] = field(default_factory=list)  # the seed scores drawn as lines
+    xlim: tuple[float, float] = (0.0, 0.0)
+    notes: list[str] = field(default_factory=list)  # text on the figure besides the title
+
+
+#: Line styles and markers, one pair per arm, so arms whose curves coincide stay visible.
+LINE_STYLES = ("-", "--", ":", "-.")
+MARKERS = ("o", "s", "^", "D", "v", "P", "X")
+
+
+def _arm_labels(comparison: Comparison) -> dict[str, str]:
+    """The legend text of each arm: n seeds, its models, and the notes a reader needs: `all
+    seeds identical` for a zero-width interval, `identical to X` for a curve drawn over
+    another's."""
+    means: dict[str, tuple] = {}
+    labels = {}
+    for arm in comparison.arms:
+        known = tuple((x, m) for x, m in zip(arm.xs, arm.mean, strict=True) if m is not None)
+        models = sorted({c.models for c in arm.curves if c.models})
+        parts = [f"n={len(arm.curves)}"] + (["models " + "; ".join(models)] if models else [])
+        pairs = [(lo, hi) for lo, hi in zip(arm.low, arm.high, strict=True) if lo is not None]
+        if len(arm.curves) > 1 and pairs and all(hi - lo == 0 for lo, hi in pairs):
+            parts.append("all seeds identical")
+        twin = next((other for other, line in means.items() if line == known), None)
+        if twin is not None:
+            parts.append(f"identical to {twin}")
+        means.setdefault(arm.arm, known)
+        labels[arm.arm] = f"{arm.arm} ({', '.join(parts)})"
+    return labels
 
 
 def draw(comparison: Comparison, path: Path) -> Drawn:
-    """The figure of `comparison` at `path` (PNG)."""
+    """The figure of `comparison` at `path` (PNG): per arm its mean line (its own line style
+    and marker, so an arm drawn over an identical one still shows), its interval band and every seed
+    faint; the seed's score as a dashed baseline; the budget note where budgets differ."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, ax = plt.subplots(figsize=(9, 5.5))
+    figure, ax = plt.subplots(figsize=(9, 6.6))
     colours = plt.rcParams["axes.prop_cycle"].by_key()["color"]
     mean_lines: dict[str, list[tuple[float, float]]] = {}
     seed_lines: dict[str, int] = {}
     bands: dict[str, int] = {}
+    styles: dict[str, tuple[str, str]] = {}
+    labels = _arm_labels(comparison)
+    notes: list[str] = []
     try:
         ax.grid(alpha=0.3)
         for index, arm in enumerate(comparison.arms):
             colour = colours[index % len(colours)]
+            style = (LINE_STYLES[index % len(LINE_STYLES)], MARKERS[index % len(MARKERS)])
+            styles[arm.arm] = style
             count = 0
             for curve in arm.curves:
                 xs = [0.0] + [float(p.x(comparison.axis) or 0.0) for p in curve.points]
@@ -151,8 +191,12 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
                 [k[1] for k in known],
                 drawstyle="steps-post",
                 color=colour,
+                linestyle=style[0],
+                marker=style[1],
+                markersize=7 - index % 4,  # nested markers stay visible on one point
+                markerfacecolor="none",
                 linewidth=2.2,
-                label=f"{arm.arm} (n={len(arm.curves)})",
+                label=labels[arm.arm],
             )
             mean_lines[arm.arm] = [
                 (float(x), float(y))
@@ -167,23 +211,35 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
                 alpha=0.18,
             )
             bands[arm.arm] = len(band.get_paths())
+        baselines = sorted({c.seed_score for arm in comparison.arms for c in arm.curves})
+        for value in baselines:
+            ax.axhline(
+                value, color="0.35", linestyle=(0, (4, 3)), linewidth=1, label=f"seed {value:.4f}"
+            )
+        if comparison.axis != "step":  # rollouts, tokens and dollars start at nothing spent
+            ax.set_xlim(left=0.0)
         better = "higher" if comparison.direction == "max" else "lower"
         ax.set_xlabel(AXIS_LABELS[comparison.axis])
         ax.set_ylabel(f"best score so far ({better} is better)")
         models = sorted({c.models for arm in comparison.arms for c in arm.curves if c.models})
         ax.set_title(
-            f"{comparison.task}: best so far by arm, suite {comparison.suite or 'not recorded'}, "
-            f"{better} is better\nline: mean over seeds; faint: each seed; band: "
-            f"{comparison.method}"
+            f"{comparison.task}: best so far by {' and '.join(comparison.by)}, suite "
+            f"{comparison.suite or 'not recorded'}, {better} is better\nline: mean over seeds; "
+            f"faint: each seed; band: {comparison.method}"
             + (f"\nmodels (guidance / executor): {'; '.join(models)}" if models else ""),
             fontsize=9,
         )
+        if comparison.budget_note:
+            notes.append(comparison.budget_note)
+        for number, note in enumerate(notes):
+            figure.text(0.01, 0.01 + 0.03 * number, note, fontsize=8, ha="left", va="bottom")
         if comparison.axis in ("step", "rollouts"):
             from matplotlib.ticker import MaxNLocator
 
             ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.legend(loc="best", fontsize=8)
-        figure.tight_layout()
+        # Below the axes, so it never hides a curve or the baseline.
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False)
+        figure.tight_layout(rect=(0, 0.04 * len(notes), 1, 1))
         figure.savefig(path, dpi=120)
         return Drawn(
             path,
@@ -194,6 +250,10 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
             ax.get_xlabel(),
             ax.get_ylabel(),
             [t.get_text() for t in ax.get_legend().get_texts()],
+            styles,
+            baselines,
+            tuple(float(v) for v in ax.get_xlim()),  # type: ignore[arg-type]
+            notes,
         )
     finally:
         plt.close(figure)
@@ -272,18 +332,28 @@ def write_table(comparison: Comparison, path: Path) -> None:
 
 def render(comparison: Comparison, console: Console) -> None:
     """The final table and the differences, printed."""
+    better = "higher" if comparison.direction == "max" else "lower"
     table = Table(
-        title=f"{comparison.task}, suite {comparison.suite}, final best "
-        f"({'higher' if comparison.direction == 'max' else 'lower'} is better)"
+        box=box.SIMPLE_HEAD,
+        padding=(0, 1, 0, 0),
+        pad_edge=False,
+        title=Text(
+            escape_terminal(
+                f"{comparison.task}, suite {comparison.suite}, final best ({better} is better)"
+            )
+        ),
     )
-    for column in ("arm", "seeds", "final best mean [95% CI]", "median", "rollouts", "cost"):
-        table.add_column(column)
+    longest = max((len(row["arm"]) for row in comparison.table), default=3)
+    table.add_column("arm", overflow="fold", min_width=min(longest, 28))
+    for column in ("seeds", "mean", "95% CI", "median", "rollouts", "cost"):
+        table.add_column(column, no_wrap=True)  # numbers are never broken across lines
     for row in comparison.table:
         cost = row["cost_usd_mean"]
         table.add_row(
-            row["arm"],
+            Text(escape_terminal(row["arm"], multiline=False)),
             str(row["seeds"]),
-            f"{row['final_best_mean']:.4f} [{row['ci_low']:.4f}, {row['ci_high']:.4f}]",
+            f"{row['final_best_mean']:.4f}",
+            f"[{row['ci_low']:.4f}, {row['ci_high']:.4f}]",
             f"{row['final_best_median']:.4f}",
             f"{row['rollouts_mean']:.0f}",
             "unknown" if cost is None else f"${cost:,.2f}",
@@ -296,6 +366,8 @@ def render(comparison: Comparison, console: Console) -> None:
             markup=False,
         )
     console.print(f"intervals: {comparison.method}", markup=False)
+    if comparison.budget_note:
+        console.print(comparison.budget_note, markup=False)
 
 
 #: The budget axes of `--x`.
@@ -316,7 +388,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "`reference` (the published reference run, a single-seed arm)",
     )
     compare.add_argument(
-        "--by", choices=("arm",), default="arm", help="how runs are grouped (default: arm)"
+        "--by",
+        default="arm",
+        help="how runs are pooled: arm, plus any settings that may differ between the groups, "
+        "comma-separated (e.g. arm,steps); runs of one group must differ only in their seed "
+        "(default: arm)",
     )
     compare.add_argument(
         "--x",
@@ -347,7 +423,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
     prices = load_prices(args.pricing)
     curves = load_curves(list(args.runs), prices, args.reference_dir or REFERENCE_DIR)
-    comparison = compare(curves, args.x, args.bootstrap)
+    by = tuple(key.strip() for key in str(args.by).split(",") if key.strip())
+    comparison = compare(curves, args.x, args.bootstrap, by=by)
     out = Path(args.output)
     out.parent.mkdir(parents=True, exist_ok=True)
     csv_path = Path(args.csv) if args.csv else out.with_suffix(".csv")

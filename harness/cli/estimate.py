@@ -14,22 +14,30 @@ table (`harness.observe.cost`). The assumptions it uses are printed with the fig
 - every one of the STEPS × G × R rollouts makes one call of each; failed calls are not
   discounted (an upper-leaning estimate).
 
+It needs no endpoint: the settings file's required endpoint variables (`${VAR:?}`, e.g.
+`GUIDANCE_TTT_GUIDANCE_URL` in serve-frozen.yaml) that are not set stand for nothing in an
+estimate, which calls nothing; an unset model name is said to be unset, and a model without a
+price is named with the exact key that prices it in that settings file (`price_hint`).
+
 After a few steps `guidance-ttt status` projects the total from what was actually spent.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from rich.console import Console
 
 from harness.arms import UNGUIDED_INSTRUCTION
+from harness.cli.views import price_hint
 from harness.contract import load_contract
 from harness.observe.cost import PriceTable, Usage, load_prices
 from harness.prompts import executor_prompt, guidance_prompt
 from harness.run.services import executor_backend
+from harness.settings.document import UNSET, estimate_environment
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.settings.task_dirs import bundled_task_dir
 from harness.storage.run_files import load_seed
@@ -126,10 +134,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
 
 
+def cost_text(result: Estimate, mode: str, config: Path) -> str:
+    """`$1.23`, or what keeps the cost unknown: a model variable that is not set, or a model
+    without a price with the exact key that prices it in `config`."""
+    if result.usd is not None:
+        return f"${result.usd:,.2f}"
+    unset = [m[len(UNSET) :] for m in result.unpriced if m.startswith(UNSET)]
+    priced = [m for m in result.unpriced if not m.startswith(UNSET)]
+    parts = [f"model not set ({', '.join(unset)}): set it to price its calls"] if unset else []
+    if priced:
+        parts.append(f"no price for {', '.join(priced)}: {price_hint(priced, mode, config)}")
+    return "unknown (" + "; ".join(parts) + ")"
+
+
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
     config = Path(args.config) if args.config else DEFAULT_SERVE_YAML
-    settings = RunSettings.load(config)
+    environ, unset = estimate_environment(config, os.environ)
+    settings = RunSettings.load(config, environ=environ)
     prices = load_prices(args.pricing, settings_prices=settings.pricing)
     result = estimate(
         settings,
@@ -137,11 +159,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         bundled_task_dir(settings.task),
         getattr(args, "executor_completion_tokens", None) or EXECUTOR_COMPLETION,
     )
-    usd = (
-        f"${result.usd:,.2f}"
-        if result.usd is not None
-        else f"unknown (no price for {', '.join(result.unpriced)})"
-    )
+    usd = cost_text(result, settings.mode, config)
     console.print(
         f"estimate for {config}: {result.tokens:,} tokens (guidance "
         f"{result.guidance.total_tokens:,} in {result.guidance.calls} calls, executor "
@@ -156,6 +174,12 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     ]
     if any(limits):
         console.print(f"spend limit: {', '.join(x for x in limits if x)}", markup=False)
+    if unset:
+        console.print(
+            f"not set, and not needed for an estimate: {', '.join(unset)}",
+            markup=False,
+            soft_wrap=True,
+        )
     console.print("assumptions:", markup=False)
     for line in result.assumptions:
         console.print(f"  - {line}", markup=False, soft_wrap=True)

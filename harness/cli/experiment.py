@@ -10,10 +10,12 @@ from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from harness.experiment.index import read_index, status_rows
 from harness.experiment.plan import load_plan
 from harness.experiment.runs import run_experiment
+from harness.observe.terminal import escape_terminal
 from harness.settings.paths import WORK_DIR
 
 
@@ -74,18 +76,20 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
 def render_status(directory: Path, console: Console) -> None:
     document = read_index(directory)
     steps = (document.get("plan") or {}).get("steps")
-    table = Table(title=f"experiment {document.get('name')} ({directory})")
-    for column in ("run", "arm", "selection", "seed", "steps", "best", "state"):
-        table.add_column(column, overflow="fold")
+    table = Table(title=Text(f"experiment {document.get('name')} ({directory})"))
+    for column in ("run", "arm", "selection", "seed", "steps", "best"):
+        table.add_column(column, no_wrap=True)  # names and numbers are never broken mid-word
+    table.add_column("state", overflow="fold", min_width=len("finished"))
     for row in status_rows(directory):
         best = row["best_score"]
-        table.add_row(
-            str(row["dir"]),
-            str(row["arm"]),
-            str(row["parent_selection"]),
-            str(row["run_seed"]),
+        cells = (
+            row["dir"],
+            row["arm"],
+            row["parent_selection"],
+            row["run_seed"],
             f"{row['committed_steps']}/{steps}",
             "--" if best is None else f"{best:.4f}",
-            str(row["status"]),
+            row["status"],
         )
+        table.add_row(*(Text(escape_terminal(cell, multiline=False)) for cell in cells))
     console.print(table)

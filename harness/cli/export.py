@@ -15,6 +15,7 @@ from harness.cli.flags import (
     prices_from_flags,
     services_from_flags,
 )
+from harness.observe.progress import counted
 from harness.storage.library_json import write_library_json
 
 
@@ -59,7 +60,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console.print(
         f"wrote {out / 'runs.json'}, {out / 'trajectory.csv'} and "
         f"{archive}: {task}, "
-        f"{search['updates']} steps, {search['seed_score']:.4f} → {search['best_score']:.4f}, "
+        f"{counted(search['updates'], 'step')}, "
+        f"{search['seed_score']:.4f} → {search['best_score']:.4f}, "
         f"{search['valid_rollouts']}/{search['sampled_rollouts']} valid",
         soft_wrap=True,
     )

@@ -12,6 +12,7 @@ from rich.console import Console
 from harness import results
 from harness.cli import plot_series, plots
 from harness.cli.flags import prices_from_flags, services_from_flags
+from harness.observe.progress import counted
 from harness.settings.paths import REFERENCE_DIR
 
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     best = f"{data.best_so_far[-1]:.4f}" if data.best_so_far else f"{data.seed:.4f} (the seed)"
     console.print(
         f"wrote {data.scores_png} and {data.health_png}: {series.task}, "
-        f"{len(data.steps)} steps, best {best}",
+        f"{counted(len(data.steps), 'step')}, best {best}",
         soft_wrap=True,
     )
     return 0

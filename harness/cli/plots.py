@@ -2,16 +2,17 @@
 
 Figure 1 (scores), x-axis `step` (0-based, as `status`, `inspect` and the progress display
 count steps): every rollout of a step as a point (valid ones at their score; invalid ones, which
-have no score, as crosses in a separate strip below the score axis, so they are never read as
-low valid ones), the step's mean (a plain line with small markers, no caps) and best valid
-score, `valid/sampled` above each step, the run's best so far, the seed's score as a labelled
+have no score, in a separate strip below the score axis, so they are never read as low valid
+ones, each failure kind with its own marker and colour, `FAILURE_STYLE`), the step's mean (a
+plain line with small markers, no caps) and best valid score, `valid/sampled` above each step
+(clear of the title), the run's best so far, the seed's score as a labelled
 line drawn above the grid, optionally a labelled reference score (e.g. the human expert's) and
 the reference run's published best-so-far line (`results/reference/trajectory.csv`).
 
 Figure 2 (health), same x-axis: the fraction of valid rollouts and of malformed guidance
 (`guidance_format_error`) per step, the failures per step by kind (format, parse, execution,
-invalid: stacked bars), and the tokens per step (executor and guidance, stacked) with the cost
-per step on a second axis when every model is priced.
+invalid: stacked bars, told apart by colour and hatch), and the tokens per step (executor and
+guidance, stacked) with the cost per step on a second axis from 0 when every model is priced.
 
 A `trajectory.csv` holds only the best so far and the valid counts, so a plot made from one
 draws those series only. `plot` returns what it drew, read back from the figure's artists (its
@@ -29,6 +30,13 @@ from typing import Any
 from harness.cli.plot_series import Reference, Series
 
 X_LABEL = "step"
+#: How each failure kind is drawn, the same in both figures: (colour, marker, hatch).
+FAILURE_STYLE = {
+    "format": ("tab:red", "x", "//"),
+    "parse": ("tab:orange", "+", "\\\\"),
+    "execution": ("tab:purple", "s", ".."),
+    "invalid": ("tab:gray", "v", "xx"),
+}
 #: Where invalid rollouts are drawn in their strip (its height is 0..1).
 INVALID_ROW = 0.5
 MISSING_EXTRA = "needs matplotlib, from the `plot` extra: pip install -e '.[plot]'"
@@ -59,6 +67,8 @@ class PlotData:
     reference_line: tuple[float, str] | None = None
     #: Per failure kind (format, parse, execution, invalid), the fraction of rollouts per step.
     failure_fractions: dict[str, list[tuple[int, float]]] | None = None
+    #: Per failure kind, the step of every rollout of that kind drawn in the no-score strip.
+    invalid_by_kind: dict[str, list[int]] = field(default_factory=dict)
 
 
 def _pyplot() -> Any:
@@ -154,16 +164,8 @@ def plot(
                 color="tab:blue",
                 label="valid rollout",
             )
-        invalid_x = [x for st in steps for x in _spread(st.step, st.invalid or 0)]
-        if invalid_x:
-            invalid_art = strip.scatter(
-                invalid_x,
-                [INVALID_ROW] * len(invalid_x),
-                marker="x",
-                s=18,
-                color="tab:red",
-                label="invalid rollout (no score, drawn apart below)",
-            )
+        invalid_arts = _no_score_strip(strip, steps)
+        invalid_art = next(iter(invalid_arts.values()), None)
         scored = [st for st in steps if st.scores]
         if scored:
             (mean_line,) = ax.plot(
@@ -238,6 +240,7 @@ def plot(
             + " (valid/sampled above each step)"
             + (f"\n{series.note}" if series.note else ""),
             fontsize=11,
+            pad=14,  # room for the count labels above the axes
         )
         strip.xaxis.set_major_locator(MaxNLocator(integer=True))
         handles, names = ax.get_legend_handles_labels()
@@ -245,6 +248,8 @@ def plot(
         ax.legend(handles + more, names + more_names, loc="best", fontsize=8)
 
         figure.savefig(path, dpi=120)
+        renderer = figure.canvas.get_renderer()
+        title_box = ax.title.get_window_extent(renderer)
         drawn = {
             "steps": [round(float(x)) for x in run_line.get_xdata()],
             "best": [float(y) for y in run_line.get_ydata()],
@@ -252,9 +257,13 @@ def plot(
             "valid": [(round(float(x)), float(y)) for x, y in valid_art.get_offsets()]
             if valid_art is not None
             else [],
-            "invalid": [round(float(x)) for x, _ in invalid_art.get_offsets()]
-            if invalid_art is not None
-            else [],
+            "invalid": sorted(
+                round(float(x)) for art in invalid_arts.values() for x, _ in art.get_offsets()
+            ),
+            "invalid_by_kind": {
+                kind: [round(float(x)) for x, _ in art.get_offsets()]
+                for kind, art in invalid_arts.items()
+            },
             "mean": _pairs(mean_line) if mean_line is not None else [],
             "step_best": _pairs(best_line) if best_line is not None else [],
             "reference": _pairs(ref_line) if ref_line is not None else None,
@@ -270,6 +279,9 @@ def plot(
             "mean_marker": mean_line.get_marker() if mean_line is not None else None,
             "y_limits": [float(y) for y in ax.get_ylim()],
             "seed_above_grid": ax.get_axisbelow() is True and seed_line.get_zorder() > 1,
+            "counts_clear_of_title": not any(
+                t.get_window_extent(renderer).overlaps(title_box) for t in ax.texts
+            ),
         }
     finally:
         plt.close(figure)
@@ -293,7 +305,38 @@ def plot(
         drawn["counts"],
         drawn["reference_line"],
         health["failures"],
+        drawn["invalid_by_kind"],
     )
+
+
+def _no_score_strip(strip: Any, steps: Any) -> dict[str, Any]:
+    """The rollouts without a score in their strip, one marker and colour per failure kind
+    (`FAILURE_STYLE`; a `trajectory.csv` knows only how many: one kind, `no score`)."""
+    by_kind: dict[str, list[float]] = {}
+    for st in steps:
+        kinds = [(k, n) for k, n in st.failures or () if n] or (
+            [("no score", st.invalid)] if st.invalid else []
+        )
+        xs = iter(_spread(st.step, sum(n for _, n in kinds)))
+        for kind, n in kinds:
+            by_kind.setdefault(kind, []).extend(next(xs) for _ in range(n))
+    order = list(FAILURE_STYLE)
+    arts = {}
+    for kind, xs in sorted(by_kind.items(), key=lambda item: _rank(order, item[0])):
+        colour, marker, _ = FAILURE_STYLE.get(kind, ("tab:red", "x", ""))
+        arts[kind] = strip.scatter(
+            xs,
+            [INVALID_ROW] * len(xs),
+            marker=marker,
+            s=22,
+            color=colour,
+            label=f"{kind} failure (no score, drawn apart below)",
+        )
+    return arts
+
+
+def _rank(order: list[str], kind: str) -> int:
+    return order.index(kind) if kind in order else len(order)
 
 
 def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str, Any], Any]:
@@ -329,13 +372,13 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
         if broken_down:
             failures = {}
             bottoms = [0.0] * len(broken_down)
-            colors = {"format": "tab:red", "parse": "tab:orange", "execution": "tab:purple",
-                      "invalid": "tab:gray"}  # fmt: skip
             for kind, _ in broken_down[0].failures or ():
                 fractions = [dict(st.failures or ())[kind] / st.sampled for st in broken_down]
+                colour, _, hatch = FAILURE_STYLE.get(kind, ("tab:brown", "x", ""))
                 top.bar(
                     [st.step for st in broken_down], fractions, bottom=bottoms, width=0.5,
-                    color=colors.get(kind, "tab:brown"), alpha=0.45, label=f"{kind} failures",
+                    color=colour, alpha=0.45, hatch=hatch, edgecolor=colour,
+                    label=f"{kind} failures",
                 )  # fmt: skip
                 bottoms = [b + f for b, f in zip(bottoms, fractions, strict=True)]
                 failures[kind] = [
@@ -378,6 +421,7 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
                     label="cost (USD)",
                 )
                 twin.set_ylabel("cost per step (USD)")
+                twin.set_ylim(0, max(st.cost_usd or 0.0 for st in priced) * 1.4 or 1.0)  # from 0
                 cost = _pairs(cost_line)
                 extra, more = twin.get_legend_handles_labels()
                 handles, names = handles + extra, names + more
@@ -397,6 +441,9 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
             "tokens": tokens,
             "cost": cost,
         }
-        return drawn, _labels(figure)
+        labels = _labels(figure)
+        if cost is not None:
+            labels[-1]["cost_y_limits"] = [float(y) for y in figure.axes[-1].get_ylim()]
+        return drawn, labels
     finally:
         plt.close(figure)

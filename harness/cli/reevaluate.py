@@ -1,8 +1,9 @@
 """`guidance-ttt reevaluate RUN --top K --suite SUITE --repeats N`: held-out re-evaluation.
 
 A run's best candidates were selected on the suite it searched on, so their scores there are
-optimistic. This command re-judges the K best distinct valid candidates (by raw score, in the
-run's direction; the seed is judged too, as the baseline) on another suite, N times each, and
+optimistic. This command re-judges the K best distinct valid candidates (the run's ranking,
+`harness.archive.best`, one per program; the seed is judged too, as the baseline) on another
+suite, N times each (N = 1 is enough for a deterministic task: no spread is reported), and
 writes the figures, with both suites named, to `<state>/guidance-run/reevaluation.json`;
 `guidance-ttt export` copies them into runs.json's `fixed_candidate_reevaluation`, which
 results/check_results.py checks.
@@ -12,13 +13,13 @@ SUITE is `generated:<seed>:<n>` (a fresh generated suite: a local judge is start
 The judge's own suite label must be SUITE, and SUITE must not be the searched suite. For each
 candidate the repeats' mean and sample standard deviation are reported, as the reference
 reports its kernel task's latency (mean ± sd over repeats); a score label in microseconds keeps
-the reference's field names (`scores_microseconds`, ...).
+the reference's field names (`scores_microseconds`, ...). The table names each candidate by
+its entry id, which `guidance-ttt show` opens.
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
 import re
 import statistics
 from contextlib import ExitStack
@@ -27,11 +28,13 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from harness import results
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.judge.suites import PUBLIC
 from harness.contract import load_contract
+from harness.observe.terminal import escape_terminal
 from harness.results.records import REEVALUATION
 from harness.settings.task_dirs import bundled_task_dir
 from harness.state import LibraryEntry
@@ -41,18 +44,13 @@ _GENERATED = re.compile(r"^generated:(\d+):(\d+)$")
 
 
 def candidates(view: results.RunView, top: int) -> list[LibraryEntry]:
-    """The `top` best distinct valid rollout candidates of the run (one per program)."""
-    signed = view.archive.config.signed
-    pool = [
-        e
-        for e in view.archive.entries.values()
-        if e.timestep >= 1 and e.is_valid and e.verifier_raw_score is not None
-    ]
-    pool.sort(key=lambda e: (signed(e.verifier_raw_score), e.id), reverse=True)
-    chosen, seen = [], set()
-    for entry in pool:
-        key = hashlib.sha256(entry.solution.strip().encode()).hexdigest()
-        if key not in seen:
+    """The `top` best distinct valid rollout candidates of the run (one per program, the seed's
+    program left out: it is the baseline), in the run's one ranking (`harness.archive.best`)."""
+    seed = results.seed_entry(view.archive).solution.strip()
+    chosen, seen = [], {seed}
+    for entry in results.ranked(view.archive):
+        key = entry.solution.strip()
+        if entry.timestep >= 1 and key not in seen:
             seen.add(key)
             chosen.append(entry)
     return chosen[:top]
@@ -107,7 +105,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "it) or public (the judge at --judge-url must serve the public cases); required, no "
         "default",
     )
-    reevaluate.add_argument("--repeats", type=int, default=3, help="repeats (default: 3)")
+    reevaluate.add_argument(
+        "--repeats",
+        type=int,
+        default=3,
+        help="judgings of each candidate (default: 3; 1 for a deterministic task, no spread)",
+    )
     reevaluate.add_argument(
         "--judge-url", help="a running judge that serves the suite (default: start a local one)"
     )
@@ -137,8 +140,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
 
 
 def _reevaluate(args: argparse.Namespace, console: Console) -> int:
-    if args.top < 1 or args.repeats < 2:
-        raise ValueError("--top must be ≥ 1 and --repeats ≥ 2 (a spread needs two repeats)")
+    if args.top < 1 or args.repeats < 1:
+        raise ValueError(
+            f"--top {args.top} --repeats {args.repeats}: both must be ≥ 1 (--repeats 1 for a "
+            "deterministic task, ≥ 2 for a spread)"
+        )
     view = results.load_run(args.state_dir)
     seed = results.seed_entry(view.archive)
     task_dir = Path(args.task_dir) if args.task_dir else bundled_task_dir(seed.problem_id)
@@ -204,23 +210,38 @@ def _reevaluate(args: argparse.Namespace, console: Console) -> int:
 
 def _render(record: dict[str, Any], micro: bool, console: Console) -> None:
     suffix = "_microseconds" if micro else ""
+    repeats = "1 repeat" if record["repeats"] == 1 else f"{record['repeats']} repeats"
     table = Table(
-        title=f"re-evaluated on {record['suite']} (searched on {record['searched_suite']}), "
-        f"{record['repeats']} repeats"
+        title=Text(
+            escape_terminal(
+                f"re-evaluated on {record['suite']} (searched on {record['searched_suite']}), "
+                f"{repeats}"
+            )
+        )
     )
-    for column in ("candidate", "step", "searched score", "mean ± sd", "failed"):
-        table.add_column(column)
+    spread = record["repeats"] >= 2
+    for column in ("#", "entry", "step", "searched score", "mean ± sd" if spread else "score"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("failed", no_wrap=True)
     for name, row in [
-        *((f"#{i + 1}", r) for i, r in enumerate(record["candidates"])),
+        *((str(i + 1), r) for i, r in enumerate(record["candidates"])),
         ("seed", record["seed"]),
     ]:
         mean, std = row[f"mean{suffix}"], row[f"sample_std{suffix}"]
-        shown = "--" if mean is None else f"{mean:.4f} ± {0.0 if std is None else std:.4f}"
+        shown = "--" if mean is None else f"{mean:.4f}"
+        if spread and mean is not None:
+            shown += f" ± {0.0 if std is None else std:.4f}"
         table.add_row(
             name,
+            row["entry_id"][:8],
             "seed" if row["step"] is None else str(row["step"]),
             f"{row['search_score']:.4f}",
             shown,
             str(row["failed_repeats"]),
         )
     console.print(table)
+    for row in [*record["candidates"], record["seed"]]:
+        for failure in row["failures"]:
+            console.print(
+                Text(f"{row['entry_id'][:8]}: {escape_terminal(failure, multiline=False)}")
+            )

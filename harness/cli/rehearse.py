@@ -4,6 +4,7 @@ stand-in models (`harness.rehearsal` runs it); then the commands to look at it."
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from rich.console import Console
@@ -138,10 +139,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     except ResumeRefused as exc:
         if "already finished" not in str(exc):
             raise
-        console.print(
-            f"{args.state_dir} holds a finished rehearsal ({exc}); pass a larger --steps to "
-            "continue it, or name a new directory"
-        )
+        print(f"guidance-ttt rehearse: {exc}", file=sys.stderr)  # one line, at once
         return 2
     best = result.best.verifier_raw_score if result.best else None
     console.print(

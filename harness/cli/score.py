@@ -22,7 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL, FrontierCSScorer
-from harness.adapters.judge.suites import suite_name
+from harness.adapters.judge.suites import PUBLIC, suite_name
 from harness.contract import load_contract
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings, RunSettingsError
@@ -116,10 +116,26 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             )
             return EXIT_JUDGE_DOWN
         answer = scorer.last_answer
-    render(verdict, suite, args.file, url, problem, contract.raw_score_label, console)
+    label = score_label(contract.raw_score_label, suite, verdict.artifacts.get("judge_suite"))
+    render(verdict, suite, args.file, url, problem, label, console)
     if getattr(args, "cases", False):
         render_cases((answer or {}).get("cases") or [], console)
     return 0 if verdict.valid else EXIT_INVALID
+
+
+def score_label(label: str, suite: str, judge_suite: object) -> str:
+    """The task's score label, unless it names FrontierCS and the suite is not FrontierCS's:
+    then `score on generated:0:10 (not comparable to FrontierCS)`, what the judge labels it.
+    A judge's suite label says so (`comparableToFrontierCS`); without one, only the public
+    cases are FrontierCS's."""
+    comparable = (
+        judge_suite.get("comparableToFrontierCS") if isinstance(judge_suite, dict) else None
+    )
+    if not isinstance(comparable, bool):
+        comparable = suite == PUBLIC
+    if "frontiercs" in label.lower() and not comparable:
+        return f"score on {suite} (not comparable to FrontierCS)"
+    return label
 
 
 def _suite(verdict: VerificationResult, scorer: FrontierCSScorer) -> str:

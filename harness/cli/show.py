@@ -1,11 +1,14 @@
-"""`guidance-ttt show STATE ENTRY [--code] [--diff-parent] [--prompts]`: one rollout, in full.
+"""`guidance-ttt show STATE ENTRY [--code] [--diff-parent] [--prompts] [--raw]`: one rollout.
 
 ENTRY is an entry id or a node id, or a unique prefix of one (as `inspect` prints them). Shown:
 the step, slot and verdict, the parent and its score, the guidance, the executor's summary, the
 per-case ratios; `--code` the program, `--diff-parent` a unified diff against the parent's
 program, `--prompts` the prompts both models saw (the guidance prompt as the entry keeps it;
 the executor's rebuilt from the task, the parent and the guidance with `harness.prompts`, the
-function the run used). Reads only the state directory (and the task, for `--prompts`).
+function the run used), `--raw` the guidance model's and the executor's answers as received
+(what a `parse_error` needs; each bounded to `RAW_LIMIT` characters). Everything a model or a
+candidate wrote is shown escaped (`harness.observe.terminal`). Reads only the state directory
+(and the task, for `--prompts`).
 """
 
 from __future__ import annotations
@@ -19,7 +22,11 @@ from rich.text import Text
 
 from harness import results
 from harness.library import Archive
+from harness.observe.terminal import bounded, escape_terminal
 from harness.state import LibraryEntry
+
+#: The most of one raw answer `--raw` prints (an answer can be a whole model context long).
+RAW_LIMIT = 20_000
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -45,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--prompts",
         action="store_true",
         help="print the prompts the guidance model and the executor saw (default: off)",
+    )
+    parser.add_argument(
+        "--raw",
+        action="store_true",
+        help="print the guidance model's and the executor's answers as received, bounded and "
+        f"escaped ({RAW_LIMIT:,} characters each; default: off)",
     )
     parser.add_argument(
         "--task", type=Path, help="the task, for --prompts (default: the run's recorded task)"
@@ -109,7 +122,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     if ratios:
         lines.append("cases: " + "  ".join(f"{i}:{r:.4f}" for i, r in enumerate(ratios, 1)))
     for line in lines:
-        console.print(Text(line), soft_wrap=True)
+        console.print(Text(escape_terminal(line, multiline=False)), soft_wrap=True)
     _section(console, "guidance", entry.guidance or "(none: the seed, or malformed guidance)")
     _section(console, "summary", entry.summary or "(none)")
     if args.code:
@@ -130,6 +143,11 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         for role in ("system", "user"):
             _section(console, f"guidance prompt ({role})", str(prompt.get(role, "(not kept)")))
         _executor_prompt(console, entry, parent, task_dir)
+    if args.raw:
+        for role, key in (("guidance model", "raw_guidance_text"), ("executor", "execution_text")):
+            raw = meta.get(key)
+            text = bounded(str(raw), RAW_LIMIT) if raw else "(none recorded: not called)"
+            _section(console, f"{role}'s raw answer", text)
     return 0
 
 
@@ -155,4 +173,4 @@ def _executor_prompt(
 
 def _section(console: Console, title: str, body: str) -> None:
     console.print(Text(f"--- {title}", style="bold"))
-    console.print(Text(body.rstrip("\n")), soft_wrap=True)
+    console.print(Text(escape_terminal(body.rstrip("\n"))), soft_wrap=True)

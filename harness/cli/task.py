@@ -96,10 +96,16 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
         return Finding(
             False,
             where,
-            f"recorded {recorded!r} but the judge gives "
-            f"{verdict.raw_score!r} on {suite!r}{within}; re-run `guidance-ttt task seed`",
+            f"recorded {shown(recorded)} but the judge gives "
+            f"{shown(verdict.raw_score)} on {suite!r}{within}; re-run `guidance-ttt task seed`",
         )
-    return Finding(True, "judge", f"seed reproduced: {verdict.raw_score!r} on {suite!r}")
+    return Finding(True, "judge", f"seed reproduced: {shown(verdict.raw_score)} on {suite!r}")
+
+
+def shown(score: float) -> str:
+    """A score for display: 6 decimals at most (`23.296825`, not `23.296825000000002`); the
+    records keep the full value."""
+    return repr(round(float(score), 6))
 
 
 def score_tolerance(task: Path) -> float:
@@ -304,5 +310,6 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
     except (ValueError, OSError, ContractError, JudgeUnavailableError) as exc:
         print(f"guidance-ttt task seed: {exc}", file=sys.stderr)
         return 1
-    out(f"wrote {task / SEED_RECORD}: {record['entry']['verifier_raw_score']!r} on {args.suite!r}")
+    score = shown(record["entry"]["verifier_raw_score"])
+    out(f"wrote {task / SEED_RECORD}: {score} on {args.suite!r}")
     return 0

@@ -23,10 +23,26 @@ from harness import results
 from harness.adapters.reef.status import ReefStatusClient, format_slots, read_step_status
 from harness.observe.cost import PriceTable, Usage
 from harness.observe.progress import format_duration, format_tokens
+from harness.observe.terminal import escape_terminal
 
 HEALTH_TIMEOUT_S = 3.0
-#: Where a missing price is set (docs/observability.md, "What did it cost?").
-PRICE_HINT = "set prices under training.config.harness.pricing in serve.yaml"
+#: Where a missing price is set (docs/observability.md, "What did it cost?"), by run mode.
+PRICING_KEYS = {
+    "trained": "training.config.harness.pricing",
+    "frozen": "recipe.config.guidance-ttt.harness.pricing",
+}
+
+
+def price_hint(models: Any, mode: str, settings_file: str | Path | None) -> str:
+    """`set recipe.config.guidance-ttt.harness.pricing.M: {input_per_mtok: …, …} in FILE (or
+    --pricing FILE)`: the exact key for the run's own settings file and its mode."""
+    key = PRICING_KEYS.get(mode, PRICING_KEYS["trained"])
+    where = Path(settings_file).name if settings_file else "the run's settings file"
+    listed = ", ".join(f"{key}.{m}" for m in models) or key
+    return (
+        f"set {listed}: {{input_per_mtok: USD, output_per_mtok: USD}} in {where} "
+        "(or --pricing FILE)"
+    )
 
 
 # --- where the services are ---------------------------------------------------------------------
@@ -140,6 +156,8 @@ def status_report(
         "usage": usage.to_dict(),
         "cost": cost.to_dict(),
         "cost_text": cost.describe(),
+        "settings_file": (started[-1].get("settings_file") if started else None)
+        or (str(services.config) if services.config else None),
         "projected_total": projection,
     }
 
@@ -157,19 +175,23 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     table = Table(box=None, show_header=False, padding=(0, 2))
     table.add_column(style="bold")
     table.add_column(overflow="fold")
+
+    def add_row(name: str, value: str) -> None:  # text, never markup; controls escaped
+        table.add_row(name, Text(escape_terminal(value, multiline=False)))
+
     g, r = report["grid"]
-    table.add_row("run", f"{report['state_dir']} ({report.get('mode', 'trained')})")
-    table.add_row("suite", suite_text(report.get("suite"), report.get("seed_rescored_from")))
-    table.add_row("task text", str(report.get("task_text", "full")))
+    add_row("run", f"{report['state_dir']} ({report.get('mode', 'trained')})")
+    add_row("suite", suite_text(report.get("suite"), report.get("seed_rescored_from")))
+    add_row("task text", str(report.get("task_text", "full")))
     if report.get("arm"):
         seed = report.get("run_seed")
-        table.add_row("arm", f"{report['arm']}" + ("" if seed is None else f", run seed {seed}"))
+        add_row("arm", f"{report['arm']}" + ("" if seed is None else f", run seed {seed}"))
     requests = report.get("requests") or {}
     if any(requests.values()):
         shown = [f"{who} {how}" for who, how in requests.items() if how]
-        table.add_row("requests", "; ".join(shown))
-    table.add_row("step", step_text(report))
-    table.add_row("best score", best_text(report))
+        add_row("requests", "; ".join(shown))
+    add_row("step", step_text(report))
+    add_row("best score", best_text(report))
     last = report["last_step"]
     if last:
         grad = last.get("grad_norm")
@@ -178,7 +200,7 @@ def render_status(report: dict[str, Any], console: Console) -> None:
             if report.get("mode") == "frozen"
             else f"grad norm {'--' if grad is None else f'{grad:.4g}'}"
         )
-        table.add_row(
+        add_row(
             "last step",
             f"step {last['step']}: valid {last['valid_rollouts']}/{last['sampled_rollouts']}, "
             f"well-formed {last['well_formed_guidance']}/{last['sampled_rollouts']}, {trained}, "
@@ -187,7 +209,7 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     flight = report["in_flight"]
     if flight["missing_slots"] is not None:
         missing = format_slots(tuple(tuple(s) for s in flight["missing_slots"]))
-        table.add_row(
+        add_row(
             "open step",
             f"step {flight['step']}: {flight['journaled']}/{g * r} journaled; missing {missing}",
         )
@@ -195,11 +217,11 @@ def render_status(report: dict[str, Any], console: Console) -> None:
     reef_note = reef["health"]
     if reef["missing_slots"] is not None:
         reef_note += f"; Reef still misses {format_slots(tuple(map(tuple, reef['missing_slots'])))}"
-    table.add_row("reef", f"{reef['url']} {reef_note}")
-    table.add_row("judge", f"{report['judge']['url']} {report['judge']['health']}")
+    add_row("reef", f"{reef['url']} {reef_note}")
+    add_row("judge", f"{report['judge']['url']} {report['judge']['health']}")
     if report["last_event"]:
         age = format_duration(report["last_event"]["age_s"])
-        table.add_row("last event", f"{report['last_event']['event']}, {age} ago")
+        add_row("last event", f"{report['last_event']['event']}, {age} ago")
     usage = report["usage"]
     guide = usage["guidance"]
     guide_text = (
@@ -209,19 +231,21 @@ def render_status(report: dict[str, Any], console: Console) -> None:
         else "guidance not recorded (add --reef-records to read Reef's records)"
     )
     executor = usage["executor"]
-    table.add_row(
+    add_row(
         "tokens",
         f"executor {format_tokens(executor['prompt_tokens'] + executor['completion_tokens'])} "
         f"({executor['calls']} calls), {guide_text}",
     )
     cost_text = report["cost_text"]
     if report["cost"]["unpriced_models"]:
-        cost_text += f"; {PRICE_HINT}"
-    table.add_row("cost so far", cost_text)
+        unpriced = report["cost"]["unpriced_models"]
+        hint = price_hint(unpriced, report.get("mode", "trained"), report.get("settings_file"))
+        cost_text += f"; {hint}"
+    add_row("cost so far", cost_text)
     projected = report.get("projected_total")
     if projected:
         usd = "cost unknown" if projected["usd"] is None else f"${projected['usd']:,.2f}"
-        table.add_row(
+        add_row(
             "projected",
             f"total {format_tokens(projected['tokens'])} tokens, {usd} at "
             f"{projected['steps']} steps (what {projected['from_steps']} committed steps "
@@ -237,7 +261,8 @@ def step_text(report: dict[str, Any]) -> str:
     g, r = report["grid"]
     of_total = f" of {total}" if total else ""
     if report.get("finished"):
-        return f"finished, {committed}{of_total} steps committed, {g}×{r}"
+        noun = "step" if (total or committed) == 1 else "steps"
+        return f"finished, {committed}{of_total} {noun} committed, {g}×{r}"
     state = "in progress" if report["in_flight"]["journaled"] else "next to run"
     return f"{report['next_step']} {state} ({committed}{of_total} committed), {g}×{r}"
 
@@ -256,13 +281,18 @@ def best_text(report: dict[str, Any]) -> str:
 # --- inspect -----------------------------------------------------------------------------------
 
 
-def _short(text: str, limit: int) -> str:
-    flat = " ".join(text.split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+#: The most of one summary or guidance an inspect table shows (wrapped, never cut mid-table).
+CELL_LIMIT = 600
 
 
-def _step_label(entry_or_node: Any) -> str:
-    return "seed" if entry_or_node.timestep == 0 else str(entry_or_node.timestep - 1)
+def _cell(text: str, limit: int = CELL_LIMIT) -> Text:
+    """Model-written text for a table cell: whitespace flattened, bounded, escaped, never markup."""
+    flat = " ".join(escape_terminal(text, multiline=False).split())
+    return Text(flat if len(flat) <= limit else flat[: limit - 1] + "…")
+
+
+def _step_label(entry: Any) -> str:
+    return "seed" if entry.timestep == 0 else str(entry.timestep - 1)
 
 
 def suite_text(suite: str | None, rescored_from: dict[str, Any] | None) -> str:
@@ -277,48 +307,34 @@ def suite_text(suite: str | None, rescored_from: dict[str, Any] | None) -> str:
     return suite
 
 
-def distinct_best(archive: Any, top: int) -> list[Any]:
-    """The `top` best archive nodes with one node per entry: the seed's G clones (one root node
-    per group, the same program) appear once."""
-    seen: set[str] = set()
-    chosen = []
-    for node in results.best_nodes(archive, len(archive.nodes)):
-        key = "seed" if node.timestep == 0 else node.entry_id
-        if key in seen:
-            continue
-        seen.add(key)
-        chosen.append(node)
-        if len(chosen) == top:
-            break
-    return chosen
-
-
 def inspect_report(view: results.RunView, top: int, cases: int) -> dict[str, Any]:
-    """Everything `inspect` shows, as plain data (`inspect --json`), ids in full."""
+    """Everything `inspect` shows, as plain data (`inspect --json`), ids in full. The best
+    candidates are the run's (`harness.archive.best`: entries, whether or not they became
+    archive nodes), so a best-of-n run lists what it found."""
     archive = view.archive
 
-    def node_row(node: Any) -> dict[str, Any]:
-        entry = archive.entry_of(node.id)
+    def entry_row(entry: Any) -> dict[str, Any]:
+        node = results.node_of(archive, entry)
         parent = results.parent_score(archive, entry) if entry.timestep else None
         return {
-            "score": node.raw_score,
+            "score": entry.verifier_raw_score,
             "step": None if entry.timestep == 0 else entry.timestep - 1,
-            "node_id": node.id,
             "entry_id": entry.id,
+            "node_id": None if node is None else node.id,
             "parent_score": parent,
             "summary": entry.summary,
             "guidance": entry.guidance,
         }
 
-    best = distinct_best(archive, 1)
+    best = results.best_entries(archive, top)
     return {
         "state_dir": str(view.state_dir),
         "mode": results.run_mode(view),
         "suite": results.run_suite(view),
         "seed_rescored_from": results.seed_rescored(view),
         "score_direction": view.direction,
-        "best": [node_row(node) for node in distinct_best(archive, top)],
-        "lineage_of_best": [node_row(n) for n in results.lineage(archive, best[0].id)]
+        "best": [entry_row(entry) for entry in best],
+        "lineage_of_best": [entry_row(e) for e in results.entry_lineage(archive, best[0])]
         if best
         else [],
         "outcomes_per_step": {
@@ -344,46 +360,45 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     """Print what a run found: the `top` best candidates, the lineage of the best one with the
     guidance behind each generation, the outcome counts per step, and `cases` case studies of
     the largest parent-to-child gains (only children that improved on their parent). Steps are
-    numbered as `status` and the progress display number them; ids in tables are shortened to
-    8 characters, the case studies print them in full."""
+    numbered as `status` and the progress display number them; every id is an entry id (what
+    `show` opens), shortened to 8 characters in tables, in full in the case studies. Summaries
+    and guidance wrap in their column; model text is shown escaped."""
     archive = view.archive
     suite = suite_text(results.run_suite(view), results.seed_rescored(view))
-    console.print(f"{results.run_mode(view)} run; scores on suite {suite}")
+    console.print(Text(f"{results.run_mode(view)} run; scores on suite {suite}"))
     seed = results.run_seed(view)
     console.print(f"arm {results.run_arm(view)}" + ("" if seed is None else f", run seed {seed}"))
-    table = Table(title="Best candidates", box=box.SIMPLE_HEAD)
-    for column in ("#", "score", "step", "node", "parent", "summary"):
-        table.add_column(column, overflow="fold")
-    # Summaries and guidance get the terminal's width beside the other columns.
-    summary_width = max(36, console.width - 48)
-    guidance_width = max(60, console.width - 44)
-    for rank, node in enumerate(distinct_best(archive, top), 1):
-        entry = archive.entry_of(node.id)
+    table = Table(title="Best candidates", box=box.SIMPLE_HEAD, expand=True)
+    for column in ("#", "score", "step", "entry", "parent"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("summary", overflow="fold", ratio=1)
+    best = results.best_entries(archive, top)
+    for rank, entry in enumerate(best, 1):
         parent = results.parent_score(archive, entry) if entry.timestep else None
         table.add_row(
             str(rank),
-            f"{node.raw_score:.4f}",
-            _step_label(node),
-            node.id[:8],
+            f"{entry.verifier_raw_score:.4f}",
+            _step_label(entry),
+            entry.id[:8],
             "-" if parent is None else f"{parent:.4f}",
-            _short(entry.summary, summary_width),
+            _cell(entry.summary),
         )
     console.print(table)
 
-    best = distinct_best(archive, 1)
     if best:
-        chain = Table(title="Lineage of the best", box=box.SIMPLE_HEAD)
-        for column in ("gen", "step", "score", "change", "entry", "guidance that produced it"):
-            chain.add_column(column, overflow="fold")
+        chain = Table(title="Lineage of the best", box=box.SIMPLE_HEAD, expand=True)
+        for column in ("gen", "step", "score", "change", "entry"):
+            chain.add_column(column, no_wrap=True)
+        chain.add_column("guidance that produced it", overflow="fold", ratio=1)
         previous = None
-        for gen, node in enumerate(results.lineage(archive, best[0].id)):
-            entry = archive.entry_of(node.id)
-            change = "" if previous is None else f"{node.raw_score - previous:+.4f}"
-            guidance = "(seed)" if entry.timestep == 0 else _short(entry.guidance, guidance_width)
+        for gen, entry in enumerate(results.entry_lineage(archive, best[0])):
+            score = float(entry.verifier_raw_score)
+            change = "" if previous is None else f"{score - previous:+.4f}"
+            guidance = Text("(seed)") if entry.timestep == 0 else _cell(entry.guidance)
             chain.add_row(
-                str(gen), _step_label(node), f"{node.raw_score:.4f}", change, entry.id[:8], guidance
+                str(gen), _step_label(entry), f"{score:.4f}", change, entry.id[:8], guidance
             )
-            previous = node.raw_score
+            previous = score
         console.print(chain)
 
     modes = results.failure_modes(archive)
@@ -391,7 +406,7 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
     failures = Table(title="Outcomes per step", box=box.SIMPLE_HEAD)
     failures.add_column("step")
     for kind in kinds:
-        failures.add_column(kind.replace("_", " "), justify="right")
+        failures.add_column(Text(kind.replace("_", " ")), justify="right")
     for step, counts in modes.items():
         failures.add_row(str(step), *(str(counts.get(k, 0)) for k in kinds))
     console.print(failures)
@@ -407,9 +422,11 @@ def render_inspect(view: results.RunView, console: Console, top: int, cases: int
                 style="bold",
             )
         )
-        console.print(Text("guidance:", style="italic"))
-        console.print(Text("  " + case.entry.guidance.strip().replace("\n", "\n  ")))
-        console.print(Text("executor's summary of the child:", style="italic"))
-        console.print(Text("  " + case.entry.summary.strip().replace("\n", "\n  ")))
-        node = f"node {case.node_id}" if case.node_id else "not kept as an archive node"
-        console.print(Text(f"entry {case.entry.id}\n{node}\n"))
+        for label, body in (
+            ("guidance:", case.entry.guidance),
+            ("executor's summary of the child:", case.entry.summary),
+        ):
+            console.print(Text(label, style="italic"))
+            console.print(Text("  " + escape_terminal(body.strip()).replace("\n", "\n  ")))
+        kept = "" if case.node_id else " (not kept as an archive node)"
+        console.print(Text(f"entry {case.entry.id}{kept}\n"))

@@ -40,6 +40,16 @@ from harness.settings.copies import (
 )
 from harness.settings.paths import REPO_ROOT, RUN_SH
 from harness.settings.run_settings import scenario_name
+from harness.storage.resume_state import RESUME_STATE, ResumeState
+
+
+def _finished(state: Path, steps: int) -> bool:
+    """Whether the run in `state` has committed all `steps` (its resume state says so)."""
+    try:
+        stored = ResumeState.load(state / RESUME_STATE)
+    except Exception:  # damaged: the run itself names what is wrong
+        return False
+    return stored is not None and stored.next_step >= steps
 
 
 def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
@@ -58,6 +68,8 @@ def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, s
         def one(item: PlannedRun) -> str:
             state = directory / item.directory
             try:
+                if _finished(state, plan.steps):  # known at once: nothing is started for it
+                    return "finished"
                 if runner is not None:
                     runner.run(item, state)
                 else:

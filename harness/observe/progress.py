@@ -62,6 +62,11 @@ def format_duration(seconds: float | None) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
+def counted(count: int, noun: str) -> str:
+    """`1 step`, `2 steps`: a count with its noun, singular for one."""
+    return f"{count} {noun if count == 1 else noun + 's'}"
+
+
 def format_tokens(count: int) -> str:
     """`950`, `12.3k`, `1.23M`."""
     if count >= 1_000_000:
@@ -278,6 +283,9 @@ class ProgressDisplay:
         cost = _summary_cost(f)
         if cost is None and usage is not None and self._prices and self._models:
             cost = self._prices.estimate(usage.by_model(*self._models))
+        before = f.get("previous_best_raw_score")  # the archive's, when the runner says it
+        if isinstance(before, int | float) and not isinstance(before, bool):
+            self._best = float(before)
         line = summary_line(
             f, previous_best=self._best, direction=self._direction, usage=usage, cost=cost
         )
@@ -315,7 +323,9 @@ class ProgressDisplay:
         self._stop_live()
         best = f.get("best_raw_score")
         shown = f"{best:.4f}" if isinstance(best, int | float) else "--"
-        self._line(f"run finished: {f.get('next_step')} steps committed; run best {shown}")
+        steps = f.get("next_step")
+        done = counted(steps, "step") if isinstance(steps, int) else f"{steps} steps"
+        self._line(f"run finished: {done} committed; run best {shown}")
 
     def _on_error(self, f: dict[str, Any]) -> None:
         self._line(f"error in {f.get('where')}: {f.get('message')}", "bold red")

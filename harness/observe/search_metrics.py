@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from harness.archive.best import run_best_score
 from harness.library import Archive
 from harness.observe.cost import PriceTable, entry_usage
 from harness.state import GUIDANCE_FORMAT_ERROR, LibraryEntry
@@ -147,15 +148,8 @@ def _time_metrics(summary: Mapping[str, Any], timings: StepTimings) -> dict[str,
 
 
 def best_score_up_to(archive: Archive, step: int) -> float | None:
-    """The best valid raw score of the seed and steps 0..`step`."""
-    scores = [
-        float(e.verifier_raw_score)  # type: ignore[arg-type]
-        for e in archive.entries.values()
-        if e.is_valid and e.timestep <= step + 1
-    ]
-    if not scores:
-        return None
-    return max(scores) if archive.config.score_direction == "max" else min(scores)
+    """The run's best raw score over the seed and steps 0..`step` (`harness.archive.best`)."""
+    return run_best_score(archive, step)
 
 
 def parent_score(archive: Archive, entry: LibraryEntry) -> float | None:

@@ -73,7 +73,8 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
         # preflight answer it says the judge's problem package does not fit the task.
         return missing_check(
             "judge",
-            f"{url} judged the seed {verdict.status} with score {verdict.raw_score}: "
+            f"{url} judged the seed {verdict.status} with score "
+            f"{'--' if verdict.raw_score is None else f'{verdict.raw_score:.4f}'}: "
             f"{verdict.message}{_judge_log(verdict)}",
             "check the judge's problem package and the problem id (FRONTIERCS_PROBLEM_ID, "
             "else judge_problem_id in the task's contract.json)",

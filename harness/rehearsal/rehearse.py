@@ -30,6 +30,7 @@ from rich.console import Console
 from harness.adapters.executor.backends import backend_from_name
 from harness.adapters.judge.process import LocalJudge
 from harness.contract import load_contract
+from harness.observe.progress import counted
 from harness.observe.wandb_sink import name_wandb_runs
 from harness.rehearsal.openai_server import OpenAIFixture
 from harness.rehearsal.reef_process import free_port, running_reef
@@ -42,11 +43,13 @@ from harness.rehearsal.stand_ins import (
     seed_edits,
     task_dir,
 )
+from harness.run.controller import ResumeRefused
 from harness.run.launch import Launch, launch_run
 from harness.run.runner import RunResult
 from harness.settings.copies import RunValues, fill_run, load_document, write_copy
 from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
 from harness.settings.run_settings import RunSettings, scenario_name
+from harness.storage.resume_state import RESUME_STATE, ResumeState
 
 SETTINGS_FILE = "serve-frozen.yaml"
 TOKEN = "reef-local"
@@ -209,6 +212,22 @@ def judge_flags(options: RehearsalOptions, task: Path) -> list[str]:
     return ["--task", str(task)]
 
 
+def refuse_finished(state_dir: Path, steps: int) -> None:
+    """`ResumeRefused` at once, before any stand-in, judge or `reef serve` starts, when the run
+    in `state_dir` has already committed `steps` steps (the run controller would refuse too,
+    after the start-up). A resume state that cannot be read is left to the run to report."""
+    try:
+        stored = ResumeState.load(Path(state_dir) / RESUME_STATE)
+    except Exception:  # damaged: the run names what is wrong with it
+        return
+    if stored is not None and stored.next_step >= steps:
+        raise ResumeRefused(
+            f"run already finished: {state_dir} has {stored.next_step} of "
+            f"{counted(steps, 'step')} committed; pass more steps (--steps, or `steps:` in a "
+            "plan) to continue it, or name a new directory"
+        )
+
+
 def rehearse(
     state_dir: Path, options: RehearsalOptions, console: Console | None = None
 ) -> RunResult:
@@ -216,6 +235,7 @@ def rehearse(
     state_dir = Path(state_dir).resolve()
     if state_dir.exists() and not state_dir.is_dir():
         raise ValueError(f"{state_dir} is a file, not a state directory; choose another path")
+    refuse_finished(state_dir, options.steps)
     state_dir.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
     stack = stand_in_stack(state_dir, options.cases, options.judge_seed, console, options)
@@ -229,6 +249,7 @@ def rehearse_run(
     """One rehearsal run against running stand-ins: write its settings file, start `reef serve`
     when the arm calls the guidance model, run (or resume) it, stop what it started."""
     state_dir = Path(state_dir).resolve()
+    refuse_finished(state_dir, options.steps)
     state_dir.mkdir(parents=True, exist_ok=True)
     task = options.task_dir
     load_contract(task)  # a broken task stops here, before any process starts

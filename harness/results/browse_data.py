@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from harness.archive.best import run_best
 from harness.library import Archive
 from harness.results.inspection import run_mode, run_suite
 from harness.results.run_view import RunView
@@ -52,7 +53,7 @@ def browse_data(
             _record(entry, index, archive, node_of_entry, program, entry.id not in committed_ids)
         )
     _best_children(records, archive.config.score_direction)
-    best = archive.best_entry()
+    best = run_best(archive)
     meta: dict[str, Any] = {
         "format": FORMAT,
         "title": title,
@@ -96,6 +97,7 @@ def _record(
         "cases": [float(r) for r in ratios] if isinstance(ratios, list) else None,
         "guidance": str(meta.get("raw_guidance_text") or entry.guidance),
         "summary": entry.summary,
+        "answer": _answer(entry),
         "program": program,
         "receipt": str(meta.get("agent_record_id") or ""),
         "in_flight": in_flight,
@@ -109,6 +111,21 @@ def _record(
             "best_child_value": archive.puct_m.get(node.id),
         }
     return record
+
+
+#: The most of one executor answer the page holds.
+ANSWER_LIMIT = 20_000
+
+
+def _answer(entry: LibraryEntry) -> str | None:
+    """The executor's raw answer of a failed rollout, bounded (`ANSWER_LIMIT`); None for a
+    valid one, whose answer is its program and summary, both shown."""
+    text = entry.metadata.get("execution_text")
+    if entry.is_valid or not isinstance(text, str) or not text:
+        return None
+    if len(text) <= ANSWER_LIMIT:
+        return text
+    return text[:ANSWER_LIMIT] + f"\n… ({len(text) - ANSWER_LIMIT:,} more characters not shown)"
 
 
 def _parent_index(entry: LibraryEntry, index: Mapping[str, int], archive: Archive) -> int | None:

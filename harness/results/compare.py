@@ -7,6 +7,14 @@ single-seed arm). `compare` groups curves by arm, refuses to mix tasks, suites o
 directions, and computes, on a common x grid, the mean best so far across seeds with a 95 %
 percentile-bootstrap interval over seeds; `final_table` and `pairwise` do the same for the final
 bests. The bootstrap is seeded, so the numbers are reproducible. Nothing here draws or writes.
+
+What is pooled: runs are seeds of one group only when everything but the run seed is the same
+(`IDENTITY_KEYS`: arm, selection, mode, task text, grid, steps, models, token limits, LoRA
+rank); two runs of one group that differ are refused naming the key, unless the key is one
+they are grouped by (`by=("arm", "steps")` makes `unguided, steps 3` and `unguided, steps 1`
+two groups), and two runs of one group with the same seed are refused. Groups whose budgets
+differ are compared at the common budget (the least every run reached, `common_budget`), and
+the figure says so.
 """
 
 from __future__ import annotations
@@ -65,6 +73,12 @@ class Curve:
     seed_score: float
     points: tuple[Point, ...]
     models: str = ""  # `guidance / executor`, so stand-ins are named on the figure
+    #: What makes the run what it is, but its seed (`IDENTITY_KEYS`); empty for a record
+    #: that does not say (the reference's published run).
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def setting(self, key: str) -> Any:
+        return dict(self.settings).get(key)
 
     @property
     def final(self) -> float:
@@ -77,6 +91,22 @@ class Curve:
     @property
     def usd(self) -> float | None:
         return self.points[-1].usd if self.points else 0.0
+
+
+#: The settings two runs must share to be seeds of one arm (the task and suite are checked by
+#: `check_comparable`); `--by` may name any of them to group by it instead.
+IDENTITY_KEYS = (
+    "arm",
+    "mode",
+    "task_text",
+    "grid",
+    "steps",
+    "models",
+    "guidance_max_tokens",
+    "sequence_length",
+    "lora_rank",
+    "reasoning_effort",
+)
 
 
 def arm_label(arm: str | None, selection: str | None) -> str:
@@ -113,6 +143,7 @@ def curve_of_run(view: RunView, prices: PriceTable, arm_name: str | None = None)
     run_seed = getattr(identity, "run_seed", None)
     run_seed = last.get("run_seed") if run_seed is None else run_seed
     guide, executor = models(view)
+    model_text = f"{'none' if arm in ('unguided', 'best-of-n') else guide} / {executor}"
     per_step = run_usage(view, in_flight=False)
     usage = []
     for step in range(view.committed_step + 1):
@@ -132,7 +163,19 @@ def curve_of_run(view: RunView, prices: PriceTable, arm_name: str | None = None)
         view.direction,
         rows[0].cumulative_best,
         _points(rows, usage),
-        f"{'none' if arm in ('unguided', 'best-of-n') else guide} / {executor}",
+        model_text,
+        _settings(
+            arm=arm_label(arm, selection),
+            mode=getattr(identity, "mode", None) or last.get("mode"),
+            task_text=getattr(identity, "task_text", None) or last.get("task_text"),
+            grid=f"{view.archive.config.groups_per_batch}x{view.archive.config.rollout_n}",
+            steps=view.committed_step + 1,
+            models=model_text,
+            guidance_max_tokens=getattr(identity, "guidance_max_tokens", None),
+            sequence_length=getattr(identity, "sequence_length", None),
+            lora_rank=getattr(identity, "lora_rank", None),
+            reasoning_effort=getattr(identity, "gpt_oss_reasoning_effort", None),
+        ),
     )
 
 
@@ -150,6 +193,13 @@ def curve_of_record(
     if isinstance(per_step, list):
         usage = [(int(s.get("tokens", 0)), s.get("usd")) for s in per_step]
     seed = record.get("run_seed")
+    training = record.get("training") or {}
+    model_text = " / ".join(
+        str((record.get("models") or {}).get(k, "?")) for k in ("guidance", "executor")
+    )
+    if record.get("arm") in ("unguided", "best-of-n"):
+        model_text = "none / " + str((record.get("models") or {}).get("executor", "?"))
+    grid = (search.get("groups_per_update"), search.get("rollouts_per_group"))
     return Curve(
         arm_name or arm_label(record.get("arm"), record.get("parent_selection")),
         None if seed is None else int(seed),
@@ -159,8 +209,24 @@ def curve_of_record(
         str(search.get("score_direction", "max")),
         rows[0].cumulative_best,
         _points(rows, usage),
-        " / ".join(str((record.get("models") or {}).get(k, "?")) for k in ("guidance", "executor")),
+        model_text,
+        _settings(
+            arm=arm_name or arm_label(record.get("arm"), record.get("parent_selection")),
+            mode=record.get("mode"),
+            task_text=record.get("task_text"),
+            grid=None if None in grid else f"{grid[0]}x{grid[1]}",
+            steps=len(rows) - 1,
+            models=model_text,
+            guidance_max_tokens=training.get("guidance_max_tokens"),
+            sequence_length=training.get("sequence_length"),
+            lora_rank=training.get("lora_rank"),
+            reasoning_effort=None,
+        ),
     )
+
+
+def _settings(**values: Any) -> tuple[tuple[str, Any], ...]:
+    return tuple((key, values[key]) for key in IDENTITY_KEYS)
 
 
 # --- statistics ------------------------------------------------------------------------------
@@ -215,10 +281,24 @@ class Comparison:
     arms: tuple[ArmCurve, ...]
     table: tuple[dict[str, Any], ...]
     differences: tuple[dict[str, Any], ...] = field(default=())
+    #: The budget (on `axis`) every run reached, where the runs' budgets differ: the final
+    #: table and the differences are taken there. None when every run spent the same.
+    common_budget: float | None = None
+    by: tuple[str, ...] = ("arm",)
 
     @property
     def method(self) -> str:
         return INTERVAL_METHOD.format(resamples=self.resamples)
+
+    @property
+    def budget_note(self) -> str | None:
+        """`final bests compared at step 0, the budget every run reached` where budgets differ."""
+        if self.common_budget is None:
+            return None
+        x = self.common_budget
+        shown = f"{x:g}" if self.axis != "usd" else f"${x:,.2f}"
+        axis = AXIS_LABELS[self.axis]
+        return f"final bests compared at {axis} {shown}, the budget every run reached"
 
 
 def check_comparable(curves: Sequence[Curve]) -> tuple[str, str | None, str]:
@@ -236,9 +316,71 @@ def check_comparable(curves: Sequence[Curve]) -> tuple[str, str | None, str]:
     return first.task, first.suite, first.direction
 
 
-def compare(curves: Sequence[Curve], axis: str, resamples: int = 2000, seed: int = 0) -> Comparison:
-    """Group `curves` by arm and compute the curves, the final table and the pairwise
-    differences of final bests (arm order: as first seen)."""
+def group_label(curve: Curve, by: Sequence[str]) -> str:
+    """The group a curve is pooled into: its arm, then `key value` for every other `by` key."""
+    extra = [f"{key.replace('_', ' ')} {curve.setting(key)}" for key in by if key != "arm"]
+    return ", ".join([curve.arm, *extra])
+
+
+def pool(curves: Sequence[Curve], by: Sequence[str] = ("arm",)) -> dict[str, list[Curve]]:
+    """The curves grouped by `by` (group order: as first seen). `ValueError` naming the key
+    when two runs of one group differ in anything but their seed (`IDENTITY_KEYS`), and naming
+    the seed when two runs of one group share it."""
+    unknown = [key for key in by if key not in IDENTITY_KEYS]
+    if unknown or "arm" not in by:
+        raise ValueError(
+            f"--by {','.join(by)}: group by arm and any of {', '.join(IDENTITY_KEYS[1:])} "
+            "(e.g. --by arm,steps)"
+        )
+    groups: dict[str, list[Curve]] = {}
+    for curve in curves:
+        groups.setdefault(group_label(curve, by), []).append(curve)
+    for label, members in groups.items():
+        first = members[0]
+        for other in members[1:]:
+            for key in IDENTITY_KEYS:
+                mine, theirs = first.setting(key), other.setting(key)
+                if key in by or mine is None or theirs is None or mine == theirs:
+                    continue
+                raise ValueError(
+                    f"{first.run} and {other.run} ({label}) differ in {key}: {mine} vs "
+                    f"{theirs}, so they are not seeds of one arm; compare runs that differ only "
+                    f"in their seed, or group by it: --by {','.join([*by, key])}"
+                )
+        seen: dict[int | None, str] = {}
+        for curve in members:
+            if curve.seed in seen and len(members) > 1:
+                raise ValueError(
+                    f"{seen[curve.seed]} and {curve.run} ({label}) both have run seed "
+                    f"{curve.seed}: the same seed twice is one sample counted twice; give each "
+                    "run of an arm its own seed"
+                )
+            seen[curve.seed] = curve.run
+    return groups
+
+
+def _last_x(curve: Curve, axis: str) -> float:
+    return float(curve.points[-1].x(axis) or 0.0) if curve.points else 0.0
+
+
+def final_at(curve: Curve, axis: str, budget: float | None) -> float:
+    """The curve's final best, or its best at `budget` when the budgets differ."""
+    if budget is None:
+        return curve.final
+    value = best_at(curve, axis, budget)
+    return curve.final if value is None else value
+
+
+def compare(
+    curves: Sequence[Curve],
+    axis: str,
+    resamples: int = 2000,
+    seed: int = 0,
+    by: Sequence[str] = ("arm",),
+) -> Comparison:
+    """Pool `curves` into groups (`pool`: by arm, or by arm and other `by` keys) and compute the
+    curves, the final table and the pairwise differences of final bests (group order: as first
+    seen), the finals at the common budget where the runs' budgets differ."""
     if axis not in AXES:
         raise ValueError(f"x axis {axis!r} is not one of {', '.join(AXES)}")
     task, suite, direction = check_comparable(curves)
@@ -250,9 +392,9 @@ def compare(curves: Sequence[Curve], axis: str, resamples: int = 2000, seed: int
                 "tokens or rollouts, or give the prices with --pricing"
             )
     rng = random.Random(seed)
-    by_arm: dict[str, list[Curve]] = {}
-    for curve in curves:
-        by_arm.setdefault(curve.arm, []).append(curve)
+    by_arm = pool(curves, by)
+    ends = {_last_x(c, axis) for c in curves}
+    budget = min(ends) if len(ends) > 1 else None
     grid = sorted({0.0} | {float(p.x(axis) or 0.0) for c in curves for p in c.points})
     if axis == "step":
         grid = sorted({float(p.step) for c in curves for p in c.points})
@@ -273,19 +415,36 @@ def compare(curves: Sequence[Curve], axis: str, resamples: int = 2000, seed: int
         arm_curves.append(
             ArmCurve(arm, tuple(members), tuple(grid), tuple(means), tuple(lows), tuple(highs))
         )
-    table = tuple(_row(arm, members, resamples, rng) for arm, members in by_arm.items())
+    finals = {a: [final_at(c, axis, budget) for c in members] for a, members in by_arm.items()}
+    table = tuple(
+        _row(arm, members, finals[arm], resamples, rng) for arm, members in by_arm.items()
+    )
     differences = tuple(
-        _difference(a, by_arm[a], b, by_arm[b], resamples, rng)
+        _difference(a, finals[a], b, finals[b], resamples, rng)
         for i, a in enumerate(by_arm)
         for b in list(by_arm)[i + 1 :]
     )
     return Comparison(
-        task, suite, direction, axis, resamples, tuple(arm_curves), table, differences
+        task,
+        suite,
+        direction,
+        axis,
+        resamples,
+        tuple(arm_curves),
+        table,
+        differences,
+        budget,
+        tuple(by),
     )
 
 
-def _row(arm: str, members: Sequence[Curve], resamples: int, rng: random.Random) -> dict:
-    finals = [c.final for c in members]
+def _row(
+    arm: str,
+    members: Sequence[Curve],
+    finals: Sequence[float],
+    resamples: int,
+    rng: random.Random,
+) -> dict:
     low, high = bootstrap_interval(finals, resamples, rng)
     costs = [c.usd for c in members]
     return {
@@ -303,15 +462,14 @@ def _row(arm: str, members: Sequence[Curve], resamples: int, rng: random.Random)
 
 def _difference(
     a: str,
-    first: Sequence[Curve],
+    xs: Sequence[float],
     b: str,
-    second: Sequence[Curve],
+    ys: Sequence[float],
     resamples: int,
     rng: random.Random,
 ) -> dict:
     """Mean final best of `a` minus that of `b`, with a 95 % bootstrap interval (seeds of each
     arm resampled independently)."""
-    xs, ys = [c.final for c in first], [c.final for c in second]
     diffs = sorted(
         statistics.fmean(rng.choices(xs, k=len(xs))) - statistics.fmean(rng.choices(ys, k=len(ys)))
         for _ in range(resamples)

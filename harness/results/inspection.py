@@ -14,16 +14,41 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from harness.archive.best import ranked
 from harness.library import Archive
 from harness.results.run_view import RunView
 from harness.results.score_trajectory import seed_entry
 from harness.state import LibraryEntry, LibraryNode
 
 
-def best_nodes(archive: Archive, limit: int) -> list[LibraryNode]:
-    """The `limit` best archive candidates, best first (`(value, id)` order, as the archive)."""
-    pool = [n for n in archive.nodes.values() if n.archive_candidate]
-    return sorted(pool, key=lambda n: (n.value, n.id), reverse=True)[:limit]
+def best_entries(archive: Archive, limit: int) -> list[LibraryEntry]:
+    """The `limit` best candidates the run judged, best first, one per program (the earliest to
+    reach its score: `harness.archive.best`, the ranking every report uses). Entries, not archive
+    nodes: a best-of-n run's candidates never become nodes, yet they are its results."""
+    seen: set[str] = set()
+    chosen: list[LibraryEntry] = []
+    for entry in ranked(archive):
+        if entry.solution in seen:
+            continue
+        seen.add(entry.solution)
+        chosen.append(entry)
+        if len(chosen) == limit:
+            break
+    return chosen
+
+
+def node_of(archive: Archive, entry: LibraryEntry) -> LibraryNode | None:
+    """The archive node made from `entry`, if one is (still) kept."""
+    return next((n for n in archive.nodes.values() if n.entry_id == entry.id), None)
+
+
+def entry_lineage(archive: Archive, entry: LibraryEntry) -> list[LibraryEntry]:
+    """The entries from the root to `entry`: its node's lineage, or, for a candidate that is no
+    node (best-of-n, or a duplicate), the lineage of the parent it expanded and then itself."""
+    node = node_of(archive, entry)
+    anchor = node.id if node is not None else (entry.parent_id or "")
+    chain = [archive.entry_of(n.id) for n in lineage(archive, anchor) if n.entry_id]
+    return chain if node is not None else [*chain, entry]
 
 
 def lineage(archive: Archive, node_id: str) -> list[LibraryNode]:

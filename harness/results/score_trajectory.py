@@ -15,6 +15,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from harness.archive.best import seed_entry
 from harness.library import Archive
 from harness.state import LibraryEntry
 
@@ -26,13 +27,17 @@ def better(direction: str, a: float, b: float) -> bool:
     return a > b if direction == "max" else a < b
 
 
-def seed_entry(archive: Archive) -> LibraryEntry:
-    """The seed candidate: the timestep-0 root entry that is not a replicated clone."""
-    roots = [e for e in archive.entries.values() if e.timestep == 0]
-    originals = [e for e in roots if not e.metadata.get("replicated_seed_entry")]
-    if not (originals or roots):
-        raise ValueError("the archive has no seed entry (no timestep-0 entry)")
-    return (originals or roots)[0]
+__all__ = [
+    "TRAJECTORY_FIELDS",
+    "TrajectoryRow",
+    "best_step",
+    "best_update",
+    "better",
+    "read_trajectory_csv",
+    "seed_entry",
+    "trajectory",
+    "trajectory_csv",
+]
 
 
 @dataclass(frozen=True)

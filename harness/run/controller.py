@@ -26,6 +26,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from harness.adapters.reef.status import StatusSource
 from harness.adapters.reef.training_bridge import TrainingBridge
@@ -234,12 +235,16 @@ class RunController:
                 f"resume settings mismatch: prompt_mode stored {stored.prompt_mode!r}, requested "
                 f"{self.settings.prompt_mode!r} — use a new state directory"
             )
-        if stored.executor_backend != self._executor_backend:
-            log.warning(
-                "executor backend settings changed since the last commit (same executor model): "
-                "stored %s, now %s",
-                stored.executor_backend,
-                self._executor_backend,
+        changed = backend_changes(stored.executor_backend, self._executor_backend)
+        if changed:
+            loopback_port_only = [key for key, _, _ in changed] == ["base_url"] and all(
+                _loopback(url) for _, *urls in changed for url in urls
+            )
+            # A local endpoint on another port (a rehearsal's stand-in gets a free port on
+            # every start) is noted, not warned about: the same model answers.
+            (log.info if loopback_port_only else log.warning)(
+                "executor setting changed since the last commit (same executor model): %s",
+                "; ".join(f"{key} {was!r} → {now!r}" for key, was, now in changed),
             )
 
     def _pair_with_archive(self, next_step: int, reef_trained_it: bool) -> bool:
@@ -287,3 +292,19 @@ class RunController:
         self._summaries.append(summary)
         self._next_step = step + 1
         log.info("step %d committed; next step %d", step, step + 1)
+
+
+def backend_changes(
+    stored: Mapping[str, Any], now: Mapping[str, Any]
+) -> list[tuple[str, Any, Any]]:
+    """`(key, stored value, value now)` for every executor backend setting that differs."""
+    return [
+        (key, stored.get(key), now.get(key))
+        for key in sorted(set(stored) | set(now))
+        if stored.get(key) != now.get(key)
+    ]
+
+
+def _loopback(url: Any) -> bool:
+    host = urlsplit(str(url)).hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")

@@ -25,6 +25,7 @@ from typing import Any
 from harness.adapters.executor.client import require_api_key
 from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed_on_judge_suite
 from harness.adapters.reef.channel import ReefChannel
+from harness.archive.best import run_best, run_best_score
 from harness.contract import DEFAULT_TASK_TEXT, load_task
 from harness.endpoints import RequestShape
 from harness.library import Archive
@@ -223,7 +224,7 @@ def _run_open(
         agent_record_ids=well_formed_receipts(archive, from_step=start.start_step),
         all_agent_record_ids=well_formed_receipts(archive),
         runtime_load_id=_runtime_load_id(services.reef),
-        best=archive.best_entry(),
+        best=run_best(archive),
     )
     events.emit(
         "run_finished",
@@ -242,7 +243,7 @@ def _emit_run_started(
     suite: str,
     archive: Archive,
 ) -> None:
-    best = archive.best_entry()  # the seed's before the first step, for the progress line
+    best = run_best(archive)  # the seed's before the first step (`harness.archive.best`)
     events.emit(
         "run_started",
         mode=controller.gate.mode,
@@ -293,6 +294,9 @@ def _emit_step_end(
         executor_failures=run.executor_failures,
         usage=usage.to_dict() if usage else None,
         judge_cache_hits=sum(hit is True for hit in hits),
+        # The run's best before this step, from the archive: the step's "+Δ" is the same
+        # whether the run went through uninterrupted or resumed in the middle of the step.
+        previous_best_raw_score=run_best_score(archive, step - 1),
     )
     events.emit("step_committed", step=step, next_step=step + 1)
 

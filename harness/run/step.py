@@ -24,6 +24,7 @@ from typing import Any
 
 from harness.adapters.executor.client import ExecutorAccessError
 from harness.adapters.reef.channel import ReefChannel
+from harness.archive.best import run_best
 from harness.library import Archive
 from harness.observe.events import EventSink, NullSink
 from harness.run.crash_hook import crash_point
@@ -329,7 +330,8 @@ def executor_failures(archive: Archive, step: int) -> int:
 def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
     """The controller's view of a complete step: rewards per group in rollout order, counts of
     valid rollouts and well-formed guidance, the best raw score of a valid candidate of the
-    step, and the archive's best after it (the seed included), the reference's `best_raw_score`."""
+    step, and the run's best after it (the seed included; `harness.archive.best`), the
+    reference's `best_raw_score`."""
     g, r = archive.config.groups_per_batch, archive.config.rollout_n
     entries = step_entries(archive, step)
     slots = [(int(e.metadata["group"]), int(e.metadata["rollout"])) for e in entries]
@@ -338,7 +340,7 @@ def step_outcome(archive: Archive, step: int, elapsed_s: float) -> StepOutcome:
         raise RuntimeError(f"step {step} is incomplete: slots {slots} instead of the {g}x{r} grid")
     valid = [e for e in entries if e.is_valid]
     best = max(valid, key=lambda e: archive.config.signed(e.verifier_raw_score), default=None)
-    overall = archive.best_entry()
+    overall = run_best(archive)
     return StepOutcome(
         step=step,
         elapsed_s=elapsed_s,

@@ -131,6 +131,43 @@ class ServeDocument:
         return str(target)
 
 
+#: What an unset model variable reads as in an estimate (`estimate_environment`).
+UNSET = "unset:"
+
+
+def estimate_environment(
+    path: Path, environ: Mapping[str, str]
+) -> tuple[dict[str, str], list[str]]:
+    """The environment a settings file is read with for `guidance-ttt estimate`, which calls
+    no endpoint: `environ` plus a stand-in for every required variable (`${VAR:?}` in a value)
+    that is unset — a loopback URL nothing is sent to for `..._URL`, `unset:VAR` otherwise —
+    and the names of those variables. A file that cannot be read is left to `ServeDocument`."""
+    try:
+        document = bounded_yaml.read(Path(path))
+    except (OSError, bounded_yaml.YamlRefused):
+        return dict(environ), []
+    values = dict(environ)
+    required = {
+        match.group(1)
+        for text in _strings(document)
+        for match in _ENV_REFERENCE.finditer(text)
+        if match.group(2)
+    }
+    unset = sorted(name for name in required if not values.get(name, "").strip())
+    for name in unset:
+        values[name] = "http://127.0.0.1:9" if name.endswith("_URL") else UNSET + name
+    return values, unset
+
+
+def _strings(node: Any) -> list[str]:
+    """Every string value of a YAML document (comments are not values)."""
+    if isinstance(node, Mapping):
+        return [text for value in node.values() for text in _strings(value)]
+    if isinstance(node, list):
+        return [text for value in node for text in _strings(value)]
+    return [node] if isinstance(node, str) else []
+
+
 def _expand_environment(
     node: Any, environ: Mapping[str, str], missing: dict[str, list[str]], path: tuple[str, ...]
 ) -> Any:

@@ -56,6 +56,7 @@ from judges.problems.folders import STATEMENT_LIMIT, read_statement
 from judges.problems.package import ProblemError, parse_memory_limit
 from judges.sandbox.bounds import memory_bound
 from judges.sandbox.runner import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
+from judges.service.access_log import add_access_log_argument, route_access_log
 from judges.service.auth import (
     authorized,
     require_token_off_loopback,
@@ -294,6 +295,7 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
     )
     add_gpu_arguments(parser)
     add_extra_arguments(parser)
+    add_access_log_argument(parser)
     parser.add_argument(
         "--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default: %(default)s)"
     )
@@ -334,6 +336,7 @@ async def serve(args: argparse.Namespace) -> None:
         loop.add_signal_handler(signum, stop.set)
     problems = await asyncio.to_thread(load_served_problems, args)
     store = SubmissionStore(args.state_dir)
+    access = route_access_log(getattr(args, "access_log", None), state)
     bound = None  # with --ray, every node sets up its own bound and sandbox
     if args.ray is None:
         bound = await asyncio.to_thread(
@@ -387,10 +390,11 @@ async def serve(args: argparse.Namespace) -> None:
                 args.idle_timeout,
             )
             log.info(
-                "serving problems %s with %d workers; state in %s",
+                "serving problems %s with %d workers; state in %s; access log %s",
                 sorted(problems),
                 args.workers,
                 args.state_dir,
+                "on stderr" if access is None else access,
             )
             log.info(
                 "access: %s",
