@@ -3,7 +3,7 @@
 The guidance model sees the problem, the parent's canonical summary and its verdict, never its
 code; the executor sees the problem, the parent's full source and the guidance. Wording is this
 project's own; the elements (the blocks, facts and instructions) and their order are the published
-method's, pinned by tests/test_prompt_elements.py. Pure functions: a
+method's, pinned by tests/harness/test_prompt_elements.py. Pure functions: a
 `TaskContract`, the problem text and library entries in, strings and dicts out.
 """
 

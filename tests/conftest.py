@@ -3,9 +3,16 @@
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+# The shared helpers (judge_fakes, archive_builders, ...) live in tests/, beside this file;
+# the tests live one folder down, by the package they test (tests/harness, tests/judges,
+# tests/tttd), and import the helpers by bare name or as tests.<name>.
+sys.path.insert(0, str(Path(__file__).parent))
 
 
 @pytest.fixture(autouse=True)

@@ -4,8 +4,9 @@ run controller's tests.
 It commits in the same order as the real one — the archive, then the real `resume-state.json`
 record — but its committed archive is a stand-in file `guidance-run/committed-library.json`
 holding `{"step": N}`: the controller's tests are about the gate and the commit order, and the
-real archive, store and library file are `tests/test_store.py`'s. `commit_archive(step)` writes
-that file; a test may pass its own to record what it saw at commit time or to die mid-commit.
+real archive, store and library file are `tests/harness/test_store.py`'s.
+`commit_archive(step)` writes that file; a test may pass its own to record what it saw at
+commit time or to die mid-commit.
 """
 
 from __future__ import annotations

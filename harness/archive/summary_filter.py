@@ -25,7 +25,7 @@ hex blob in it, for six signs:
    that does not decode to text (a compressed program, say).
 
 The measured precision and recall of these rules on a labelled corpus are in
-tests/test_summary_filter.py (`python -m tests.summary_corpus` prints them).
+tests/harness/test_summary_filter.py (`python -m tests.summary_corpus` prints them).
 """
 
 from __future__ import annotations

@@ -1,0 +1,217 @@
+"""`guidance-ttt run`: the run's own settings copy, and whole runs through it.
+
+The copy: what the command line changes lands in the copy in the state directory, is validated
+as the file is (a wrong key or value refused naming it, nothing written), and is remembered for
+the next invocation. The runs: `guidance-ttt run --config serve-frozen.yaml --state-dir D
+--steps 2 --groups 1 --rollouts 2` with loopback model servers and no judge URL starts the local
+judge, commits two steps, resumes to three with `--steps 3`, refuses a changed identity key
+naming it, and leaves no process behind. Real: the CLI, the local judge, `reef serve`, the
+Harbor trial in the local environment, the run loop; stand-ins: the two models (scripted
+answers, real C++ edits judged for real).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from harness.settings.document import RunSettingsError
+from harness.settings.run_copy import OVERRIDES_FILE, judge_url_given, write_run_copy
+from harness.settings.run_settings import RunSettings
+
+REPO = Path(__file__).resolve().parents[2]
+FROZEN = REPO / "serve-frozen.yaml"
+ENV = {"GUIDANCE_TTT_GUIDANCE_URL": "http://127.0.0.1:9", "GUIDANCE_TTT_GUIDANCE_MODEL": "m"}
+
+
+def test_the_command_line_lands_in_the_runs_copy_and_is_remembered(tmp_path: Path) -> None:
+    state = tmp_path / "run"
+    named = {"steps": 2, "groups": 1, "rollouts": 2, "arm": "unguided", "seed": 7}
+    copy = write_run_copy(FROZEN, state, named, ["harness.max_rollout_workers=3"], environ=ENV)
+    assert copy == state.resolve() / "serve-frozen.yaml"
+    settings = RunSettings.load(copy, environ=ENV)
+    assert (settings.steps, settings.groups_per_step, settings.rollouts_per_group) == (2, 1, 2)
+    assert (settings.arm, settings.run_seed, settings.max_rollout_workers) == ("unguided", 7, 3)
+    assert settings.state_dir == state.resolve()
+    assert settings.identity()["groups_per_step"] == 1
+    # The next invocation changes only the steps: the rest of the first one's changes hold.
+    write_run_copy(FROZEN, state, {"steps": 3}, environ=ENV)
+    again = RunSettings.load(copy, environ=ENV)
+    assert (again.steps, again.groups_per_step, again.max_rollout_workers) == (3, 1, 3)
+    assert again.identity() == {**settings.identity()}
+    recorded = json.loads((state / OVERRIDES_FILE).read_text())
+    assert recorded["settings_file"] == str(FROZEN)
+    assert recorded["overrides"]["steps"] == 3
+
+
+@pytest.mark.parametrize(
+    ("sets", "named"),
+    [
+        (["harness.no_such_setting=1"], "no_such_setting"),
+        (["harness.max_rollout_workers=many"], "max_rollout_workers"),
+        (["reef.port"], "reef.port"),
+    ],
+)
+def test_a_wrong_setting_is_refused_naming_the_key_and_nothing_is_written(
+    tmp_path: Path, sets: list[str], named: str
+) -> None:
+    state = tmp_path / "run"
+    with pytest.raises(RunSettingsError, match=named.replace(".", r"\.")):
+        write_run_copy(FROZEN, state, {}, sets, environ=ENV)
+    assert not (state / "serve-frozen.yaml").exists() and not (state / OVERRIDES_FILE).exists()
+
+
+def test_a_judge_url_in_the_file_or_the_environment_wins_over_the_local_judge(
+    tmp_path: Path,
+) -> None:
+    copy = write_run_copy(FROZEN, tmp_path / "a", {}, environ=ENV)
+    assert not judge_url_given(copy, ENV)
+    assert judge_url_given(copy, {**ENV, "FRONTIERCS_JUDGE_URL": "http://127.0.0.1:1"})
+    given = write_run_copy(
+        FROZEN, tmp_path / "b", {"judge_url": "http://10.0.0.2:8081"}, environ=ENV
+    )
+    assert judge_url_given(given, ENV)
+    document = yaml.safe_load(FROZEN.read_text())
+    document["recipe"]["config"]["guidance-ttt"]["harness"]["judge_url"] = "http://10.0.0.3:1"
+    written = tmp_path / "written.yaml"
+    written.write_text(yaml.safe_dump(document))
+    assert judge_url_given(write_run_copy(written, tmp_path / "c", {}, environ=ENV), ENV)
+
+
+def _processes_naming(text: str) -> list[str]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in command:
+            found.append(f"{proc.name}: {command[:200]}")
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)
+def test_run_commits_two_steps_with_its_own_judge_resumes_to_three_and_refuses_a_changed_grid(
+    tmp_path: Path,
+) -> None:
+    from harness.rehearsal.openai_server import OpenAIFixture
+    from harness.rehearsal.reef_process import free_port
+    from harness.rehearsal.stand_ins import GuidanceScript, executor_reply
+    from harness.storage.store import read_committed
+
+    state = tmp_path / "state"
+    with (
+        OpenAIFixture(GuidanceScript(), model="my-guidance") as guidance,
+        OpenAIFixture(executor_reply, model="my-executor") as executor,
+    ):
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("GUIDANCE_TTT_", "FRONTIERCS_"))
+        }
+        env.update(GUIDANCE_TTT_EXECUTOR="openai_compatible")
+
+        def run(*flags: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "harness.cli.entry", "run", "--config", str(FROZEN)]
+            command += ["--state-dir", str(state), "--guidance-url", guidance.base_url]
+            command += ["--guidance-model", "my-guidance", "--executor-url", executor.v1_url]
+            command += ["--executor-model", "my-executor", "--set", f"reef.port={free_port()}"]
+            command += ["--set", "harness.seed=solution/shelf/seed.json", *flags]
+            return subprocess.run(
+                command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=840
+            )
+
+        first = run("--steps", "2", "--groups", "1", "--rollouts", "2")
+        out = first.stdout + first.stderr
+        assert first.returncode == 0, out[-4000:]
+        assert "no judge URL given: starting the local judge" in first.stdout
+        assert "started by guidance-ttt run: problem 0" in first.stdout  # the preflight's row
+        _, committed = read_committed(state / "guidance-run" / "archive")
+        assert committed == 1
+        assert not _processes_naming(str(state)), "a process of the run outlived it"
+        second = run("--steps", "3")
+        assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+        archive, committed = read_committed(state / "guidance-run" / "archive")
+        assert committed == 2
+        assert len([e for e in archive.entries.values() if e.timestep == 3]) == 2
+        refused = run("--steps", "4", "--groups", "2")
+        assert refused.returncode != 0
+        assert "groups_per_step" in refused.stdout + refused.stderr
+        assert not _processes_naming(str(state))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)
+def test_ctrl_c_of_a_frozen_run_sh_stops_everything_in_one_line(tmp_path: Path) -> None:
+    """./run.sh as a user runs it (frozen, loopback models, no judge URL: its own judge), Ctrl-C
+    once the first step runs: exit 130, the stopping line naming ./run.sh, no traceback, and
+    no process left that names the state directory (judge, reef serve, the episode)."""
+    import signal
+    import time
+
+    from harness.rehearsal.openai_server import OpenAIFixture
+    from harness.rehearsal.reef_process import free_port
+    from harness.rehearsal.stand_ins import GuidanceScript, executor_reply
+
+    state = tmp_path / "state"
+    events = state / "guidance-run" / "events.jsonl"
+    with (
+        OpenAIFixture(GuidanceScript(), model="my-guidance") as guidance,
+        OpenAIFixture(executor_reply, model="my-executor") as executor,
+    ):
+        env = {
+            k: v
+            for k, v in os.environ.items()
+            if not k.startswith(("GUIDANCE_TTT_", "FRONTIERCS_"))
+        }
+        env.update(
+            PYTHON=sys.executable,
+            GUIDANCE_TTT_SKIP_SETUP="1",
+            GUIDANCE_TTT_SERVE_YAML="serve-frozen.yaml",
+            GUIDANCE_TTT_GUIDANCE_URL=guidance.base_url,
+            GUIDANCE_TTT_GUIDANCE_MODEL="my-guidance",
+            GUIDANCE_TTT_EXECUTOR="openai_compatible",
+            GUIDANCE_TTT_EXECUTOR_URL=executor.v1_url,
+            GUIDANCE_TTT_EXECUTOR_MODEL="my-executor",
+            GUIDANCE_TTT_SEED="solution/shelf/seed.json",
+        )
+        flags = ["--state-dir", str(state), "--steps", "20", "--set", f"reef.port={free_port()}"]
+        process = subprocess.Popen(
+            ["bash", str(REPO / "run.sh"), *flags],
+            cwd=tmp_path,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 900
+            while not (events.is_file() and b'"step_started"' in events.read_bytes()):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the run's first step never started"
+                time.sleep(0.5)
+            assert _processes_naming(str(state))
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=300)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, (stdout + stderr)[-3000:]
+    resume = f"./run.sh {' '.join(flags)}"
+    assert stderr.count("guidance-ttt run: stopping (SIGINT)") == 1, stderr[-3000:]
+    assert f"resume with: {resume}" in stderr
+    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
+    deadline = time.monotonic() + 60
+    while _processes_naming(str(state)):
+        assert time.monotonic() < deadline, _processes_naming(str(state))
+        time.sleep(0.5)

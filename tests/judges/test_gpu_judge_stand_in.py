@@ -1,0 +1,197 @@
+"""The GPU judge's whole protocol on a machine without a GPU, and its refusal there.
+
+Without a GPU the real judge says so in one line at start, lists the problem as needing one,
+answers a submission with a `judge` error (never a score) and makes `task check` refuse in one
+line. With `--gpu-cpu-stand-in` it runs the complete protocol — trusted process, sandboxed
+worker, control block, frozen candidate, fresh inputs every call — on CPU tensors shared
+through memory files instead of CUDA IPC (that stand-in is what stands for the GPU here), so
+every attack program that does not need a GPU gets its verdict on CPU too. The same attacks on
+the H200 are tests/judges/test_gpu_judge_device.py.
+
+The stand-in judge has two stand-in GPUs (`--gpus 0,1`): several candidates at once are judged
+one per GPU, every GPU is used, two trials never overlap on one GPU, and `/health` says what
+each GPU is doing. It serves a second package, `trimul_floor`, whose declared peak bandwidth
+is so low that every call is below its hardware floor (the floor's refusal, which on a real GPU
+only a hole in the timing reaches).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from harness.cli import task as task_command
+from judges.service.process import JudgeProcess, cgroup_missing
+from tests.gpu_judge_support import (
+    ATTACKS,
+    PROGRAMS,
+    TASK,
+    first_failure,
+    judge_program,
+    small_package,
+    submit_program,
+    verdict,
+)
+
+STAND_IN_GPUS = 2
+
+
+def _stand_in_missing() -> str | None:
+    if shutil.which("bwrap") is None:
+        return "needs bubblewrap (bwrap)"
+    if os.geteuid() != 0:
+        return "needs the judge to run as root (GPU candidates run under a uid of their own)"
+    return cgroup_missing()
+
+
+pytestmark = pytest.mark.slow
+
+
+def test_without_a_gpu_the_judge_says_so_once_and_refuses_as_its_own_fault(
+    tmp_path: Path,
+) -> None:
+    with JudgeProcess(tmp_path / "state", "--task", str(TASK)) as judge:
+        (problem,) = httpx.get(f"{judge.url}/problems").json()["problems"]
+        record = judge_program(judge.url, (TASK / "solution" / "solution.py").read_text())
+        lines: list[str] = []
+        status = task_command.main(["check", str(TASK), "--judge-url", judge.url], lines.append)
+    assert problem["device"]["available"] is False
+    assert record["status"] == "error" and record["errorKind"] == "judge"
+    assert "needs a GPU and this judge has none" in record["error"]
+    said = [line for line in judge.log_path.read_text().splitlines() if "GPU judge" in line]
+    assert len(said) == 1 and "no usable GPU here" in said[0], said
+    failed = [line for line in lines if line.startswith("FAIL")]
+    assert status == 1 and len(failed) == 1, lines
+    assert failed[0].startswith("FAIL judge: problem trimul needs a GPU and the judge at")
+
+
+@pytest.fixture(scope="module")
+def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
+    missing = _stand_in_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    root = tmp_path_factory.mktemp("stand-in")
+    packages = small_package(root / "packages", call_timeout="8s")
+    small_package(packages, call_timeout="8s", name="trimul_floor", peak_bandwidth=1000.0)
+    gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
+    with JudgeProcess(root / "state", "--problems", str(packages), "--gpu-cpu-stand-in",
+                      "--gpus", gpus, "--workers", "1") as judge:  # fmt: skip
+        yield judge
+
+
+def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgeProcess) -> None:
+    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text())
+    assert verdict(record) == "valid", first_failure(record)
+    kinds = [(case["kind"], case["index"]) for case in record["cases"]]
+    assert kinds == [("test", 1), ("test", 2), ("test", 3), ("benchmark", 1), ("benchmark", 2)]
+    for case in record["cases"]:
+        assert case["status"] == "Correct" and case["msg"].startswith("pass: ")
+    benchmarks = record["cases"][3:]
+    assert all(3 <= case["timing"]["runs"] <= 5 for case in benchmarks)
+    assert record["value"] > 0 and record["valueMean"] == "geometric"
+    assert record["gpu"]["gpu"] == "none (CPU stand-in)" and record["warmup"]["calls"] >= 3
+    assert record["determinism"] == {"test": 1, "checked": True, "differing": 0,
+                                     "identical": True, "maxDifference": 0.0}  # fmt: skip
+    phases = record["timing"]["phases"]
+    order = ["trustedStarted", "sandboxStarted", "context", "testsPrepared", "workerHello",
+             "calibrated", "candidateImported", "tests", "warmup", "benchmarks"]  # fmt: skip
+    assert list(phases) == order and all(
+        phases[a] <= phases[b] for a, b in itertools.pairwise(order)
+    )
+    assert phases["benchmarks"] <= record["timing"]["trialSeconds"]
+
+
+@pytest.mark.parametrize("program", sorted(ATTACKS))
+def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
+                                                         program: str) -> None:  # fmt: skip
+    record = judge_program(stand_in.url, (PROGRAMS / program).read_text())
+    assert verdict(record) == ATTACKS[program], first_failure(record)
+    if program == "sandbox_probe.py":
+        report = first_failure(record)
+        assert "REACHABLE" not in report and '"judge reference files": "none visible"' in report
+    if program == "changes_after_check.py":
+        assert "the last timed call's output changed after it was checked" in first_failure(
+            record)  # fmt: skip
+    if program == "nondeterministic.py":
+        assert record["determinism"]["checked"] and not record["determinism"]["identical"]
+    if program == "timeout_hang.py":
+        assert "within the limit of 8 s" in first_failure(record)
+        honest = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text())
+        assert verdict(honest) == "valid", first_failure(honest)
+
+
+def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
+    """`--problems packages` (or `--task harbor/trimul`) relative to the judge's working
+    directory: the trusted process runs in its own directory, so every path the package names
+    must be resolved when the package is loaded (found on the H200 by `task check`)."""
+    missing = _stand_in_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    small_package(tmp_path / "packages", call_timeout="8s")
+    with JudgeProcess(tmp_path / "state", "--problems", "packages", "--gpu-cpu-stand-in",
+                      "--workers", "1", cwd=tmp_path) as judge:  # fmt: skip
+        record = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
+    assert verdict(record) == "valid", first_failure(record) or record.get("error")
+
+
+def test_saying_done_early_is_charged_through_the_window(stand_in: JudgeProcess) -> None:
+    """early_done.py writes DONE first, then works and holds each call for 0.2 s: whenever
+    the judge saw DONE, the clock and the DONE -> DESCRIBED window together cover the hold,
+    so every timed call is charged most of it (without the window charge, a judge that saw
+    the early DONE at once would charge almost nothing)."""
+    record = judge_program(stand_in.url, (PROGRAMS / "early_done.py").read_text())
+    assert verdict(record) == "valid", first_failure(record)
+    for case in record["cases"][3:]:
+        assert case["timing"]["bestUs"] > 0.5 * 0.2e6, case["timing"]
+
+
+def test_a_call_below_the_hardware_floor_is_refused_not_ranked(stand_in: JudgeProcess) -> None:
+    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(), pid="trimul_floor")
+    assert verdict(record) == "Time Below Hardware Floor", first_failure(record)
+    assert "below this benchmark's hardware floor" in first_failure(record)
+    assert "value" not in record and record["score"] < 100
+    assert record["gpu"]["peaks"]["source"] == "package"
+
+
+def test_every_gpu_judges_one_candidate_at_a_time(stand_in: JudgeProcess) -> None:
+    """Four candidates at once on two stand-in GPUs: both GPUs judge, their trials never
+    overlap on one GPU, and /health shows each GPU's state while and after they run."""
+    code = (PROGRAMS / "honest.py").read_text()
+    sids = [submit_program(stand_in.url, f"{code}\n# copy {n}\n") for n in range(4)]
+    seen_judging: set[int] = set()
+    records: dict[int, dict] = {}
+    deadline = time.monotonic() + 900
+    while len(records) < len(sids) and time.monotonic() < deadline:
+        health = httpx.get(f"{stand_in.url}/health", timeout=10).json()
+        for gpu in health["gpu"]["gpus"]:
+            if gpu["state"] == "judging":
+                assert gpu["submission"] and gpu["since"], gpu
+                seen_judging.add(gpu["index"])
+        for sid in sids:
+            if sid not in records:
+                answer = httpx.get(f"{stand_in.url}/result/{sid}", timeout=10).json()
+                if answer["status"] != "queued":
+                    records[sid] = answer
+        time.sleep(0.2)  # polling, bounded by the deadline
+    assert len(records) == len(sids)
+    assert all(verdict(r) == "valid" for r in records.values()), [first_failure(r) for r in
+                                                                   records.values()]  # fmt: skip
+    by_gpu: dict[int, list[tuple[float, float]]] = {}
+    for record in records.values():
+        timing = record["timing"]
+        by_gpu.setdefault(timing["gpu"], []).append((timing["startedAt"], timing["endedAt"]))
+    assert sorted(by_gpu) == list(range(STAND_IN_GPUS)), by_gpu  # every GPU used
+    for intervals in by_gpu.values():
+        intervals.sort()
+        for (_, end), (start, _) in itertools.pairwise(intervals):
+            assert end <= start, intervals  # one candidate at a time on a GPU
+    assert seen_judging, "/health never showed a GPU judging"
+    final = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+    assert all(gpu["state"] == "idle" and gpu["judged"] >= 1 for gpu in final), final

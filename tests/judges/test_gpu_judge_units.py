@@ -1,0 +1,328 @@
+"""The GPU judge's parts that need no GPU: timing rule, record, task check of a record, the
+harness's geometric-mean verdict, shared-memory layout, control block, channel, the charged
+probe waits, the sandbox command line and GPU discovery.
+
+Plain functions and real sockets, memory files and folders; the only stand-in is
+`test_probing_charges_only_waits_beyond_the_slack`'s probe timings, which stand for a GPU that
+is busy with another process's work (they are a list of durations, not a GPU).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+
+from harness.adapters.judge.verdict import Scoring, judge_verdict
+from judges.gpu import devices
+from judges.gpu.launch import LaunchSpec, gpu_bwrap_argv
+from judges.gpu.package import GpuCase
+from judges.gpu.record import NOT_RUN, build_record, read_lines
+from judges.gpu.sandboxed import control, layout
+from judges.gpu.sandboxed.channel import Channel
+from judges.gpu.session import IdleProbe, charged_waits
+from judges.gpu.timing import StoppingRule, combine_seed, geometric_mean, stats
+
+REPO = Path(__file__).resolve().parents[2]
+TASK = REPO / "harbor" / "trimul"
+
+
+def _load(path: Path, name: str) -> Any:
+    spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+score_check = _load(TASK / "tests" / "score_check.py", "trimul_score_check")
+
+CASES = (
+    GpuCase("test", 1, {"seqlen": 32, "seed": 1}),
+    GpuCase("test", 2, {"seqlen": 64, "seed": 2}),
+    GpuCase("benchmark", 1, {"seqlen": 256, "seed": 3}),
+    GpuCase("benchmark", 2, {"seqlen": 512, "seed": 4}),
+)
+SUITE = {"name": "public", "kind": "package", "label": "x", "comparableToFrontierCS": True}
+
+
+def test_stats_are_gpu_modes_with_the_sample_standard_deviation() -> None:
+    summary = stats([1.0, 2.0, 3.0, 6.0])
+    assert summary.mean == 3.0 and summary.best == 1.0 and summary.worst == 6.0
+    assert summary.std == pytest.approx(math.sqrt(14 / 3))
+    assert summary.err == pytest.approx(summary.std / 2)
+    assert stats([5.0]).std == 0.0
+    assert summary.to_json()["meanUs"] == pytest.approx(3e-3)
+
+
+def test_the_stopping_rule_needs_three_and_stops_on_error_budget_wall_or_a_hundred() -> None:
+    rule = StoppingRule(3, 100, 1e-3, time_budget_ns=30e9, wall_budget_ns=120e9)
+    steady = [1000.0, 1000.0]
+    assert not rule.done(steady, 0) and rule.done([*steady, 1000.0], 0)
+    noisy = [1000.0, 2000.0, 1500.0]
+    assert not rule.done(noisy, 0)
+    assert rule.done(noisy, 121e9)  # the benchmark's wall clock
+    assert StoppingRule(3, 100, 1e-3, time_budget_ns=4000).done(noisy, 0)  # 3 x 1500 > 4000
+    assert rule.done([1000.0 + (i % 7) * 100 for i in range(100)], 0)
+    assert not rule.done([1000.0 + (i % 7) * 100 for i in range(99)], 0)
+
+
+def test_geometric_mean_and_gpu_modes_seed_combination() -> None:
+    assert geometric_mean([1.0, 100.0]) == pytest.approx(10.0)
+    with pytest.raises(ValueError, match="positive finite"):
+        geometric_mean([1.0, 0.0])
+    assert combine_seed(3, 4) == 3 + 7 * 8 // 2
+
+
+def events(**overrides: Any) -> list[dict[str, Any]]:
+    timing = {"runs": 4, "meanUs": 100.25, "stdUs": 1.0, "errUs": 0.5, "bestUs": 99.0,
+              "worstUs": 101.0}  # fmt: skip
+    found = [
+        {"event": "meta", "gpu": "NVIDIA H200", "torch": "2.11"},
+        {"event": "startup", "status": "Accepted", "detail": "ready", "freezing": "cgroup"},
+        *({"event": "case", **case.to_json(), "runStatus": "Accepted", "durationNs": 5000,
+           "detail": "max abs error 1.000e-04", "calls": 1} for case in CASES[:2]),
+        {"event": "warmup", "calls": 5, "status": "Accepted"},
+        {"event": "case", **CASES[2].to_json(), "runStatus": "Accepted", "calls": 5,
+         "detail": "", "stats": timing, "charged": {"earlyNs": 0, "lateNs": 2000}},
+        {"event": "case", **CASES[3].to_json(), "runStatus": "Accepted", "calls": 5,
+         "detail": "", "stats": {**timing, "meanUs": 400.0}, "charged": {}},
+        {"event": "end", "status": "done", "healthyAfter": None},
+    ]  # fmt: skip
+    return [e for e in found if overrides.get(e.get("event"), True)]
+
+
+def test_a_passing_trial_becomes_a_record_whose_value_is_the_geometric_mean() -> None:
+    record = build_record(CASES, events(), SUITE)
+    assert record["status"] == "done" and record["passed"] and record["score"] == 100.0
+    assert record["valueMean"] == "geometric"
+    assert record["value"] == pytest.approx(math.sqrt(100.25 * 400.0))
+    bench = record["cases"][2]
+    assert bench["value"] == 100.25 and bench["timing"]["runs"] == 4
+    assert bench["timing"]["lateUs"] == 2.0 and bench["status"] == "Correct"
+    assert bench["msg"].startswith("pass: benchmark 1 (seqlen: 256; seed: 3): mean 100.250000 us")
+    assert (
+        record["cases"][0]["msg"] == "pass: test 1 (seqlen: 32; seed: 1): max abs error 1.000e-04"
+    )
+    assert record["gpu"]["healthyAfter"] is True and record["warmup"]["calls"] == 5
+    assert all(score_check.check_case(case) is None for case in record["cases"])
+    verdict = judge_verdict(record, score_check.check_case, {}, Scoring("min", "geomean"))
+    assert verdict.valid and verdict.raw_score == record["value"]
+    assert verdict.reward == pytest.approx(1 / record["value"])
+
+
+def test_a_failing_call_ends_the_trial_and_the_rest_is_not_run() -> None:
+    found = events()
+    found[3] = {"event": "case", **CASES[1].to_json(), "runStatus": "Wrong Answer",
+                "detail": "3 of 8 elements differ", "calls": 1}  # fmt: skip
+    found = [e for e in found if e.get("kind") != "benchmark"]
+    record = build_record(CASES, found, SUITE)
+    assert not record["passed"] and "value" not in record
+    statuses = [case["runStatus"] for case in record["cases"]]
+    assert statuses == ["Accepted", "Wrong Answer", "Not Run", "Not Run"]
+    assert record["cases"][1]["msg"].startswith("Wrong Answer: test 2 (seqlen: 64; seed: 2): 3 of")
+    assert record["cases"][3]["msg"] == NOT_RUN and record["score"] == 25.0
+    verdict = judge_verdict(record, score_check.check_case, {}, Scoring("min", "geomean"))
+    assert not verdict.valid and "no certified value" in verdict.message
+
+
+def test_a_trial_without_its_end_is_the_judges_fault() -> None:
+    assert build_record(CASES, events(end=False), SUITE)["errorKind"] == "judge"
+    failed = [*events(end=False), {"event": "end", "status": "judge_error", "error": "boom"}]
+    record = build_record(CASES, failed, SUITE)
+    assert record == {"status": "error", "error": "Error: judge failure: boom",
+                      "errorKind": "judge"}  # fmt: skip
+    assert read_lines('{"event": "end"}\n{"torn') == [{"event": "end"}]
+
+
+def test_a_candidate_that_does_not_import_fails_the_first_case() -> None:
+    found = [{"event": "startup", "status": "Runtime Error", "detail": "SyntaxError"},
+             {"event": "end", "status": "done"}]  # fmt: skip
+    record = build_record(CASES, found, SUITE)
+    assert [c["runStatus"] for c in record["cases"]][:2] == ["Runtime Error", "Not Run"]
+    assert "the candidate did not start: SyntaxError" in record["cases"][0]["msg"]
+
+
+def test_the_task_check_refuses_a_forged_or_inconsistent_case() -> None:
+    record = build_record(CASES, events(), SUITE)
+    bench = dict(record["cases"][2])
+    assert score_check.check_case({**bench, "value": 50.0}) is not None
+    assert score_check.check_case({**bench, "msg": "Ratio: 1"}) is not None
+    test = dict(record["cases"][0])
+    assert score_check.check_case({**test, "value": 1.0}) is not None
+    assert score_check.check_case({**test, "scoreRatio": 0.0, "msg": "anything"}) is None
+    verdict = judge_verdict({**record, "value": 1.0}, score_check.check_case, {},
+                            Scoring("min", "geomean"))  # fmt: skip
+    assert not verdict.valid and "disagrees" in verdict.message
+
+
+def test_the_in_container_verifier_agrees_with_the_harness_on_a_timing_record(
+    tmp_path: Path,
+) -> None:
+    verify = _load(TASK / "tests" / "verify.py", "trimul_verify")
+    record = build_record(CASES, events(), SUITE)
+    verify.judge = lambda *args, **kwargs: record  # the judge's answer, without a judge
+    solution = tmp_path / "solution.py"
+    solution.write_text("def custom_kernel(data): ...\n")
+    reward, _reason, details = verify.score(solution, {})
+    assert reward == pytest.approx(1 / record["value"]) and details["raw_score"] == record["value"]
+    verify.judge = lambda *args, **kwargs: {**record, "value": 2 * record["value"]}
+    assert verify.score(solution, {})[0] == 0.0
+
+
+def test_the_layout_round_trips_nested_data_through_one_pool() -> None:
+    weights = {"w": torch.ones(5, dtype=torch.bfloat16), "b": torch.zeros(())}
+    data = (torch.arange(6.0).view(2, 3), torch.tensor([1, 0]), weights, {"dim": 3})
+    tree, tensors, nbytes = layout.flatten(data)
+    assert nbytes % layout.ALIGN == 0 and json.loads(json.dumps(tree)) == tree
+    pool = torch.zeros(nbytes, dtype=torch.uint8)
+    layout.pack(pool, tree, tensors)
+    again = layout.rebuild(tree, pool)
+    assert isinstance(again, tuple) and again[3] == {"dim": 3}
+    assert torch.equal(again[0], data[0]) and torch.equal(again[1], data[1])
+    assert torch.equal(again[2]["w"], data[2]["w"]) and again[2]["b"].shape == ()
+    assert again[0].untyped_storage().data_ptr() == pool.untyped_storage().data_ptr()
+    with pytest.raises(ValueError, match="cannot be shared"):
+        layout.flatten((object(),))
+
+
+def test_the_control_block_is_shared_and_its_descriptor_checked() -> None:
+    block = control.Control.create()
+    other = control.Control(os.dup(block.fd))
+    block.set(control.GO, 7)
+    assert other.get(control.GO) == 7 and other.wait(control.GO, 7, 1.0)
+    assert not other.wait(control.DONE, 1, 0.01)
+    output = control.OutputDescriptor(b"h" * 64, 256, 4096, "bfloat16", (2, 3), (3, 1))
+    other.write_output(output)
+    assert block.read_output() == output
+    other.set(control.OUTPUT_OFFSET // 8 + 10, 99)  # the dtype code slot: not a known dtype
+    with pytest.raises(ValueError, match="malformed output descriptor"):
+        block.read_output()
+
+
+def test_the_channel_carries_messages_and_descriptors() -> None:
+    ours, theirs_socket = Channel.pair()
+    theirs = Channel(theirs_socket)
+    read, write = os.pipe()
+    ours.send({"op": "case", "layout": {"value": 1}}, [write])
+    message, fds = theirs.receive(1.0)
+    assert message == {"op": "case", "layout": {"value": 1}} and len(fds) == 1
+    os.write(fds[0], b"x")
+    assert os.read(read, 1) == b"x"
+    with pytest.raises(TimeoutError):
+        theirs.receive(0.01)
+    ours.close()
+    with pytest.raises(ConnectionError):
+        theirs.receive(1.0)
+
+
+def test_probing_charges_only_waits_beyond_the_slack(monkeypatch: pytest.MonkeyPatch) -> None:
+    probe = IdleProbe("cpu", lambda: None)
+    probe.median_ns = 20_000
+    durations = iter([400_000, 90_000, 30_000, 20_000])  # busy (other work), then on time
+    monkeypatch.setattr(probe, "once", lambda: next(durations))
+    assert probe.until_idle(1.0) == 380_000 + 70_000  # 30 us is within the probe's slack
+    assert probe.busy_ns(44_000) == 0 and probe.busy_ns(46_000) == 26_000
+    assert charged_waits(1_000_000, 20_000, 20_000) == 0  # within 25 us
+    assert charged_waits(1_000_000, 125_000, 0) == 95_000  # slack: 3 % of 1 ms = 30 us
+    assert charged_waits(10_000_000, 250_000, 300_000) == 0  # within 3 % of a 10 ms call
+    assert charged_waits(10_000_000, 0, 1_300_000) == 1_000_000
+
+
+def test_the_gpu_sandbox_has_no_network_one_gpu_and_keeps_the_host_pid_namespace() -> None:
+    spec = LaunchSpec(
+        bwrap="bwrap", runner="/judge-runner", python="/opt/py/bin/python3", box="/scratch/box",
+        backend="cuda", entry="custom_kernel",
+        device_nodes=("/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm"),
+        python_dirs=("/opt/py",), tmpfs_bytes=1 << 30, cgroup_dirs=("/sys/fs/cgroup/x",),
+        uid=64003, env={"CUDA_VISIBLE_DEVICES": "GPU-abc"},
+    )  # fmt: skip
+    argv = gpu_bwrap_argv(spec, 5, 6)
+    assert {"--unshare-user", "--unshare-net", "--unshare-ipc", "--disable-userns"} <= set(argv)
+    assert "--unshare-pid" not in argv and "--unshare-all" not in argv
+    pairs = list(itertools.pairwise(argv))
+    assert ("--dev-bind", "/dev/nvidia3") in pairs and "/dev/nvidia0" not in argv
+    assert ("--ro-bind", "/opt/py") in pairs and ("--ro-bind", "/scratch/box") in pairs
+    assert argv[argv.index("--size") + 1] == str(1 << 30)
+    # The interpreter is bound after the private /tmp, so a venv under the host's /tmp (a
+    # checkout there) is not hidden by it (a fresh clone under /tmp failed every case so).
+    assert argv.index("--tmpfs") < argv.index("/opt/py")
+    command = ["/opt/py/bin/python3", "-I", "-B", "/box/judge/worker.py", "5", "6", "cuda"]
+    assert argv[-8:] == [*command, "custom_kernel"] and argv[-9] == "--"
+    settings = {argv[i + 1]: argv[i + 2] for i, word in enumerate(argv) if word == "--setenv"}
+    assert settings["CUDA_VISIBLE_DEVICES"] == "GPU-abc" and settings["NCCL_NVLS_ENABLE"] == "0"
+
+
+def test_gpus_are_read_from_the_driver_in_bus_order_and_selected_by_number(
+    tmp_path: Path,
+) -> None:
+    for bus, minor, uuid in (("0000:81:00.0", 3, "GPU-b"), ("0000:01:00.0", 0, "GPU-a")):
+        (tmp_path / bus).mkdir()
+        (tmp_path / bus / "information").write_text(
+            f"Model: \t\t NVIDIA H200\nGPU UUID: \t {uuid}\nDevice Minor: \t {minor}\n"
+            "Bus Location: \t 0000:00:00.0\n"
+        )
+    found = devices.discover(tmp_path)
+    assert [(g.index, g.uuid, g.nodes[0]) for g in found] == [
+        (0, "GPU-a", "/dev/nvidia0"), (1, "GPU-b", "/dev/nvidia3")]  # fmt: skip
+    assert devices.select(found, "1") == [found[1]] and devices.select(found, "all") == found
+    with pytest.raises(ValueError, match="there is no GPU 3"):
+        devices.select(found, "0,3")
+    with pytest.raises(devices.NoGpu, match="no NVIDIA driver here"):
+        devices.discover(tmp_path / "absent")
+
+
+def test_the_sandbox_never_binds_a_folder_holding_the_judges_files(tmp_path: Path) -> None:
+    venv = tmp_path / "venv"
+    (venv / "site").mkdir(parents=True)
+    facts = {"dirs": [str(venv), str(venv / "site"), "/usr"]}
+    assert devices.sandbox_dirs(facts, [tmp_path / "state"]) == [str(venv.resolve())]
+    with pytest.raises(devices.NoGpu, match="must not see"):
+        devices.sandbox_dirs({"dirs": [str(tmp_path)]}, [tmp_path / "state"])
+
+
+def test_the_done_to_described_window_is_charged_beyond_its_slack_and_not_twice() -> None:
+    # 1 ms call: slack 30 us; the window (already less its calibrated allowance) and the late
+    # probes overlap, so the larger of the two is charged, once.
+    assert charged_waits(1_000_000, 0, 0, 20_000) == 0
+    assert charged_waits(1_000_000, 0, 0, 530_000) == 500_000
+    assert charged_waits(1_000_000, 0, 230_000, 530_000) == 500_000
+    assert charged_waits(1_000_000, 0, 630_000, 530_000) == 600_000
+    assert charged_waits(1_000_000, 130_000, 0, 530_000) == 100_000 + 500_000
+
+
+def test_the_hardware_floor_is_the_slower_of_bytes_at_peak_bandwidth_and_flops_at_peak() -> None:
+    from judges.gpu.limits import Peaks, choose, peaks_from
+
+    # An H100 SXM's driver attributes: 1980 MHz boost, 132 SMs, HBM3 at 2619 MHz on 5120 bits.
+    h100 = peaks_from({"clock_khz": 1_980_000, "sms": 132, "memory_clock_khz": 2_619_000,
+                       "bus_width_bits": 5120, "major": 9, "minor": 0})  # fmt: skip
+    assert h100.bandwidth == pytest.approx(3.352e12, rel=1e-3)  # 2 x 2619 MHz x 640 bytes
+    assert h100.flops == pytest.approx(132 * 1.98e9 * 8192)  # FP8 dense, ~2.14 PFLOP/s
+    assert h100.floor_ns({"bytes": 3.352e9, "flops": 0}) == pytest.approx(1e6, rel=1e-3)
+    assert h100.floor_ns({"bytes": 0, "flops": 2.14e12}) == pytest.approx(1e6, rel=2e-3)
+    assert h100.floor_ns(None) == 0.0 and Peaks().floor_ns({"bytes": 1e12}) == 0.0
+    unknown = peaks_from({"clock_khz": 1_000_000, "sms": 10, "memory_clock_khz": 1,
+                          "bus_width_bits": 8, "major": 12, "minor": 0})  # fmt: skip
+    assert unknown.flops == 10 * 1e9 * 8192  # an unknown architecture: the largest per-cycle
+    chosen = choose(Peaks(), 1000.0, None)
+    assert (chosen.bandwidth, chosen.flops, chosen.source) == (1000.0, 0.0, "package")
+    assert choose(h100, None, None) is h100
+
+
+def test_trimuls_minimum_work_is_below_what_its_reference_does() -> None:
+    reference = _load(TASK / "judge" / "trimul" / "reference.py", "trimul_reference_units")
+    work = reference.minimum_work(seqlen=1024, bs=1, dim=384, hiddendim=128, seed=1,
+                                  nomask=True, distribution="normal")  # fmt: skip
+    elements = 1024 * 1024 * 384
+    assert work["bytes"] == 6 * elements  # the float32 input read, the output at 2 bytes
+    assert work["flops"] == 2 * 1024**3 * 128  # the triangle contraction alone
+    # On an H200 (4.8 TB/s, ~2 PFLOP/s FP8) that is ~0.5 ms, against ~20 ms for fast_bf16.
+    assert work["bytes"] / 4.8e12 < 0.6e-3
