@@ -31,9 +31,10 @@ from typing import Any
 
 from harness.adapters.child_process import start_tied
 from harness.adapters.judge.process import LocalJudge
+from harness.observe.wandb_sink import name_wandb_runs
 from harness.settings.document import RunSettingsError
-from harness.settings.run_copy import judge_url_given, write_run_copy
-from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
+from harness.settings.run_copy import judge_url_given, run_section, write_run_copy
+from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings, scenario_name
 from harness.settings.task_dirs import task_dir_of
 from harness.storage.resume_state import RESUME_STATE, ResumeState, RunIdentity
 
@@ -80,8 +81,24 @@ def prepare(request: FrontDoor, environ: Mapping[str, str]) -> tuple[Path, RunSe
         request.sets,
         environ=environ,
         check=same_identity,
+        edit=lambda document: name_own_wandb_runs(document, Path(state_dir)),
     )
     return copy, RunSettings.load(copy, environ=environ)
+
+
+def name_own_wandb_runs(document: dict[str, Any], state_dir: Path) -> None:
+    """Give the copy's `observability.wandb` block this run's own W&B names (from the state
+    directory's run id), so that Reef's tracker, which derives its run ids from them, never
+    shares an id with another run's and a resumed run continues its own (docs/observability.md)."""
+    block = (document.get("observability") or {}).get("wandb")
+    if not isinstance(block, dict):
+        return
+    section: Any = document
+    for key in run_section(document):
+        section = section.get(key) if isinstance(section, dict) else None
+    task = section.get("task") if isinstance(section, dict) else None
+    if isinstance(task, str) and task:
+        name_wandb_runs(block, scenario_name(task), state_dir)
 
 
 def same_identity(settings: RunSettings) -> None:

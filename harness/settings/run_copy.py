@@ -155,10 +155,13 @@ def write_run_copy(
     *,
     environ: Mapping[str, str] | None = None,
     check: Callable[[RunSettings], None] | None = None,
+    edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> Path:
     """Write the run's settings copy into `state_dir` (see the module docstring) and return its
-    path. Raises `RunSettingsError` naming the key for a wrong override, or what `check` (given
-    the new settings, e.g. the resume's identity check) raises; nothing is written then."""
+    path. `edit` changes the document once the overrides are in (e.g. the W&B names of the
+    run's own id). Raises `RunSettingsError` naming the key for a wrong override, or what
+    `check` (given the new settings, e.g. the resume's identity check) raises; nothing is
+    written then."""
     config = Path(config).expanduser().resolve()
     state_dir = Path(state_dir).expanduser().resolve()
     try:
@@ -168,6 +171,8 @@ def write_run_copy(
     changes = {**previous_overrides(state_dir), **overrides_of(named or {}, parse_set(sets))}
     apply_overrides(document, changes, state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
+    if edit is not None:
+        edit(document)
     copy = state_dir / copy_name(document)
     header = (
         f"# Written by `guidance-ttt run` from {config}, with what its command line changed\n"

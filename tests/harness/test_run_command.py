@@ -23,7 +23,7 @@ import yaml
 
 from harness.settings.document import RunSettingsError
 from harness.settings.run_copy import OVERRIDES_FILE, judge_url_given, write_run_copy
-from harness.settings.run_settings import RunSettings
+from harness.settings.run_settings import RunSettings, scenario_name
 
 REPO = Path(__file__).resolve().parents[2]
 FROZEN = REPO / "serve-frozen.yaml"
@@ -48,6 +48,33 @@ def test_the_command_line_lands_in_the_runs_copy_and_is_remembered(tmp_path: Pat
     recorded = json.loads((state / OVERRIDES_FILE).read_text())
     assert recorded["settings_file"] == str(FROZEN)
     assert recorded["overrides"]["steps"] == 3
+
+
+def test_plain_runs_copies_give_reefs_tracker_ids_of_their_own(tmp_path: Path) -> None:
+    """Two plain runs of one task and a resume of the first, through `guidance-ttt run`'s copy
+    (`front_door.prepare`): Reef's tracker ids — its own `stable_run_id`, from the names in the
+    copy Reef is started with — differ between the runs, and the resume keeps its run's."""
+    from reef.observability.wandb import stable_run_id
+
+    from harness.run.front_door import FrontDoor, prepare
+
+    def reef_id(state: Path) -> str:
+        copy, settings = prepare(FrontDoor(config=FROZEN, state_dir=state), ENV)
+        block = yaml.safe_load(copy.read_text())["observability"]["wandb"]
+        scenario = scenario_name(settings.task)
+        return stable_run_id(
+            project=block["project"],
+            entity=block["entity"],
+            group=f"{block['group_prefix']}/{scenario}",
+            name_prefix=block["name_prefix"],
+            scenario=scenario,
+            recipe="tttd",
+            run_segment=0,
+        )
+
+    first, other, again = (reef_id(tmp_path / name) for name in ("a", "b", "a"))
+    assert first != other
+    assert again == first
 
 
 @pytest.mark.parametrize(
