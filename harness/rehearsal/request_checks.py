@@ -26,6 +26,8 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
+from harness.endpoints import OPENROUTER_FIELDS
+
 MODES = ("lenient", "strict", "sglang", "openrouter")
 
 #: SGLang ChatCompletionRequest's declared fields beyond OpenAI's (protocol.py, commit above).
@@ -78,43 +80,9 @@ SGLANG_EXTRAS = frozenset(
     }
 )
 
-#: OpenRouter's documented request parameters (the pages above).
-OPENROUTER_DOCUMENTED = frozenset(
-    {
-        "messages",
-        "prompt",
-        "model",
-        "response_format",
-        "stop",
-        "stream",
-        "max_tokens",
-        "temperature",
-        "tools",
-        "tool_choice",
-        "parallel_tool_calls",
-        "seed",
-        "top_p",
-        "top_k",
-        "frequency_penalty",
-        "presence_penalty",
-        "repetition_penalty",
-        "logit_bias",
-        "logprobs",
-        "top_logprobs",
-        "min_p",
-        "top_a",
-        "prediction",
-        "transforms",
-        "models",
-        "route",
-        "provider",
-        "user",
-        "reasoning",
-        "usage",
-        "structured_outputs",
-        "verbosity",
-    }
-)
+#: OpenRouter's documented request parameters (the pages above): one list, the project's own
+#: (`harness.endpoints.OPENROUTER_FIELDS`, copied from those pages), so the two cannot drift.
+OPENROUTER_DOCUMENTED = OPENROUTER_FIELDS
 
 OPENROUTER_EFFORTS = ("xhigh", "high", "medium", "low", "minimal", "none")
 
