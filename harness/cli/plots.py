@@ -122,17 +122,9 @@ def plot(
     shows after a colon. `reference_line` (score, label) draws a labelled horizontal line,
     e.g. the human-expert score."""
     plt = _pyplot()
-    from matplotlib.ticker import MaxNLocator
-
     path.parent.mkdir(parents=True, exist_ok=True)
     health_path = path.with_name(f"{path.stem}-health{path.suffix or '.png'}")
-    steps = series.steps
-    better = "higher" if series.direction == "max" else "lower"
-    pick = max if series.direction == "max" else min
-    rollouts = any(st.scores is not None for st in steps)
     base = title or series.task
-    title = f"{base}: " + ("every rollout's score per step" if rollouts else "best so far per step")
-
     figure, (ax, strip) = plt.subplots(
         2,
         1,
@@ -142,147 +134,10 @@ def plot(
         layout="constrained",
     )
     try:
-        ax.grid(alpha=0.3, zorder=0)
-        ax.set_axisbelow(True)
-        # Invalid rollouts have no score: they go in their own strip below the score axis, so
-        # they are never mistaken for low valid ones.
-        strip.set_ylim(0, 1)
-        strip.set_yticks([])
-        strip.set_ylabel("no score", fontsize=8)
-        strip.grid(alpha=0.3, axis="x")
-        valid_xy = [
-            (x, s)
-            for st in steps
-            for x, s in zip(_spread(st.step, len(st.scores or ())), st.scores or (), strict=True)
-        ]
-        valid_art = invalid_art = mean_line = best_line = ref_line = None
-        if valid_xy:
-            valid_art = ax.scatter(
-                *zip(*valid_xy, strict=True),
-                s=14,
-                alpha=0.55,
-                color="tab:blue",
-                label="valid rollout",
-            )
-        invalid_arts = _no_score_strip(strip, steps)
-        invalid_art = next(iter(invalid_arts.values()), None)
-        scored = [st for st in steps if st.scores]
-        if scored:
-            (mean_line,) = ax.plot(
-                [st.step for st in scored],
-                [fmean(st.scores or ()) for st in scored],
-                color="tab:orange",
-                marker="D",
-                markersize=3.5,
-                linewidth=1,
-                label="step mean (valid)",
-            )
-            (best_line,) = ax.plot(
-                [st.step for st in scored],
-                [pick(st.scores or ()) for st in scored],
-                color="tab:purple",
-                marker="^" if series.direction == "max" else "v",
-                linestyle=":",
-                linewidth=1,
-                label=f"step {'max' if series.direction == 'max' else 'min'} (the step's best)",
-            )
-        (run_line,) = ax.plot(
-            [st.step for st in steps],
-            [st.best_so_far for st in steps],
-            drawstyle="steps-post",
-            color="tab:green",
-            linewidth=2.2,
-            marker="o",
-            markersize=3,
-            label="best so far",
-            zorder=4,
-        )
-        seed_line = ax.axhline(
-            series.seed,
-            color="black",
-            linestyle="--",
-            linewidth=1.4,
-            zorder=3,
-            label=f"seed {series.seed:.4f}",
-        )
-        if reference is not None:
-            (ref_line,) = ax.plot(
-                reference.steps,
-                reference.best_so_far,
-                drawstyle="steps-post",
-                color="gray",
-                linewidth=1.6,
-                linestyle="-.",
-                label=reference.label,
-                zorder=3,
-            )
-        extra_line = None
-        if reference_line is not None:
-            extra_line = ax.axhline(
-                reference_line[0],
-                color="tab:brown",
-                linestyle=(0, (6, 2)),
-                linewidth=1.4,
-                zorder=3,
-                label=f"{reference_line[1]} {reference_line[0]:.4f}",
-            )
-        # How many rollouts each step had and how many were valid, above the step.
-        counts = [(st.step, f"{st.valid}/{st.sampled}") for st in steps if st.valid is not None]
-        for step, text in counts:
-            ax.text(
-                step, 1.0, text, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
-                fontsize=7, color="dimgray",
-            )  # fmt: skip
-        ax.set_ylabel(f"score ({better} is better)")
-        strip.set_xlabel(X_LABEL)
-        ax.set_title(
-            title
-            + " (valid/sampled above each step)"
-            + (f"\n{series.note}" if series.note else ""),
-            fontsize=11,
-            pad=14,  # room for the count labels above the axes
-        )
-        strip.xaxis.set_major_locator(MaxNLocator(integer=True))
-        handles, names = ax.get_legend_handles_labels()
-        more, more_names = strip.get_legend_handles_labels()
-        ax.legend(handles + more, names + more_names, loc="best", fontsize=8)
-
+        arts = _draw_scores(ax, strip, series, reference, reference_line)
+        _decorate_scores(ax, strip, series, base)
         figure.savefig(path, dpi=120)
-        renderer = figure.canvas.get_renderer()
-        title_box = ax.title.get_window_extent(renderer)
-        drawn = {
-            "steps": [round(float(x)) for x in run_line.get_xdata()],
-            "best": [float(y) for y in run_line.get_ydata()],
-            "seed": float(seed_line.get_ydata()[0]),
-            "valid": [(round(float(x)), float(y)) for x, y in valid_art.get_offsets()]
-            if valid_art is not None
-            else [],
-            "invalid": sorted(
-                round(float(x)) for art in invalid_arts.values() for x, _ in art.get_offsets()
-            ),
-            "invalid_by_kind": {
-                kind: [round(float(x)) for x, _ in art.get_offsets()]
-                for kind, art in invalid_arts.items()
-            },
-            "mean": _pairs(mean_line) if mean_line is not None else [],
-            "step_best": _pairs(best_line) if best_line is not None else [],
-            "reference": _pairs(ref_line) if ref_line is not None else None,
-            "reference_line": (float(extra_line.get_ydata()[0]), reference_line[1])
-            if extra_line is not None and reference_line is not None
-            else None,
-            "counts": [(round(t.get_position()[0]), t.get_text()) for t in ax.texts],
-        }
-        scores_labels = {
-            **_labels(figure)[0],
-            "x": strip.get_xlabel(),
-            "invalid_apart": invalid_art is None or invalid_art.axes is strip,
-            "mean_marker": mean_line.get_marker() if mean_line is not None else None,
-            "y_limits": [float(y) for y in ax.get_ylim()],
-            "seed_above_grid": ax.get_axisbelow() is True and seed_line.get_zorder() > 1,
-            "counts_clear_of_title": not any(
-                t.get_window_extent(renderer).overlaps(title_box) for t in ax.texts
-            ),
-        }
+        drawn, scores_labels = _read_scores(figure, ax, strip, arts, reference_line)
     finally:
         plt.close(figure)
     health, health_labels = _health(plt, series, health_path, base)
@@ -307,6 +162,179 @@ def plot(
         health["failures"],
         drawn["invalid_by_kind"],
     )
+
+
+def _draw_scores(
+    ax: Any,
+    strip: Any,
+    series: Series,
+    reference: Reference | None,
+    reference_line: tuple[float, str] | None,
+) -> dict[str, Any]:
+    """The scores figure's data: every rollout, the step means and bests, the run's best so far,
+    the seed, the reference lines, and the rollouts without a score in their own strip; returns
+    the artists by name (None where there is nothing to draw)."""
+    steps = series.steps
+    pick = max if series.direction == "max" else min
+    ax.grid(alpha=0.3, zorder=0)
+    ax.set_axisbelow(True)
+    # Invalid rollouts have no score: they go in their own strip below the score axis, so
+    # they are never mistaken for low valid ones.
+    strip.set_ylim(0, 1)
+    strip.set_yticks([])
+    strip.set_ylabel("no score", fontsize=8)
+    strip.grid(alpha=0.3, axis="x")
+    arts: dict[str, Any] = dict.fromkeys(("valid", "mean", "best", "reference", "extra"))
+    valid_xy = [
+        (x, s)
+        for st in steps
+        for x, s in zip(_spread(st.step, len(st.scores or ())), st.scores or (), strict=True)
+    ]
+    if valid_xy:
+        arts["valid"] = ax.scatter(
+            *zip(*valid_xy, strict=True), s=14, alpha=0.55, color="tab:blue", label="valid rollout"
+        )
+    arts["invalid"] = _no_score_strip(strip, steps)
+    scored = [st for st in steps if st.scores]
+    if scored:
+        (arts["mean"],) = ax.plot(
+            [st.step for st in scored],
+            [fmean(st.scores or ()) for st in scored],
+            color="tab:orange",
+            marker="D",
+            markersize=3.5,
+            linewidth=1,
+            label="step mean (valid)",
+        )
+        (arts["best"],) = ax.plot(
+            [st.step for st in scored],
+            [pick(st.scores or ()) for st in scored],
+            color="tab:purple",
+            marker="^" if series.direction == "max" else "v",
+            linestyle=":",
+            linewidth=1,
+            label=f"step {'max' if series.direction == 'max' else 'min'} (the step's best)",
+        )
+    (arts["run"],) = ax.plot(
+        [st.step for st in steps],
+        [st.best_so_far for st in steps],
+        drawstyle="steps-post",
+        color="tab:green",
+        linewidth=2.2,
+        marker="o",
+        markersize=3,
+        label="best so far",
+        zorder=4,
+    )
+    arts["seed"] = ax.axhline(
+        series.seed,
+        color="black",
+        linestyle="--",
+        linewidth=1.4,
+        zorder=3,
+        label=f"seed {series.seed:.4f}",
+    )
+    if reference is not None:
+        (arts["reference"],) = ax.plot(
+            reference.steps,
+            reference.best_so_far,
+            drawstyle="steps-post",
+            color="gray",
+            linewidth=1.6,
+            linestyle="-.",
+            label=reference.label,
+            zorder=3,
+        )
+    if reference_line is not None:
+        arts["extra"] = ax.axhline(
+            reference_line[0],
+            color="tab:brown",
+            linestyle=(0, (6, 2)),
+            linewidth=1.4,
+            zorder=3,
+            label=f"{reference_line[1]} {reference_line[0]:.4f}",
+        )
+    return arts
+
+
+def _decorate_scores(ax: Any, strip: Any, series: Series, base: str) -> None:
+    """The scores figure's counts above each step, axis labels, title and legend."""
+    from matplotlib.ticker import MaxNLocator
+
+    steps = series.steps
+    better = "higher" if series.direction == "max" else "lower"
+    rollouts = any(st.scores is not None for st in steps)
+    title = f"{base}: " + ("every rollout's score per step" if rollouts else "best so far per step")
+    # How many rollouts each step had and how many were valid, above the step.
+    counts = [(st.step, f"{st.valid}/{st.sampled}") for st in steps if st.valid is not None]
+    for step, text in counts:
+        ax.text(
+            step, 1.0, text, transform=ax.get_xaxis_transform(), ha="center", va="bottom",
+            fontsize=7, color="dimgray",
+        )  # fmt: skip
+    ax.set_ylabel(f"score ({better} is better)")
+    strip.set_xlabel(X_LABEL)
+    ax.set_title(
+        title + " (valid/sampled above each step)" + (f"\n{series.note}" if series.note else ""),
+        fontsize=11,
+        pad=14,  # room for the count labels above the axes
+    )
+    strip.xaxis.set_major_locator(MaxNLocator(integer=True))
+    handles, names = ax.get_legend_handles_labels()
+    more, more_names = strip.get_legend_handles_labels()
+    ax.legend(handles + more, names + more_names, loc="best", fontsize=8)
+
+
+def _read_scores(
+    figure: Any,
+    ax: Any,
+    strip: Any,
+    arts: dict[str, Any],
+    reference_line: tuple[float, str] | None,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """What the saved scores figure shows, read back from its artists, and its labels."""
+    renderer = figure.canvas.get_renderer()
+    title_box = ax.title.get_window_extent(renderer)
+    invalid_arts = arts["invalid"]
+    invalid_art = next(iter(invalid_arts.values()), None)
+    valid_art, mean_line, best_line = arts["valid"], arts["mean"], arts["best"]
+    run_line, seed_line, ref_line, extra_line = (
+        arts["run"], arts["seed"], arts["reference"], arts["extra"]
+    )  # fmt: skip
+    drawn = {
+        "steps": [round(float(x)) for x in run_line.get_xdata()],
+        "best": [float(y) for y in run_line.get_ydata()],
+        "seed": float(seed_line.get_ydata()[0]),
+        "valid": [(round(float(x)), float(y)) for x, y in valid_art.get_offsets()]
+        if valid_art is not None
+        else [],
+        "invalid": sorted(
+            round(float(x)) for art in invalid_arts.values() for x, _ in art.get_offsets()
+        ),
+        "invalid_by_kind": {
+            kind: [round(float(x)) for x, _ in art.get_offsets()]
+            for kind, art in invalid_arts.items()
+        },
+        "mean": _pairs(mean_line) if mean_line is not None else [],
+        "step_best": _pairs(best_line) if best_line is not None else [],
+        "reference": _pairs(ref_line) if ref_line is not None else None,
+        "reference_line": (float(extra_line.get_ydata()[0]), reference_line[1])
+        if extra_line is not None and reference_line is not None
+        else None,
+        "counts": [(round(t.get_position()[0]), t.get_text()) for t in ax.texts],
+    }
+    labels = {
+        **_labels(figure)[0],
+        "x": strip.get_xlabel(),
+        "invalid_apart": invalid_art is None or invalid_art.axes is strip,
+        "mean_marker": mean_line.get_marker() if mean_line is not None else None,
+        "y_limits": [float(y) for y in ax.get_ylim()],
+        "seed_above_grid": ax.get_axisbelow() is True and seed_line.get_zorder() > 1,
+        "counts_clear_of_title": not any(
+            t.get_window_extent(renderer).overlaps(title_box) for t in ax.texts
+        ),
+    }
+    return drawn, labels
 
 
 def _no_score_strip(strip: Any, steps: Any) -> dict[str, Any]:
