@@ -1,8 +1,7 @@
 """The bounds every sandboxed run gets, set up and announced once at start-up.
 
 `memory_bound` finds the cgroup bound (`judges.cgroups.groups`: memory and processes, and one CPU
-per
-run where the cpu controller allows), weighs the judge's runs as `--workers` ordinary groups,
+per run where the cpu controller allows), weighs the judge's runs as `--workers` ordinary groups,
 and says on stderr which bounds are in force and how time limits are judged, as the operator
 needs to know before trusting a verdict.
 """

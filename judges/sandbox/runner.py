@@ -33,6 +33,9 @@ namespace; the kernel then counts processes per sandbox and a fork bomb stops at
 
 `Sandbox.execute` blocks; callers run it in worker threads. bwrap's `--die-with-parent` is tied to
 the thread that started it, which is why those threads live as long as the service.
+
+Just over the project's ~400 lines: one run's set-up, launch, accounting and clean-up are one
+sequence, and splitting it would put its invariants (who may kill what, when) in two places.
 """
 
 from __future__ import annotations

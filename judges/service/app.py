@@ -20,9 +20,8 @@
 
 `/submit` takes `pid`, `lang`, `code` as multipart (a file part named `code`, or text fields),
 JSON or urlencoded, like FrontierCS (`judges.service.requests` reads and validates them). Any call
-may
-be answered 503 with Retry-After under overload (`judges.service.connections`), and, where the token
-GUIDANCE_TTT_JUDGE_TOKEN is set (required to bind anything but loopback), any call but /health
+may be answered 503 with Retry-After under overload (`judges.service.connections`), and, where the
+token GUIDANCE_TTT_JUDGE_TOKEN is set (required to bind anything but loopback), any call but /health
 401 without `Authorization: Bearer <token>` (`judges.service.auth`). It prints
 `judge listening on http://HOST:PORT` once ready (`--port 0` picks a free port) and stops
 cleanly on SIGTERM or SIGINT (exit status 0).
@@ -30,6 +29,9 @@ cleanly on SIGTERM or SIGINT (exit status 0).
 Server stack: aiohttp. The judge's work is waiting on sandboxed subprocesses, which an asyncio
 server handles with one event loop and a small thread pool; aiohttp parses multipart bodies
 (file parts included) itself, so no hand-built parsing, and it is a long-maintained library.
+
+Longer than the project's ~400 lines on purpose: the routes, the flags and `main()`'s start-up
+read as one description of the service; what each route does is in the modules named above.
 """
 
 from __future__ import annotations

@@ -5,13 +5,11 @@ queue of at most `max_queue` submissions; a full queue refuses new ones (the ser
 with Retry-After). Two dispatchers take submissions in order, so one compiles while the other
 runs cases. Every sandboxed program — a compile or a case — holds one of `workers` slots, and
 an interactive case two (its candidate and its interactor run at once; `judges.service.slots`), so
-no
-more than `workers` programs run at once and a case's CPU time is not stretched by
+no more than `workers` programs run at once and a case's CPU time is not stretched by
 oversubscription; the cases of one submission run in parallel within that bound.
 
 The final record (see `judges.verdicts.judging`) is serialised once, in a worker thread, persisted
-before
-it becomes visible, and read back from disk as bytes (off the event loop) on every request:
+before it becomes visible, and read back from disk as bytes (off the event loop) on every request:
 results can be read any number of times and survive restarts, and serving a large one never
 holds up the event loop (health answers stay quick while hostile candidates are judged).
 Submissions that were accepted but not finished when the service stopped are queued again when

@@ -14,8 +14,7 @@ and written through no link, and only a regular file is taken for a compiled pro
 **Verdicts** follow FrontierCS: the case message is the checker's stdout, or its stderr when
 stdout is empty (testlib writes its verdict to stderr); the case is `ok` when the checker exits 0;
 the ratio is read from `Ratio: <x>` in that message (see `judges.verdicts.judging.case_record`). A
-message
-carrying `Value: <number>` also gives the case a raw `value` (a verifier's certified bound).
+message carrying `Value: <number>` also gives the case a raw `value` (a verifier's certified bound).
 """
 
 from __future__ import annotations
