@@ -158,7 +158,7 @@ def write_run_copy(
     edit: Callable[[dict[str, Any]], None] | None = None,
 ) -> Path:
     """Write the run's settings copy into `state_dir` (see the module docstring) and return its
-    path. `edit` changes the document once the overrides are in (e.g. the W&B names of the
+    path. `edit` changes the document once the copy is found valid (e.g. the W&B names of the
     run's own id). Raises `RunSettingsError` naming the key for a wrong override, or what
     `check` (given the new settings, e.g. the resume's identity check) raises; nothing is
     written then."""
@@ -171,8 +171,6 @@ def write_run_copy(
     changes = {**previous_overrides(state_dir), **overrides_of(named or {}, parse_set(sets))}
     apply_overrides(document, changes, state_dir)
     state_dir.mkdir(parents=True, exist_ok=True)
-    if edit is not None:
-        edit(document)
     copy = state_dir / copy_name(document)
     header = (
         f"# Written by `guidance-ttt run` from {config}, with what its command line changed\n"
@@ -186,6 +184,9 @@ def write_run_copy(
     except Exception:
         trial.unlink()
         raise
+    if edit is not None:  # only once the copy is valid: a refused one leaves nothing behind
+        edit(document)
+        write_copy(document, trial, header)
     os.replace(trial, copy)
     recorded = {"settings_file": str(config), "overrides": changes}
     (state_dir / OVERRIDES_FILE).write_text(json.dumps(recorded, indent=2) + "\n", "utf-8")
