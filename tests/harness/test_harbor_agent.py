@@ -23,6 +23,7 @@ from judge_fakes import LocalJudge
 
 from harness import HarborAgent
 from harness.adapters.judge.frontiercs import FrontierCSScorer
+from harness.archive.best import run_best
 from harness.run.harbor_agent import AGENT_NAME, AgentOptions
 from harness.run.local_environment import LocalEnvironment
 from harness.settings.run_settings import RunSettings
@@ -129,7 +130,10 @@ async def _run(config: TrialConfig):
 def test_trial_writes_best_candidate_into_the_workspace(trial: dict) -> None:
     result = trial["result"]
     assert result.exception_info is None, result.exception_info
-    best = trial["archive"].best_entry()
+    # The run's best (`harness.archive.best`, one definition: ties to the earliest, the seed
+    # first), which is what the agent writes out and what every report names.
+    best = run_best(trial["archive"])
+    assert best is not None
     written = (trial["container"] / "workspace" / "solution.cpp").read_text()
     assert written.strip() == best.solution.strip()
     # The task's verifier re-scored that file with the judge: the client's score of the file.
