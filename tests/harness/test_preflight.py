@@ -35,7 +35,7 @@ from harness.preflight.machine import (
     check_model,
     check_python,
 )
-from harness.preflight.report import CheckResult, PreflightReport
+from harness.preflight.report import LOG_WIDTH, CheckResult, PreflightReport
 from harness.preflight.services import check_executor, check_judge
 from harness.preflight.task import seed_program, seed_scorer
 from tests.reef_fixtures import free_port
@@ -624,7 +624,9 @@ def test_doctor_takes_its_defaults_from_serve_yaml_and_the_installed_task_from_a
     )
     assert done.returncode == 1, done.stderr
     assert "Guidance-TTT preflight" in done.stdout
-    assert max(len(line) for line in done.stdout.splitlines()) <= 80  # fits a terminal
+    # Not a terminal (captured): the table takes the log width, so no path breaks mid-word
+    # (harness.preflight.report.LOG_WIDTH); on a terminal it takes the terminal's width.
+    assert max(len(line) for line in done.stdout.splitlines()) <= LOG_WIDTH
     text = " ".join(done.stdout.split())
     assert dead in text  # FRONTIERCS_JUDGE_URL reached serve.yaml's judge_url
     assert str(tmp_path) not in text  # nothing resolved against the current directory
