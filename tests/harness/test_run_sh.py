@@ -86,11 +86,26 @@ def test_run_sh_in_frozen_mode_checks_the_guidance_endpoint_instead_of_gpus() ->
     assert "no GPUs?" not in done.stderr  # frozen mode needs none
 
 
+def _listed_row(lines: list[str], name: str) -> str:
+    """The row `name` of a preflight printed row by row (`harness.preflight.report`: "NAME:
+    STATUS", then its detail and "how to fix: ..." indented), in `table_row`'s form."""
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}: "))
+    status = lines[start][len(name) + 2 :].strip()
+    rest = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("  "):
+            break
+        rest.append(line.strip().removeprefix("how to fix: "))
+    return " | ".join([name, status, *rest])
+
+
 def table_row(table: str, name: str) -> str:
     """The text of the preflight table's row `name`, its wrapped continuation lines joined: the
     cells of each column are concatenated with single spaces."""
     lines = table.splitlines()
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"| {name} "))
+    start = next((i for i, line in enumerate(lines) if line.startswith(f"| {name} ")), None)
+    if start is None:  # printed row by row: a word (a long path) is wider than its column
+        return _listed_row(lines, name)
     rows = [lines[start]]
     for line in lines[start + 1 :]:
         cells = line.strip("|").split("|")
