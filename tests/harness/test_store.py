@@ -276,7 +276,7 @@ def test_imported_library_json_seeds_a_store_and_exports_unchanged(tmp_path):
 
 CHILD = """
 import sys
-sys.path.insert(0, {tests!r})
+sys.path[:0] = [{here!r}, {tests!r}]  # this test module's folder, then the shared helpers'
 from pathlib import Path
 from test_store import drive
 drive(Path({root!r}), steps={steps}, payload=20000)
@@ -293,7 +293,12 @@ def test_sigkill_at_random_moments_never_loses_or_tears_committed_state(fresh, t
     steps = 300
     reference = tmp_path / "reference"
     shutil.copytree(fresh, reference)
-    code = CHILD.format(tests=str(Path(__file__).parents[1]), root=str(fresh), steps=steps)
+    code = CHILD.format(
+        here=str(Path(__file__).parent),
+        tests=str(Path(__file__).parents[1]),
+        root=str(fresh),
+        steps=steps,
+    )
     delays = [0.45, 0.6, 0.35, 0.7, 0.5, 0.4, 0.65, 0.55]  # child start-up takes ~0.3 s
     last_committed = -1
     kills = 0
