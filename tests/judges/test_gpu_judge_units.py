@@ -326,3 +326,17 @@ def test_trimuls_minimum_work_is_below_what_its_reference_does() -> None:
     assert work["flops"] == 2 * 1024**3 * 128  # the triangle contraction alone
     # On an H200 (4.8 TB/s, ~2 PFLOP/s FP8) that is ~0.5 ms, against ~20 ms for fast_bf16.
     assert work["bytes"] / 4.8e12 < 0.6e-3
+
+
+def test_each_task_verifier_uses_its_own_score_check_whatever_was_loaded_before() -> None:
+    # The full suite loads every task's verifier in one process; a plain `import score_check`
+    # gave the second one the first one's module (the CI failure of 2026-12-01).
+    loaded = {
+        task.name: _load(task / "tests" / "verify.py", f"verify_{task.name}")
+        for task in sorted((REPO / "harbor").iterdir())
+        if (task / "tests" / "verify.py").is_file()
+    }
+    assert len(loaded) >= 2
+    for name, verify in loaded.items():
+        source = Path(verify.check_case.__code__.co_filename).resolve()
+        assert source == REPO / "harbor" / name / "tests" / "score_check.py"

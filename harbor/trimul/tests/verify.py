@@ -24,6 +24,7 @@ VERIFIER_RETRY_BACKOFF_S, VERIFIER_BUDGET_S (780: all attempts together, inside 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
 import os
@@ -34,8 +35,19 @@ from typing import Any
 
 import httpx
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from score_check import check_case  # the task's own hook, beside this file
+
+def _own_check_case() -> Any:
+    """This task's `score_check.check_case`, loaded from the file beside this one by path: an
+    `import score_check` could pick up another task's module of the same name already loaded."""
+    path = Path(__file__).resolve().parent / "score_check.py"
+    spec = importlib.util.spec_from_file_location(f"score_check_{path.parent.parent.name}", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.check_case
+
+
+check_case = _own_check_case()  # the task's own hook, beside this file
 
 DEFAULT_JUDGE_URL = "http://host.docker.internal:8081"
 TOKEN_ENV = "GUIDANCE_TTT_JUDGE_TOKEN"  # the judge's access token (docs/judge.md, "Access")
