@@ -57,6 +57,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
     """The settings run.sh needs, one shell-quoted `KEY=value` per line. The task directory is
     checked with the run's task text first (`harness.task_text`), as the run will load it."""
     from harness.contract import load_task
+    from harness.storage.run_files import preflight_usage_path
 
     settings = _settings(serve_yaml)
     load_task(Path(task_dir), settings.task_text)
@@ -73,6 +74,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
         "MODEL": settings.model,
         "TASK_DIR": task_dir,
         "SEED_FILE": Path(task_dir) / settings.seed_file,
+        "PREFLIGHT_USAGE_FILE": preflight_usage_path(settings.state_dir),
         "TASK_TEXT": settings.task_text,
         "STEPS": settings.steps,
         "STARTUP_DEADLINE_S": settings.startup_deadline_s,

@@ -64,7 +64,8 @@ frozen_hint() {
 preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
     --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
     --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
-    --executor "$EXECUTOR" --trial-environment "$TRIAL")
+    --executor "$EXECUTOR" --trial-environment "$TRIAL"
+    --usage-file "$PREFLIGHT_USAGE_FILE")
 if [ "$MODE" = frozen ]; then
     preflight+=(--guidance-url "$GUIDANCE_URL")
 fi

@@ -7,6 +7,9 @@ Sources, all read after the fact so accounting can never disturb a run:
 - guidance usage: the entry's `metadata.guidance_response_usage` when the rollout loop kept it,
   else Reef's stored inference record of the rollout's receipt (`payload.response.usage`, or
   the token counts of `payload.response.training`), fetched by `ReefRecordUsage`;
+- the preflight's calls: one real request each to the guidance endpoint (frozen mode) and the
+  executor before the run starts, logged as `preflight_usage` events (`preflight_usage`); they
+  belong to no step but are part of the run's cost and spend;
 - prices: `harness/observe/pricing.yaml`, overridden by the run settings' `harness.pricing`
   (read and checked by `harness.settings`)
   and by a YAML file (`--pricing FILE` or `GUIDANCE_TTT_PRICING`), model by model.
@@ -33,6 +36,8 @@ PRICING_ENV = "GUIDANCE_TTT_PRICING"
 EXECUTOR_USAGE_KEY = "execution_response_usage"
 GUIDANCE_USAGE_KEY = "guidance_response_usage"
 RECEIPT_KEY = "agent_record_id"
+#: The event the run logs for the preflight's real calls (fields `guidance`, `executor`: usage).
+PREFLIGHT_USAGE_EVENT = "preflight_usage"
 
 
 class PricingError(ValueError):
@@ -277,6 +282,18 @@ def total_usage(steps: Iterable[StepUsage]) -> StepUsage:
     total = StepUsage(-1)
     for item in steps:
         total = total + StepUsage(-1, item.executor, item.guidance)
+    return total
+
+
+def preflight_usage(events: Iterable[Mapping[str, Any]]) -> StepUsage:
+    """The tokens the preflight's real calls used, over every launch of the run: the sum of
+    its `preflight_usage` events (step -1: they belong to no step)."""
+    total = StepUsage(-1)
+    for event in events:
+        if event.get("event") == PREFLIGHT_USAGE_EVENT:
+            executor = Usage.from_openai(event.get("executor")) or Usage()
+            guidance = Usage.from_openai(event.get("guidance")) or Usage()
+            total = total + StepUsage(-1, executor, guidance)
     return total
 
 

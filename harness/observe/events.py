@@ -24,6 +24,8 @@ Kinds and their fields (every event also gets `ts`, seconds since the epoch):
 - `committed_library_rebuilt`: path, step, reason (on resume, the file was missing or differed
   from the hash its commit recorded, and was rebuilt from the store)
 - `run_finished`: next_step, best_raw_score
+- `preflight_usage`: guidance, executor (usage {prompt_tokens, completion_tokens, calls}): the
+  preflight's real calls before this launch, counted in the run's cost and spend
 - `error`: message, where
 """
 

@@ -3,8 +3,10 @@
 Each check returns a `CheckResult` — ready or missing, one line of detail and, when missing, how
 to fix it — and never raises: a check that crashes is itself reported as missing. `run.sh` runs
 this module before it starts anything, and `guidance-ttt doctor` can call `run_preflight` alone.
-Nothing here downloads, trains or writes: the model is only looked for (or found fetchable), the
-judge scores one given seed candidate, and the executor answers one 1-token request.
+Nothing here downloads or trains: the model is only looked for (or found fetchable), the judge
+scores one given seed candidate, and the executor (and a frozen run's guidance endpoint) answers
+one tiny request. The only file written is `--usage-file`, what those calls used, which the run
+counts in its cost.
 
 This module is the entry point: `run_preflight` runs the rows in table order, and `main` is the
 command line (`python -m harness.preflight`, `guidance-ttt doctor`), whose flags left out come
@@ -16,6 +18,7 @@ from `serve.yaml`. The rows live beside it: `machine` (Python, GPUs, model, git-
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -227,6 +230,14 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
         "host); checked as the trial row (default: not checked)",
     )
     parser.add_argument(
+        "--usage-file",
+        type=Path,
+        metavar="FILE",
+        help="write what the real model calls used (guidance, executor) to FILE, for the run "
+        "to count in its cost; ./run.sh passes <state>/guidance-run/preflight-usage.json "
+        "(default: not written)",
+    )
+    parser.add_argument(
         "--guidance-url",
         help="frozen-guidance mode: the guidance endpoint, checked instead of GPUs and model "
         "(default: serve-frozen.yaml's when --config names one, else none)",
@@ -326,10 +337,26 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
         local_judge=args.local_judge,
     )
     report.render(Console())
+    if args.usage_file is not None:
+        write_usage(args.usage_file, report)
     if report.ok:
         return 0
     print(report.failure_message(), file=sys.stderr)
     return 1
+
+
+def write_usage(path: Path, report: PreflightReport) -> None:
+    """Write the usage of the rows that made a real model call (`{"guidance": usage,
+    "executor": usage}`, OpenAI `usage` objects) to `path`, whole or not at all (a temporary
+    file renamed into place); nothing when no call reported usage. The run logs it as a
+    `preflight_usage` event and removes the file (harness.run.spend)."""
+    used = {check.name: check.usage for check in report.checks if check.usage}
+    if not used:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(used) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
 
 
 if __name__ == "__main__":

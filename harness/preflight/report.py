@@ -8,6 +8,7 @@ in logs) and names the missing rows in one line for stderr. Pure values: no chec
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from rich import box
 from rich.console import Console
@@ -20,21 +21,24 @@ LOG_WIDTH = 200
 
 @dataclass(frozen=True)
 class CheckResult:
-    """One row of the preflight table. `fix` is empty when the check is ready."""
+    """One row of the preflight table. `fix` is empty when the check is ready. `usage` is the
+    OpenAI `usage` of the real model call the check made (None: no call, or no usage given):
+    the run counts it in its cost."""
 
     name: str
     ready: bool
     detail: str
     fix: str = ""
+    usage: dict[str, Any] | None = None
 
     def line(self) -> str:
         """The row in one line: ``name: detail — fix`` (the fix only when missing)."""
         return f"{self.name}: {self.detail}" + (f" — {self.fix}" if self.fix else "")
 
 
-def ready_check(name: str, detail: str) -> CheckResult:
-    """A ready row: `detail` says what was found."""
-    return CheckResult(name, True, detail)
+def ready_check(name: str, detail: str, usage: dict[str, Any] | None = None) -> CheckResult:
+    """A ready row: `detail` says what was found; `usage`, what its model call used."""
+    return CheckResult(name, True, detail, usage=usage)
 
 
 def missing_check(name: str, detail: str, fix: str) -> CheckResult:

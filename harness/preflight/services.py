@@ -168,11 +168,13 @@ def check_guidance(
             f"the endpoint refused the request ({answer.status_code}): {message}",
             request_fix(message, shape, settings_key("harness.guidance.request")),
         )
-    used = _total_tokens(answer)
+    usage = _usage(answer)
+    used = _total_tokens(usage)
     return ready_check(
         "guidance",
         f"{url} serves {model!r} and answered a request of the run's shape "
-        f"(dialect {shape.describe()}; {used} tokens)",
+        f"(dialect {shape.describe()}; {used} tokens, counted in the run's cost)",
+        usage,
     )
 
 
@@ -236,12 +238,23 @@ def _model_ids(response: httpx.Response) -> list[str] | None:
     return [str(item.get("id")) for item in data if isinstance(item, dict) and item.get("id")]
 
 
-def _total_tokens(response: httpx.Response) -> int | str:
+def _usage(response: httpx.Response) -> dict[str, Any] | None:
+    """The answer's OpenAI `usage` object, None when it has none."""
     try:
-        usage = response.json().get("usage") or {}
-        return int(usage.get("total_tokens"))
-    except (ValueError, AttributeError, TypeError):
-        return "unknown"
+        usage = response.json().get("usage")
+    except (ValueError, AttributeError):
+        return None
+    return dict(usage) if isinstance(usage, dict) else None
+
+
+def _total_tokens(usage: dict[str, Any] | None) -> int | str:
+    """The call's total tokens as the row shows them (`total_tokens`, else prompt + completion)."""
+    counts = [(usage or {}).get(k) for k in ("total_tokens", "prompt_tokens", "completion_tokens")]
+    if isinstance(counts[0], int):
+        return counts[0]
+    if all(isinstance(c, int) for c in counts[1:]):
+        return counts[1] + counts[2]
+    return "unknown"
 
 
 def check_executor(
@@ -282,7 +295,7 @@ def check_executor(
     probe_backend = replace(backend, timeout_s=min(backend.timeout_s, timeout_s), max_retries=0)
     try:
         with ExecutionClient(probe_backend) as client:
-            detail = client.probe()
+            detail, usage = client.probe()
     except ExecutionHTTPError as exc:
         if exc.status in ACCESS_STATUSES or exc.status >= 500:
             return missing_check("executor", f"{label}: {exc}", fix)
@@ -302,7 +315,8 @@ def check_executor(
             fix = f"export {backend.api_key_env}=<your key>"
         return missing_check("executor", f"{label}: {exc}", fix)
     listing = "listed by /models; " if listed is not None else ""
-    return ready_check("executor", f"{label}: {listing}{detail}")
+    spent = f"; {_total_tokens(usage)} tokens, counted in the run's cost" if usage else ""
+    return ready_check("executor", f"{label}: {listing}{detail}{spent}", usage)
 
 
 def _listed_models(base_url: str, key: str) -> list[str] | None:

@@ -24,6 +24,7 @@ from harness.observe.cost import (
     PriceTable,
     StepUsage,
     Usage,
+    preflight_usage,
     total_usage,
     usage_by_step,
 )
@@ -108,8 +109,10 @@ def run_cost(
     *,
     in_flight: bool = True,
 ) -> tuple[StepUsage, CostEstimate]:
-    """The run's total usage (see `run_usage`) and its cost estimate."""
+    """The run's total usage (see `run_usage`, plus the preflight's real calls of every launch,
+    `preflight_usage`) and its cost estimate."""
     total = total_usage(run_usage(view, guidance, in_flight=in_flight).values())
+    total = total + preflight_usage(view.events)
     guide, executor = models(view)
     return total, prices.estimate(total.by_model(guide, executor))
 
@@ -170,6 +173,8 @@ def run_record(
             **usage.to_dict(),
             "cost": cost.to_dict(),
             "per_step": _per_step(view, prices, guidance),
+            # in the totals above, in no step: the preflight's real calls, every launch
+            "preflight": preflight_usage(view.events).to_dict(),
         },
         "selected_case": selected_case(view.archive),
         "provenance": provenance(view),

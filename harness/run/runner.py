@@ -36,7 +36,7 @@ from harness.run.crash_hook import crash_point
 from harness.run.recovery import check_committed_library, rebuild_lost_slots
 from harness.run.rollout import RolloutSettings
 from harness.run.services import RunServices
-from harness.run.spend import SpendLimit
+from harness.run.spend import SpendLimit, record_preflight_usage
 from harness.run.step import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
@@ -192,6 +192,7 @@ def _run_open(
         load_prices(None, settings_prices=settings.pricing),
         settings.model,
         services.executor.backend.model,
+        preflight=record_preflight_usage(settings.state_dir, events),
     )
     spend.require_prices(settings.arm_spec.guided)
     harness = GuidanceHarness(

@@ -1,11 +1,12 @@
 """The spend limit: `max_cost_usd` and/or `max_tokens` from serve.yaml, checked at step boundaries.
 
 Before each step the run adds up what its committed rollouts used (the tokens every entry
-records, priced with the run's price table, `harness.observe.cost`). When a limit is reached
-the run stops before the next step with `SpendLimitReached`, one line naming the limit, what
-was spent and the fix; the step that crossed it has completed and is committed, so raising the
-limit in serve.yaml and running the same command again resumes. When the spend first passes
-50 % and 80 % of a limit, a `spend_warning` event tells the live display.
+records, priced with the run's price table, `harness.observe.cost`) and what the preflight's
+real calls used before each launch (`preflight_usage` events, `record_preflight_usage`). When a
+limit is reached the run stops before the next step with `SpendLimitReached`, one line naming
+the limit, what was spent and the fix; the step that crossed it has completed and is committed,
+so raising the limit in serve.yaml and running the same command again resumes. When the spend
+first passes 50 % and 80 % of a limit, a `spend_warning` event tells the live display.
 
 A cost limit needs a price for every model that used tokens: a run with `max_cost_usd` whose
 models are unpriced is refused before its first step (an unknown price must not read as free).
@@ -13,12 +14,26 @@ models are unpriced is refused before its first step (an unknown price must not 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from harness.observe.cost import PriceTable, StepUsage, total_usage, usage_by_step
-from harness.observe.events import EventSink
+from harness.observe.cost import (
+    PREFLIGHT_USAGE_EVENT,
+    PriceTable,
+    StepUsage,
+    Usage,
+    preflight_usage,
+    total_usage,
+    usage_by_step,
+)
+from harness.observe.events import EventSink, read_events
 from harness.state import LibraryEntry
+from harness.storage.run_files import event_log_path, preflight_usage_path
+from harness.storage.state_files import StateFileError, exists, read_json_object
+
+log = logging.getLogger(__name__)
 
 #: The fractions of a limit at which the live display warns.
 WARN_AT = (0.5, 0.8)
@@ -47,6 +62,8 @@ class SpendLimit:
     prices: PriceTable
     guidance_model: str
     executor_model: str
+    #: What the preflight's real calls used (every launch so far): counted with the rollouts.
+    preflight: StepUsage = field(default_factory=lambda: StepUsage(-1))
     _warned: set[tuple[str, float]] = field(default_factory=set)
 
     @property
@@ -75,7 +92,7 @@ class SpendLimit:
     def spent(self, entries: Iterable[LibraryEntry]) -> Spent:
         """The tokens and cost of `entries` (rollout entries; the seed is skipped)."""
         by_step = usage_by_step(entries)
-        total: StepUsage = total_usage(by_step.values())
+        total: StepUsage = total_usage(by_step.values()) + self.preflight
         estimate = self.prices.estimate(total.by_model(self.guidance_model, self.executor_model))
         tokens = total.executor.total_tokens + total.guidance.total_tokens
         usd = None if estimate.unpriced else estimate.usd
@@ -128,3 +145,30 @@ class SpendLimit:
 
 def _amount(value: float, unit: str) -> str:
     return f"${value:,.4f}" if unit == "usd" else f"{int(value):,} tokens"
+
+
+def record_preflight_usage(state_dir: Path, events: EventSink) -> StepUsage:
+    """What the preflight's real calls used over every launch of the run in `state_dir`: the
+    `preflight_usage` events already in its event log, plus this launch's, which the preflight
+    left in `preflight-usage.json` and which is logged here as a `preflight_usage` event (and
+    the file removed, so the next launch does not count it again). The event log is for people,
+    so a damaged one only loses its earlier counts (logged)."""
+    try:
+        total = preflight_usage(read_events(event_log_path(state_dir)))
+    except StateFileError as exc:
+        log.warning("earlier preflight usage not counted: %s", exc)
+        total = StepUsage(-1)
+    path = preflight_usage_path(state_dir)
+    if not exists(path):
+        return total
+    try:
+        left = read_json_object(path)
+    except StateFileError as exc:
+        log.warning("the preflight's usage is not counted: %s", exc)
+        left = {}
+    guidance = Usage.from_openai(left.get("guidance")) or Usage()
+    executor = Usage.from_openai(left.get("executor")) or Usage()
+    if guidance.calls or executor.calls:
+        events.emit(PREFLIGHT_USAGE_EVENT, guidance=guidance.to_dict(), executor=executor.to_dict())
+    path.unlink(missing_ok=True)
+    return total + StepUsage(-1, executor, guidance)

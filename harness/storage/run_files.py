@@ -25,6 +25,9 @@ COMMITTED_LIBRARY = RUN_DIR / "committed-library.json"
 EVENTS_FILE = "events.jsonl"
 EVENT_LOG = RUN_DIR / EVENTS_FILE
 SEED_FILE = Path("solution") / "seed.json"
+#: What the preflight's real calls used, left by `python -m harness.preflight --usage-file` for
+#: the run to log as a `preflight_usage` event when it starts (then removed).
+PREFLIGHT_USAGE = RUN_DIR / "preflight-usage.json"
 #: The run's own id: made once when the state directory's run starts, read on every resume.
 RUN_ID_FILE = RUN_DIR / "run-id"
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
@@ -50,6 +53,11 @@ def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry
 def event_log_path(state_dir: Path) -> Path:
     """Where a run's `events.jsonl` lives: `<state_dir>/guidance-run/events.jsonl`."""
     return Path(state_dir) / EVENT_LOG
+
+
+def preflight_usage_path(state_dir: Path) -> Path:
+    """Where the preflight leaves its calls' usage (`<state>/guidance-run/preflight-usage.json`)."""
+    return Path(state_dir) / PREFLIGHT_USAGE
 
 
 def run_id(state_dir: Path, *, create: bool = True) -> str | None:

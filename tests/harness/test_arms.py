@@ -241,3 +241,46 @@ def test_prices_in_either_settings_file_are_checked_and_read(tmp_path: Path) -> 
         path.write_text(yaml.safe_dump(trained, sort_keys=False))
         with pytest.raises(RunSettingsError, match=r"pricing"):
             RunSettings.load(path, environ=env, base_dir=tmp_path)
+
+
+def test_the_preflights_calls_are_counted_in_the_spend_and_the_runs_cost(tmp_path: Path) -> None:
+    """What `python -m harness.preflight --usage-file` leaves (its guidance and executor calls'
+    usage) is logged by each launch of the run as one `preflight_usage` event, the file removed
+    so it is never counted twice, and both the spend limit and the run's cost add it up."""
+    import json
+
+    from harness.observe.cost import preflight_usage
+    from harness.observe.events import EventLog, read_events
+    from harness.preflight.doctor import write_usage
+    from harness.preflight.report import PreflightReport, ready_check
+    from harness.run.spend import record_preflight_usage
+    from harness.storage.run_files import event_log_path, preflight_usage_path
+
+    state = tmp_path / "state"
+    path, log_path = preflight_usage_path(state), event_log_path(state)
+    report = PreflightReport(
+        (
+            ready_check("python", "3.12"),  # made no call: not written
+            ready_check("guidance", "answered", {"prompt_tokens": 30, "completion_tokens": 4}),
+            ready_check("executor", "answered", {"prompt_tokens": 12, "completion_tokens": 1}),
+        )
+    )
+    totals = []
+    for _launch in range(2):
+        write_usage(path, report)
+        assert set(json.loads(path.read_text())) == {"guidance", "executor"}
+        events = EventLog(log_path)
+        totals.append(record_preflight_usage(state, events))
+        events.close()
+        assert not path.exists()
+    assert [t.guidance.total_tokens + t.executor.total_tokens for t in totals] == [47, 94]
+    assert totals[1] == preflight_usage(read_events(log_path))  # what status and export add
+    limit = SpendLimit(None, 100, PriceTable(), "g", "x", preflight=totals[1])
+    assert limit.spent([]).tokens == 94
+    with pytest.raises(SpendLimitReached, match="spent 194 tokens"):
+        limit.check(spent_entries(100, 1), 1, Events())
+    # A launch with nothing left by the preflight (it made no call) logs nothing new.
+    events = EventLog(log_path)
+    assert record_preflight_usage(state, events) == totals[1]
+    events.close()
+    assert len(read_events(log_path)) == 2

@@ -200,7 +200,8 @@ def test_the_guidance_preflight_sends_the_runs_body_and_names_the_refused_field(
     ready = check_guidance(
         strict.base_url, model="m", shape=RequestShape("openai"), settings_key=FROZEN_KEY
     )
-    assert ready.ready and "5 tokens" in ready.detail, ready
+    assert ready.ready and "5 tokens, counted in the run's cost" in ready.detail, ready
+    assert ready.usage == {"prompt_tokens": 3, "completion_tokens": 2, "total_tokens": 5}
     unknown = check_guidance(strict.base_url, model="gpt-9", shape=RequestShape("openai"))
     assert not unknown.ready and "not 'gpt-9'" in unknown.detail and "'m'" not in unknown.fix
     assert "GUIDANCE_TTT_GUIDANCE_MODEL" in unknown.fix
@@ -222,7 +223,13 @@ def test_the_executor_preflight_names_the_refused_field_and_the_setting(
     assert row.fix.startswith(
         "set recipe.config.guidance-ttt.harness.executor.request.drop: [top_k]"
     )
-    assert check_executor(replace(backend, request_options={}), settings_key=FROZEN_KEY).ready
+    ready = check_executor(replace(backend, request_options={}), settings_key=FROZEN_KEY)
+    assert ready.ready and ready.usage == {
+        "prompt_tokens": 3,
+        "completion_tokens": 2,
+        "total_tokens": 5,
+    }
+    assert "5 tokens, counted in the run's cost" in ready.detail
 
 
 def test_the_executor_request_block_shapes_the_configured_executor(tmp_path) -> None:  # type: ignore[no-untyped-def]

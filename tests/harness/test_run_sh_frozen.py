@@ -16,8 +16,11 @@ import pytest
 import yaml
 from judge_fakes import LocalJudge
 
+from harness.observe.cost import PriceTable, total_usage
+from harness.observe.events import read_events
 from harness.rehearsal.reef_process import free_port
 from harness.rehearsal.stand_ins import GuidanceScript, executor_reply
+from harness.results import load_run, run_cost, run_usage
 from harness.storage.store import read_committed
 from tests.harness.test_run_sh import table_row
 from tests.openai_fixture import OpenAIFixture
@@ -95,3 +98,14 @@ def test_frozen_run_sh_with_loopback_models_commits_a_step(tmp_path: Path) -> No
     resume = json.loads((state / "guidance-run" / "resume-state.json").read_text())
     assert resume["next_step"] == 1
     assert resume["executor_backend"]["model"] == EXECUTOR_MODEL
+    # The preflight's two real calls are logged once and are part of the run's cost.
+    logged = read_events(state / "guidance-run" / "events.jsonl")
+    calls = [e for e in logged if e["event"] == "preflight_usage"]
+    assert [(e["guidance"]["calls"], e["executor"]["calls"]) for e in calls] == [(1, 1)]
+    assert not (state / "guidance-run" / "preflight-usage.json").exists()
+    view = load_run(state)
+    total, _cost = run_cost(view, PriceTable())
+    rollouts = total_usage(run_usage(view).values())
+    preflight = calls[0]["guidance"]["prompt_tokens"] + calls[0]["guidance"]["completion_tokens"]
+    assert preflight > 0
+    assert total.guidance.total_tokens == rollouts.guidance.total_tokens + preflight

@@ -344,11 +344,12 @@ class ExecutionClient:
             repairs or None,
         )
 
-    def probe(self) -> str:
+    def probe(self) -> tuple[str, dict[str, Any] | None]:
         """A one-token request of the run's own shape (the backend's options, dialect and drop,
         a sampling seed) without retries, to show the service takes it (used by the preflight).
         Any 2xx completion with a choice counts, even with empty content; returns a
-        short description, raises an `ExecutionError` otherwise."""
+        short description and the answer's `usage` (None when it has none), raises an
+        `ExecutionError` otherwise."""
         body = build_request_body(
             self.backend, [{"role": "user", "content": "Reply with OK."}], max_tokens=1, seed=0
         )
@@ -359,7 +360,9 @@ class ExecutionClient:
             choice = _first_choice(payload)
         except ExecutionResponseError as exc:
             raise ExecutionResponseError(_redact(str(exc), key)) from None
-        return f"{self.backend.model} answered (finish_reason={choice.get('finish_reason')!r})"
+        usage = payload.get("usage") if isinstance(payload, Mapping) else None
+        detail = f"{self.backend.model} answered (finish_reason={choice.get('finish_reason')!r})"
+        return detail, dict(usage) if isinstance(usage, Mapping) else None
 
     def _api_key(self) -> str | None:
         return require_api_key(self.backend)
