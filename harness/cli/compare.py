@@ -169,74 +169,20 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
             colour = colours[index % len(colours)]
             style = (LINE_STYLES[index % len(LINE_STYLES)], MARKERS[index % len(MARKERS)])
             styles[arm.arm] = style
-            count = 0
-            for curve in arm.curves:
-                xs = [0.0] + [float(p.x(comparison.axis) or 0.0) for p in curve.points]
-                ys = [curve.seed_score] + [p.best for p in curve.points]
-                if comparison.axis == "step":
-                    xs, ys = xs[1:], ys[1:]
-                ax.plot(xs, ys, drawstyle="steps-post", color=colour, alpha=0.25, linewidth=1)
-                count += 1
-            seed_lines[arm.arm] = count
-            known = [
-                (x, m, lo, hi)
-                for x, m, lo, hi in zip(arm.xs, arm.mean, arm.low, arm.high, strict=True)
-                if m is not None
-            ]
-            if not known:
-                continue
-            xs = [k[0] for k in known]
-            (line,) = ax.plot(
-                xs,
-                [k[1] for k in known],
-                drawstyle="steps-post",
-                color=colour,
-                linestyle=style[0],
-                marker=style[1],
-                markersize=7 - index % 4,  # nested markers stay visible on one point
-                markerfacecolor="none",
-                linewidth=2.2,
-                label=labels[arm.arm],
-            )
-            mean_lines[arm.arm] = [
-                (float(x), float(y))
-                for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)
-            ]
-            band = ax.fill_between(
-                xs,
-                [k[2] for k in known],
-                [k[3] for k in known],
-                step="post",
-                color=colour,
-                alpha=0.18,
-            )
-            bands[arm.arm] = len(band.get_paths())
+            seed_lines[arm.arm] = _draw_seeds(ax, comparison, arm, colour)
+            drawn = _draw_mean(ax, arm, index, colour, style, labels[arm.arm])
+            if drawn is not None:
+                mean_lines[arm.arm], bands[arm.arm] = drawn
         baselines = sorted({c.seed_score for arm in comparison.arms for c in arm.curves})
         for value in baselines:
             ax.axhline(
                 value, color="0.35", linestyle=(0, (4, 3)), linewidth=1, label=f"seed {value:.4f}"
             )
-        if comparison.axis != "step":  # rollouts, tokens and dollars start at nothing spent
-            ax.set_xlim(left=0.0)
-        better = "higher" if comparison.direction == "max" else "lower"
-        ax.set_xlabel(AXIS_LABELS[comparison.axis])
-        ax.set_ylabel(f"best score so far ({better} is better)")
-        models = sorted({c.models for arm in comparison.arms for c in arm.curves if c.models})
-        ax.set_title(
-            f"{comparison.task}: best so far by {' and '.join(comparison.by)}, suite "
-            f"{comparison.suite or 'not recorded'}, {better} is better\nline: mean over seeds; "
-            f"faint: each seed; band: {comparison.method}"
-            + (f"\nmodels (guidance / executor): {'; '.join(models)}" if models else ""),
-            fontsize=9,
-        )
+        _label_axes(ax, comparison)
         if comparison.budget_note:
             notes.append(comparison.budget_note)
         for number, note in enumerate(notes):
             figure.text(0.01, 0.01 + 0.03 * number, note, fontsize=8, ha="left", va="bottom")
-        if comparison.axis in ("step", "rollouts"):
-            from matplotlib.ticker import MaxNLocator
-
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         # Below the axes, so it never hides a curve or the baseline.
         ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.12), fontsize=8, frameon=False)
         figure.tight_layout(rect=(0, 0.04 * len(notes), 1, 1))
@@ -257,6 +203,72 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
         )
     finally:
         plt.close(figure)
+
+
+def _draw_seeds(ax: Any, comparison: Comparison, arm: Any, colour: str) -> int:
+    """Every seed's best-so-far curve of `arm`, faint; returns how many were drawn."""
+    count = 0
+    for curve in arm.curves:
+        xs = [0.0] + [float(p.x(comparison.axis) or 0.0) for p in curve.points]
+        ys = [curve.seed_score] + [p.best for p in curve.points]
+        if comparison.axis == "step":
+            xs, ys = xs[1:], ys[1:]
+        ax.plot(xs, ys, drawstyle="steps-post", color=colour, alpha=0.25, linewidth=1)
+        count += 1
+    return count
+
+
+def _draw_mean(
+    ax: Any, arm: Any, index: int, colour: str, style: tuple[str, str], label: str
+) -> tuple[list[tuple[float, float]], int] | None:
+    """The arm's mean line and interval band; returns the line's points and the band's path
+    count (None when no point of the arm has a mean)."""
+    known = [
+        (x, m, lo, hi)
+        for x, m, lo, hi in zip(arm.xs, arm.mean, arm.low, arm.high, strict=True)
+        if m is not None
+    ]
+    if not known:
+        return None
+    xs = [k[0] for k in known]
+    (line,) = ax.plot(
+        xs,
+        [k[1] for k in known],
+        drawstyle="steps-post",
+        color=colour,
+        linestyle=style[0],
+        marker=style[1],
+        markersize=7 - index % 4,  # nested markers stay visible on one point
+        markerfacecolor="none",
+        linewidth=2.2,
+        label=label,
+    )
+    points = [(float(x), float(y)) for x, y in zip(line.get_xdata(), line.get_ydata(), strict=True)]
+    band = ax.fill_between(
+        xs, [k[2] for k in known], [k[3] for k in known], step="post", color=colour, alpha=0.18
+    )
+    return points, len(band.get_paths())
+
+
+def _label_axes(ax: Any, comparison: Comparison) -> None:
+    """Axis labels, limits, integer ticks where the axis counts, and the title."""
+    if comparison.axis != "step":  # rollouts, tokens and dollars start at nothing spent
+        ax.set_xlim(left=0.0)
+    better = "higher" if comparison.direction == "max" else "lower"
+    ax.set_xlabel(AXIS_LABELS[comparison.axis])
+    ax.set_ylabel(f"best score so far ({better} is better)")
+    models = sorted({c.models for arm in comparison.arms for c in arm.curves if c.models})
+    ax.set_title(
+        f"{comparison.task}: best so far by {' and '.join(comparison.by)}, suite "
+        f"{comparison.suite or 'not recorded'}, {better} is better\nline: mean over seeds; "
+        f"faint: each seed; band: {comparison.method}"
+        + (f"\nmodels (guidance / executor): {'; '.join(models)}" if models else ""),
+        fontsize=9,
+    )
+    if comparison.axis in ("step", "rollouts"):
+        from matplotlib.ticker import MaxNLocator
+
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
 
 
 def write_csv(comparison: Comparison, path: Path) -> None:

@@ -426,38 +426,7 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
         top.legend(loc="best", fontsize=8)
         tokens = cost = None
         if with_tokens:
-            bottom = axes[1][0]
-            bottom.grid(alpha=0.3)
-            bottom.set_axisbelow(True)
-            xs = [st.step for st in with_tokens]
-            executor = [(st.executor_tokens or 0) / 1e3 for st in with_tokens]
-            guidance = [(st.guidance_tokens or 0) / 1e3 for st in with_tokens]
-            bottom.bar(xs, executor, color="tab:blue", label="executor tokens (k)")
-            bottom.bar(xs, guidance, bottom=executor, color="tab:cyan", label="guidance tokens (k)")
-            tokens = [(x, e + g) for x, e, g in zip(xs, executor, guidance, strict=True)]
-            bottom.set_ylabel("tokens per step (thousands)")
-            bottom.set_ylim(0, max(t for _, t in tokens) * 1.4 or 1.0)  # room for the legend
-            handles, names = bottom.get_legend_handles_labels()
-            priced = [st for st in with_tokens if st.cost_usd is not None]
-            if priced and len(priced) == len(with_tokens):
-                twin = bottom.twinx()
-                (cost_line,) = twin.plot(
-                    [st.step for st in priced],
-                    [st.cost_usd for st in priced],
-                    color="black",
-                    marker="d",
-                    label="cost (USD)",
-                )
-                twin.set_ylabel("cost per step (USD)")
-                twin.set_ylim(0, max(st.cost_usd or 0.0 for st in priced) * 1.4 or 1.0)  # from 0
-                cost = _pairs(cost_line)
-                extra, more = twin.get_legend_handles_labels()
-                handles, names = handles + extra, names + more
-            else:
-                missing = ", ".join(series.unpriced) or "prices not given"
-                names = [*names, f"cost unknown ({missing})"]
-                handles = [*handles, plt.Line2D([], [], color="none")]
-            bottom.legend(handles, names, loc="best", fontsize=8)
+            tokens, cost = _tokens_panel(plt, axes[1][0], with_tokens, series)
         axes[-1][0].set_xlabel(X_LABEL)
         axes[-1][0].xaxis.set_major_locator(MaxNLocator(integer=True))
         figure.tight_layout()
@@ -475,3 +444,43 @@ def _health(plt: Any, series: Series, path: Path, title: str) -> tuple[dict[str,
         return drawn, labels
     finally:
         plt.close(figure)
+
+
+def _tokens_panel(
+    plt: Any, bottom: Any, with_tokens: list[Any], series: Series
+) -> tuple[list[tuple[float, float]], list[tuple[float, float]] | None]:
+    """The health figure's lower panel: executor and guidance tokens per step, stacked, and the
+    cost per step on a twin axis where every step is priced. Returns (tokens, cost) points."""
+    cost = None
+    bottom.grid(alpha=0.3)
+    bottom.set_axisbelow(True)
+    xs = [st.step for st in with_tokens]
+    executor = [(st.executor_tokens or 0) / 1e3 for st in with_tokens]
+    guidance = [(st.guidance_tokens or 0) / 1e3 for st in with_tokens]
+    bottom.bar(xs, executor, color="tab:blue", label="executor tokens (k)")
+    bottom.bar(xs, guidance, bottom=executor, color="tab:cyan", label="guidance tokens (k)")
+    tokens = [(x, e + g) for x, e, g in zip(xs, executor, guidance, strict=True)]
+    bottom.set_ylabel("tokens per step (thousands)")
+    bottom.set_ylim(0, max(t for _, t in tokens) * 1.4 or 1.0)  # room for the legend
+    handles, names = bottom.get_legend_handles_labels()
+    priced = [st for st in with_tokens if st.cost_usd is not None]
+    if priced and len(priced) == len(with_tokens):
+        twin = bottom.twinx()
+        (cost_line,) = twin.plot(
+            [st.step for st in priced],
+            [st.cost_usd for st in priced],
+            color="black",
+            marker="d",
+            label="cost (USD)",
+        )
+        twin.set_ylabel("cost per step (USD)")
+        twin.set_ylim(0, max(st.cost_usd or 0.0 for st in priced) * 1.4 or 1.0)  # from 0
+        cost = _pairs(cost_line)
+        extra, more = twin.get_legend_handles_labels()
+        handles, names = handles + extra, names + more
+    else:
+        missing = ", ".join(series.unpriced) or "prices not given"
+        names = [*names, f"cost unknown ({missing})"]
+        handles = [*handles, plt.Line2D([], [], color="none")]
+    bottom.legend(handles, names, loc="best", fontsize=8)
+    return tokens, cost

@@ -6,14 +6,19 @@ children, tmpfs and memfd pages, page tables). A control group does: every proce
 bubblewrap starts, and the kernel charges each page any of them allocates — anonymous memory,
 shared memory, tmpfs and memfd files, kernel memory — to that group. Over the bound, the kernel
 reclaims and then kills a process of the group (an OOM kill, counted by the group), never one
-outside it.
+outside it. A process of the group can also be OOM-killed below its bound, when the judge's own
+cgroup or the host runs out of memory: the group counts the kill but not a hit of its own bound,
+which is how the judge tells its own lack of memory from the program's (`GroupUsage`).
 
     cgroup v2:  memory.max = limit, memory.swap.max = 0, pids.max = processes
-                peak: memory.peak; kills: `oom_kill` in memory.events
+                peak: memory.peak; kills: `oom_kill` in memory.events; own bound reached:
+                `max` or `oom` in memory.events
                 CPU: `usage_usec` in cpu.stat
     cgroup v1:  memory.limit_in_bytes = memory.memsw.limit_in_bytes = limit (no swap),
                 pids.max = processes (the `pids` hierarchy)
-                peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control
+                peak: memory.max_usage_in_bytes; kills: `oom_kill` in memory.oom_control;
+                own bound reached: memory.failcnt, or a peak at the bound (with a memsw
+                limit the kernel counts neither failcnt)
                 CPU: cpuacct.usage (the `cpuacct` hierarchy, where it is mounted)
 
 The CPU counter covers every process of the run, also children nobody reaped (whose CPU no
@@ -62,6 +67,9 @@ from judges.cgroups.files import (
 MODES = ("auto", "v2", "v1", "off")
 _PIDS_SLACK = 8  # bubblewrap's two processes, the entering shell and the runner
 _V1_CONTROLLERS = ("memory", "pids")
+#: A peak this close to the bound is a run that reached it (a failed charge leaves the charge up
+#: to a huge page short of the bound).
+_BOUND_SLACK = 4 << 20
 
 
 class CgroupUnavailable(RuntimeError):
@@ -70,11 +78,20 @@ class CgroupUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class GroupUsage:
-    """What a finished run's group saw: its peak charge, OOM kills and the bound in force."""
+    """What a finished run's group saw: its peak charge, OOM kills and the bound in force, and
+    whether its charge ever reached that bound (None: the kernel does not say)."""
 
     peak_bytes: int
     oom_kills: int
     limit_bytes: int
+    reached_bound: bool | None = None
+
+    @property
+    def killed_for_others(self) -> bool:
+        """OOM kills in a group that never reached its own bound: the kernel killed for the
+        judge's cgroup or the host, which ran out of memory — the judge's fault, not the
+        program's. False where the kernel does not say (the kill counts as the program's)."""
+        return bool(self.oom_kills) and self.reached_bound is False
 
 
 class RunGroup:
@@ -87,11 +104,13 @@ class RunGroup:
         events: Path,
         limit: int,
         cpu_path: Path | None = None,
+        hits: list[Path] | None = None,
     ) -> None:
         self.directories = directories
         self.cpu_path = cpu_path  # the group's CPU counter (ns or cpu.stat), None without one
         self._peak = peak
         self._events = events
+        self._hits = hits or []  # v1: the failcnt files (v2 reads `max` and `oom` in events)
         self.limit = limit
         self.procs_fds = [os.open(path / "cgroup.procs", os.O_WRONLY) for path in directories]
 
@@ -110,7 +129,11 @@ class RunGroup:
 
     def usage(self) -> GroupUsage:
         """The peak charge and OOM kills so far (0 where the kernel does not report them)."""
-        return GroupUsage(read_int(self._peak), _oom_kills(self._events), self.limit)
+        peak = read_int(self._peak)
+        reached = _reached_bound(self._events, self._hits)
+        if not reached and peak >= self.limit - max(_BOUND_SLACK, self.limit // 64):
+            reached = True  # v1 with a memsw limit counts no failure in either failcnt
+        return GroupUsage(peak, _oom_kills(self._events), self.limit, reached)
 
     def remove(self) -> None:
         """Kill whatever is left in the groups and remove them (waits briefly for the exits)."""
@@ -212,6 +235,7 @@ class CgroupBound:
                 memory / "memory.oom_control",
                 memory_bytes,
                 accounting,
+                [memory / "memory.failcnt", memory / "memory.memsw.failcnt"],
             )
         except OSError:
             for directory in directories:
@@ -415,6 +439,29 @@ def _probe(bound: CgroupBound) -> None:
         group.usage()
     finally:
         group.remove()
+
+
+def _reached_bound(events: Path, failcnts: list[Path]) -> bool | None:
+    """Whether the group's charge reached its own bound: v1, a non-zero failcnt (any of
+    `failcnts` that exists); v2, `max` or `oom` in memory.events. None when unreadable."""
+    if failcnts:
+        counts = []
+        for path in failcnts:
+            try:
+                counts.append(int(path.read_text().strip() or 0))
+            except FileNotFoundError:
+                continue
+            except (OSError, ValueError):
+                return None
+        return any(counts) if counts else None
+    try:
+        text = events.read_text()
+    except OSError:
+        return None
+    fields = dict(line.partition(" ")[::2] for line in text.splitlines())
+    if "max" not in fields and "oom" not in fields:
+        return None
+    return any(int(fields.get(key) or 0) for key in ("max", "oom"))
 
 
 def _oom_kills(path: Path) -> int:

@@ -20,6 +20,10 @@ INTERNAL_ERROR = "Internal Error"
 # Ours, never a case verdict: the host kept the run from its CPU until the real-time backstop
 # (see `Limits.backstop_seconds`); the engine judges the submission again later.
 STARVED = "Starved of CPU"
+# Ours, never a case verdict: the kernel OOM-killed a process of the run below the run's own
+# memory bound, because the judge's cgroup or the host ran out of memory (a compile as much as a
+# case); the engine judges the submission again later.
+JUDGE_MEMORY = "Judge Out of Memory"
 
 # The real-time backstop of a run, in multiples of its wall-clock limit: the wall-clock limit
 # counts only the time the program ran or was idle, never the time it waited for a CPU (host
@@ -126,6 +130,7 @@ def classify(
     stdout_bytes: int,
     output_cap: int,
     oom_kills: int = 0,
+    killed_for_others: bool = False,
 ) -> tuple[str, str]:
     """Status and human-readable detail of a finished program (pure function).
 
@@ -133,10 +138,13 @@ def classify(
     SIGXCPU), starved (the real-time backstop stopped it before its own time reached the
     wall-clock limit: not a verdict), time (wall-clock kill), output (over the cap, SIGXFSZ),
     memory (failed near the limit), signal, exit status, accepted. `report.memory_bytes` is the
-    run's peak (the group's).
+    run's peak (the group's). `killed_for_others`: the OOM kills came while the run was below
+    its own bound (`judges.cgroups.groups.GroupUsage.killed_for_others`): JUDGE_MEMORY, first.
     """
     cpu = report.cpu_ns / 1e9
     sig = report.signal
+    if killed_for_others:
+        return JUDGE_MEMORY, judge_memory(oom_kills, report.memory_bytes, limits.memory_bytes)
     if oom_kills:
         return MEMORY_LIMIT, memory_exceeded(oom_kills, limits.memory_bytes)
     if cpu > limits.cpu_seconds or sig == signal.SIGXCPU:
@@ -178,6 +186,15 @@ def starved(wall_ns: int, cpu_ns: int, wait_ns: int, limits: Limits) -> str:
         f"{wall_ns / 1e9:.3f} s, with {cpu_ns / 1e9:.3f} s of CPU and {wait_ns / 1e9:.3f} s "
         f"waiting for a CPU: the host is too loaded to judge it within its "
         f"{limits.wall_seconds:g} s wall-clock limit"
+    )
+
+
+def judge_memory(oom_kills: int, peak_bytes: int, limit_bytes: int) -> str:
+    """The detail of a run whose processes the kernel killed for the judge's lack of memory."""
+    return (
+        f"the kernel killed {oom_kills} of the run's processes at {peak_bytes} bytes, below "
+        f"its memory limit of {limit_bytes} bytes: the judge's cgroup or the host ran out of "
+        "memory (not the program's fault)"
     )
 
 

@@ -21,8 +21,9 @@ hang.
 With a cgroup bound (`judges.cgroups.groups`), each run gets its own group before bubblewrap starts:
 the memory of all its processes together — tmpfs and memfd pages included — is held to the
 memory limit without swap, its processes to the process limit, its reported memory is the
-group's peak and a kill at the bound is Memory Limit Exceeded. Without one, only the
-per-process rlimits apply (the service refuses that unless told to accept it).
+group's peak and a kill at the bound is Memory Limit Exceeded; a kill below it (the judge's
+cgroup or the host out of memory) is JUDGE_MEMORY, the judge's fault, never a verdict. Without
+one, only the per-process rlimits apply (the service refuses that unless told to accept it).
 
 The judge's own files (sources, state directory, test data) are never mounted: input arrives on
 stdin as a sealed in-memory copy and output leaves through descriptors to files.
@@ -55,6 +56,7 @@ from judges.cgroups.groups import CgroupBound, GroupUsage, RunGroup
 from judges.sandbox.argv import SANDBOX_PATH, bwrap_argv
 from judges.sandbox.outcome import (
     INTERNAL_ERROR,
+    JUDGE_MEMORY,
     MEMORY_LIMIT,
     SIGNALLED,
     STARVED,
@@ -64,6 +66,7 @@ from judges.sandbox.outcome import (
     RunOutcome,
     classify,
     is_resource_exhaustion,
+    judge_memory,
     memory_exceeded,
     starved,
 )
@@ -334,7 +337,8 @@ class Sandbox:
         if usage is not None and usage.peak_bytes:
             report = dataclasses.replace(report, memory_bytes=usage.peak_bytes)
         oom_kills = usage.oom_kills if usage is not None else 0
-        status, detail = classify(report, limits, stdout_bytes, cap, oom_kills)
+        for_others = usage is not None and usage.killed_for_others
+        status, detail = classify(report, limits, stdout_bytes, cap, oom_kills, for_others)
         return RunOutcome(
             status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
             report.memory_bytes, stdout_bytes, report.wait_ns,
@@ -356,6 +360,9 @@ class Sandbox:
         stopped or killed from inside, which is the program's fault."""
         wall_ns = round(wall * 1e9)
         peak = usage.peak_bytes if usage is not None else 0
+        if usage is not None and usage.killed_for_others:
+            detail = judge_memory(usage.oom_kills, peak, limits.memory_bytes)
+            return RunOutcome(JUDGE_MEMORY, detail, None, None, 0, wall_ns, peak, size)
         if usage is not None and usage.oom_kills and report_text.startswith("started\n"):
             detail = memory_exceeded(usage.oom_kills, limits.memory_bytes)
             return RunOutcome(MEMORY_LIMIT, detail, None, None, 0, wall_ns, peak, size)

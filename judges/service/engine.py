@@ -23,7 +23,10 @@ queue, store, records — is the same.
 When the judge itself runs out of descriptors, memory or disk while judging (an OSError that
 `is_resource_exhaustion` names; a compile that failed because the judge's disk is full is one,
 `judges.verdicts.judging.raise_if_disk_full`), host load keeps a run from its CPU until its
-real-time backstop (`HostOverloaded`) or the sandbox itself fails (`SandboxFailed`), the
+real-time backstop (`HostOverloaded`), the kernel kills a compile or a run below its memory bound
+because the judge's cgroup or the host is out of memory (`JudgeOutOfMemory`: a compiler killed
+so is not a compile bomb, which reaches its own bound) or the sandbox itself fails
+(`SandboxFailed`), the
 submission is not failed: it stays queued and is judged
 again after RESOURCE_RETRY_S, doubling, up to RESOURCE_RETRIES times (about two minutes in all);
 only then is it recorded as a `judge` error naming the cause (an infrastructure fault for the
@@ -56,6 +59,7 @@ from judges.verdicts.judging import (
     CompileLimits,
     HostOverloaded,
     JudgeFailure,
+    JudgeOutOfMemory,
     PassingFailure,
     aggregate,
     error_record,
@@ -251,6 +255,8 @@ class JudgeEngine:
         attempt = self._attempts.get(sid, 0) + 1
         if isinstance(error, HostOverloaded):
             cause, now = "the host was too loaded to judge it", "the host is too loaded to judge it"
+        elif isinstance(error, JudgeOutOfMemory):
+            cause, now = "the judge ran out of memory", "the judge is out of memory"
         elif isinstance(error, PassingFailure):
             cause, now = "the sandbox failed", "the sandbox failed"
         else:

@@ -31,7 +31,7 @@ from judges.verdicts.judging import (
     SandboxFailed,
     case_record,
     excerpt,
-    raise_if_starved,
+    raise_if_host_failed,
     run_limits,
 )
 from judges.verdicts.programs import MESSAGE_CAP, case_files, run_checker, verdict
@@ -70,7 +70,7 @@ def judge_case(
             binds=[("ro", program.binary, f"/box/{program.mount}")],
             output_cap=STDOUT_CAP,
         )
-        raise_if_starved(outcome, f"case {case.number}")
+        raise_if_host_failed(outcome, f"case {case.number}")
         if outcome.status == INTERNAL_ERROR:
             raise SandboxFailed(f"case {case.number}: {outcome.detail}")
         if not outcome.accepted:
@@ -180,10 +180,10 @@ def _run_pair(
         if failures:
             raise failures[0]
         other = outcomes.get("interactor")
-        raise_if_starved(candidate, f"case {case.number}")
+        raise_if_host_failed(candidate, f"case {case.number}")
         if candidate.status == INTERNAL_ERROR or other is None:
             raise SandboxFailed(f"case {case.number}: {candidate.detail}")
-        raise_if_starved(other, f"case {case.number}: interactor")
+        raise_if_host_failed(other, f"case {case.number}: interactor")
         if other.status == INTERNAL_ERROR:
             raise SandboxFailed(f"case {case.number}: interactor sandbox failed: {other.detail}")
         if not candidate.accepted:

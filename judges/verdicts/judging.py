@@ -38,6 +38,7 @@ from judges.problems.package import Case
 from judges.sandbox.outcome import (
     ACCEPTED,
     INTERNAL_ERROR,
+    JUDGE_MEMORY,
     NONZERO_EXIT,
     STARVED,
     Limits,
@@ -72,14 +73,23 @@ class HostOverloaded(PassingFailure):
     """A run was kept from its CPU by host load until its real-time backstop."""
 
 
+class JudgeOutOfMemory(PassingFailure):
+    """The kernel killed a run's process below the run's memory bound: the judge's cgroup or
+    the host ran out of memory (a compile killed so is not the candidate's compile error)."""
+
+
 class SandboxFailed(PassingFailure):
     """The sandbox itself could not start or run a program (bubblewrap, its cgroup)."""
 
 
-def raise_if_starved(outcome: RunOutcome, where: str) -> None:
-    """Raise HostOverloaded naming `where` when the run was starved of CPU (status STARVED)."""
+def raise_if_host_failed(outcome: RunOutcome, where: str) -> None:
+    """Raise the passing failure naming `where` when the host, not the program, ended the run:
+    HostOverloaded when it was starved of CPU (STARVED), JudgeOutOfMemory when the kernel
+    killed it below its memory bound for the judge's or the host's lack of memory."""
     if outcome.status == STARVED:
         raise HostOverloaded(f"{where}: {outcome.detail}")
+    if outcome.status == JUDGE_MEMORY:
+        raise JudgeOutOfMemory(f"{where}: {outcome.detail}")
 
 
 @dataclass(frozen=True)
@@ -162,7 +172,7 @@ def compile_cpp(
         binds=binds,
         workdir="/box",
     )
-    raise_if_starved(outcome, "compile")
+    raise_if_host_failed(outcome, "compile")
     if outcome.status == INTERNAL_ERROR:
         raise SandboxFailed(f"compile sandbox failed: {outcome.detail}")
     binary = build / "a"

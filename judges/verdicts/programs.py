@@ -39,7 +39,7 @@ from judges.verdicts.judging import (
     SandboxFailed,
     compile_cpp,
     excerpt,
-    raise_if_starved,
+    raise_if_host_failed,
 )
 from judges.verdicts.nofollow import create_nofollow, is_regular, read_regular, refuse_links_below
 
@@ -227,7 +227,7 @@ def run_checker(
         outcome = sandbox.execute(
             command, limits=limits, stdin=None, stdout=stdout, stderr=stderr, binds=binds
         )
-        raise_if_starved(outcome, f"case {case.number}: checker")
+        raise_if_host_failed(outcome, f"case {case.number}: checker")
         if outcome.status == INTERNAL_ERROR:
             raise SandboxFailed(f"case {case.number}: checker sandbox failed: {outcome.detail}")
         message = excerpt(stdout, MESSAGE_CAP) or excerpt(stderr, MESSAGE_CAP)
