@@ -1,8 +1,9 @@
 """What several `guidance-ttt` commands share: the service flags and reading them.
 
 `add_service_flags` adds `--config`, `--reef-url`, `--judge-url`, `--scenario`, `--pricing` and
-`--reef-records`; `services_from_flags` resolves the service URLs, token and settings file from
-the flags, then the run's own recorded settings, then the environment, then serve.yaml, then the
+`--reef-records`; `services_from_flags` resolves the service URLs, token and settings file in the
+one order of `harness.settings.precedence`: the flags, then the run's own recorded settings,
+then serve.yaml (where the environment sets what its `${VAR:-...}` values name), then the
 defaults named here; `run_task` finds a run's task directory from its recorded settings.
 """
 
@@ -18,9 +19,15 @@ from harness.cli.views import (
     Services,
 )
 from harness.observe.cost import PriceTable, ReefRecordUsage, Usage, load_prices
+from harness.settings.precedence import COPY_NAMES, first_given
 from harness.settings.run_settings import RunSettings, RunSettingsError
 
 DEFAULT_REEF_URL = "http://127.0.0.1:8900"
+#: `--judge-url`'s help where no run is read (`score`, `task check`, `task seed`): `judge_url_of`.
+JUDGE_URL_HELP = (
+    "default: serve.yaml's harness.judge_url, which $FRONTIERCS_JUDGE_URL sets (or, with no "
+    f"readable serve.yaml, that variable), else {DEFAULT_JUDGE_URL}"
+)
 
 
 # --- the shared flags --------------------------------------------------------------------------
@@ -39,8 +46,8 @@ def add_service_flags(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--judge-url",
-        help="the judge's address (default: $FRONTIERCS_JUDGE_URL, else serve.yaml, else "
-        f"{DEFAULT_JUDGE_URL})",
+        help="the judge's address (default: the run's own settings, else serve.yaml's "
+        f"harness.judge_url, which $FRONTIERCS_JUDGE_URL sets, else {DEFAULT_JUDGE_URL})",
     )
     p.add_argument("--scenario", help="Reef scenario (default: from serve.yaml)")
     p.add_argument(
@@ -69,8 +76,8 @@ def add_passthrough(subparsers: argparse._SubParsersAction, name: str, help: str
 def services_from_flags(args: argparse.Namespace, state_dir: Path | None = None) -> Services:
     """The service URLs, token, scenario and settings file: the flags, then the run's own
     recorded settings (a state directory's settings file, or the one its `run_started` event
-    names, else the URLs that event recorded), then `$FRONTIERCS_JUDGE_URL`, then the project's
-    serve.yaml, then the defaults."""
+    names, else the URLs that event recorded), then the project's serve.yaml (or, with none,
+    `$FRONTIERCS_JUDGE_URL`), then the defaults."""
     flag = vars(args).get
     recorded = _recorded_run(state_dir) if state_dir is not None and not flag("config") else {}
     settings = None
@@ -85,21 +92,31 @@ def services_from_flags(args: argparse.Namespace, state_dir: Path | None = None)
     own = settings is not None and settings.config_path in {
         p.resolve() for p in candidates if p.exists()
     }
+    # The one order (harness.settings.precedence): the flag, the run's own settings (its copy,
+    # else what its run_started event recorded), the settings file (whose ${VAR:-...} lets the
+    # environment in), the default. Without any settings file the environment stands in for it.
+    run = settings if own else None
+    file = settings if not own else None
     env_judge = os.environ.get("FRONTIERCS_JUDGE_URL")
-    run_judge = settings.judge_url if own and settings else recorded.get("judge_url")
-    run_reef = settings.reef_url if own and settings else recorded.get("reef_url")
     return Services(
-        reef_url=flag("reef_url")
-        or run_reef
-        or (settings.reef_url if settings else DEFAULT_REEF_URL),
-        judge_url=flag("judge_url")
-        or run_judge
-        or env_judge
-        or (settings.judge_url if settings else DEFAULT_JUDGE_URL),
+        reef_url=first_given(
+            flag("reef_url"),
+            run.reef_url if run else recorded.get("reef_url"),
+            file.reef_url if file else None,
+            DEFAULT_REEF_URL,
+        ),
+        judge_url=first_given(
+            flag("judge_url"),
+            run.judge_url if run else recorded.get("judge_url"),
+            file.judge_url if file else env_judge,
+            DEFAULT_JUDGE_URL,
+        ),
         token=settings.reef_token if settings else os.environ.get("REEF_TOKEN", "reef-local"),
-        scenario=flag("scenario")
-        or (settings.scenario if own and settings else recorded.get("scenario"))
-        or (settings.scenario if settings else None),
+        scenario=first_given(
+            flag("scenario"),
+            run.scenario if run else recorded.get("scenario"),
+            file.scenario if file else None,
+        ),
         config=settings.config_path if settings else None,
     )
 
@@ -115,7 +132,7 @@ def _recorded_run(state_dir: Path) -> dict:
     """What a state directory records about its run's settings: the settings files it holds
     (a rehearsal writes its own) or its last `run_started` event names, and the URLs and
     scenario that event recorded."""
-    files = [state_dir / name for name in ("serve-frozen.yaml", "serve.yaml")]
+    files = [state_dir / name for name in COPY_NAMES]
     found: dict = {"settings_files": [str(p) for p in files if p.is_file()]}
     try:
         started = results.load_run(state_dir).events_of("run_started")
@@ -155,3 +172,14 @@ def run_task(state_dir: Path) -> Path | None:
         except (RunSettingsError, OSError):
             continue
     return None
+
+
+def judge_url_of(flag: str | None) -> str:
+    """The judge to use, in the one order of `harness.settings.precedence`: the flag, serve.yaml
+    (whose `${FRONTIERCS_JUDGE_URL:-...}` lets the environment set it; with no readable
+    serve.yaml, the variable itself), the local default."""
+    try:
+        configured = RunSettings.load().judge_url
+    except (RunSettingsError, OSError):
+        configured = os.environ.get("FRONTIERCS_JUDGE_URL")
+    return first_given(flag, configured, DEFAULT_JUDGE_URL) or DEFAULT_JUDGE_URL

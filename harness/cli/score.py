@@ -14,15 +14,15 @@ failed as infrastructure (no verdict: nothing was scored); 2 a bad argument.
 from __future__ import annotations
 
 import argparse
-import os
 from pathlib import Path
 
 from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL, FrontierCSScorer
+from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.judge.suites import PUBLIC, suite_name
+from harness.cli.flags import JUDGE_URL_HELP, judge_url_of
 from harness.contract import load_contract
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings, RunSettingsError
@@ -51,11 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the Harbor task directory: its problem id and case check (default: the task "
         "serve.yaml selects, harbor/<training.config.task>)",
     )
-    parser.add_argument(
-        "--judge-url",
-        help="default: $FRONTIERCS_JUDGE_URL, else serve.yaml's judge_url, else "
-        f"{DEFAULT_JUDGE_URL}",
-    )
+    parser.add_argument("--judge-url", help=JUDGE_URL_HELP)
     parser.add_argument(
         "--problem-id", help="the judge's problem id (default: the task's contract.json)"
     )
@@ -73,18 +69,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def judge_url(flag: str | None) -> str:
-    """The judge to use: the flag, the environment, serve.yaml, the local default."""
-    if flag:
-        return flag
-    if os.environ.get("FRONTIERCS_JUDGE_URL"):
-        return os.environ["FRONTIERCS_JUDGE_URL"]
-    try:
-        return RunSettings.load().judge_url
-    except (RunSettingsError, OSError):
-        return DEFAULT_JUDGE_URL
-
-
 def selected_task() -> Path:
     """The task directory serve.yaml selects (`training.config.task`); ValueError naming
     `--task` when serve.yaml cannot say."""
@@ -100,7 +84,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     code = Path(args.file).read_text(encoding="utf-8", errors="replace")
     args.task = args.task or selected_task()
     contract = load_contract(args.task)
-    url = judge_url(args.judge_url)
+    url = judge_url_of(args.judge_url)
     problem = args.problem_id or contract.judge_problem_id
     with FrontierCSScorer.for_task(
         args.task, url, problem, attempts=max(1, args.attempts), retry_backoff_s=1.0

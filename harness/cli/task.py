@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import math
-import os
 import sys
 import tomllib
 import uuid
@@ -29,9 +28,10 @@ from typing import Any
 import httpx
 import yaml
 
-from harness.adapters.judge.frontiercs import DEFAULT_JUDGE_URL, FrontierCSScorer
+from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.judge.suites import suite_name
 from harness.adapters.judge.token import judge_headers
+from harness.cli.flags import JUDGE_URL_HELP, judge_url_of
 from harness.contract import ContractError, TaskContract, load_contract
 from harness.preflight.task_files import SEED_RECORD, Finding, task_findings
 from harness.scorer import JudgeUnavailableError
@@ -217,10 +217,9 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
     sub = parser.add_subparsers(
         dest="action", required=True, metavar="{check,new,seed}", help="what to do with the task"
     )
-    default_url = os.environ.get("FRONTIERCS_JUDGE_URL", DEFAULT_JUDGE_URL)
     check = sub.add_parser("check", help="validate a task directory and its seed through the judge")
     check.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
-    check.add_argument("--judge-url", default=default_url, help=f"default: {default_url}")
+    check.add_argument("--judge-url", help=JUDGE_URL_HELP)
     check.add_argument(
         "--suite",
         default=DEFAULT_SUITE,
@@ -257,7 +256,7 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
     seed.add_argument(
         "--summary-file", type=Path, help="read the summary from a file (default: --summary)"
     )
-    seed.add_argument("--judge-url", default=default_url, help=f"default: {default_url}")
+    seed.add_argument("--judge-url", help=JUDGE_URL_HELP)
     seed.add_argument(
         "--suite", default=DEFAULT_SUITE, help="the suite the judge serves (default: %(default)s)"
     )
@@ -299,14 +298,16 @@ def run(args: argparse.Namespace, out: Callable[[str], None] = print) -> int:
         print(f"guidance-ttt task: {task} is not a directory", file=sys.stderr)
         return 2
     if args.action == "check":
-        findings = check_task(task, None if args.no_judge else args.judge_url, args.suite)
+        findings = check_task(
+            task, None if args.no_judge else judge_url_of(args.judge_url), args.suite
+        )
         for finding in findings:
             out(finding.line())
         return 0 if all(finding.ok for finding in findings) else 1
     summary = args.summary_file.read_text() if args.summary_file else args.summary
     program = args.program if args.program.is_file() else task / args.program
     try:
-        record = write_seed(task, program, summary, args.judge_url, args.suite)
+        record = write_seed(task, program, summary, judge_url_of(args.judge_url), args.suite)
     except (ValueError, OSError, ContractError, JudgeUnavailableError) as exc:
         print(f"guidance-ttt task seed: {exc}", file=sys.stderr)
         return 1

@@ -45,8 +45,8 @@ from harness.preflight.machine import (
 from harness.preflight.report import CheckResult, PreflightReport, missing_check, ready_check
 from harness.preflight.services import check_executor, check_guidance, check_judge
 from harness.preflight.task import check_task, seed_scorer
+from harness.settings.precedence import run_copy_in, settings_file_for
 from harness.settings.run_settings import (
-    DEFAULT_SERVE_YAML,
     SETTINGS_BASE,
     RunSettings,
     RunSettingsError,
@@ -143,8 +143,9 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
     parser.add_argument(
         "--config",
         type=Path,
-        default=DEFAULT_SERVE_YAML,
-        help="serve.yaml whose settings give the defaults below (default: the project's)",
+        help="serve.yaml whose settings give the defaults below (default: the run's own "
+        "settings copy in its state directory, written by guidance-ttt run, else the project's "
+        "serve.yaml)",
     )
     parser.add_argument(
         "--state-dir",
@@ -255,7 +256,7 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
     or guidance endpoint is used even when the main flags are given; it is not needed when
     those are given and it does not exist."""
     needed = ("state_dir", "model_dir", "judge_url", "task_dir", "executor", "reasoning_effort")
-    config = Path(args.config)
+    config = settings_file(args)
     if all(getattr(args, name) is not None for name in needed) and not config.is_file():
         return argparse.Namespace(**{**vars(args), "settings": None})
     settings = RunSettings.load(config)
@@ -277,6 +278,16 @@ def resolve_defaults(args: argparse.Namespace) -> argparse.Namespace:
             "min_gpus": args.min_gpus or settings.num_gpus or 1,
         }
     )
+
+
+def settings_file(args: argparse.Namespace) -> Path:
+    """The settings file the flags left out come from, in the one order of
+    `harness.settings.precedence`: `--config`, else the run's own copy in its state directory
+    (`--state-dir`, else the one the project's serve.yaml names), else the project's serve.yaml."""
+    config = settings_file_for(args.config, args.state_dir)
+    if args.config is None and args.state_dir is None and config.is_file():
+        config = run_copy_in(RunSettings.load(config).state_dir) or config
+    return config
 
 
 def configured_executor(args: argparse.Namespace) -> ExecutionBackend:
