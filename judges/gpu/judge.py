@@ -35,9 +35,10 @@ from typing import Any
 
 from judges.gpu import devices
 from judges.gpu.package import GpuProblem
-from judges.gpu.record import build_record, read_lines
+from judges.gpu.record import build_record, judge_error_record, read_lines
 from judges.gpu.sandboxed import STAGED
 from judges.problems.package import Problem
+from judges.sandbox.outcome import judge_memory
 from judges.sandbox.runner import Sandbox
 from judges.verdicts.judging import error_record
 
@@ -251,6 +252,7 @@ class GpuJudge:
             process.wait()
         finally:
             self._running.discard(process.pid)
+            usage = group.usage()
             group.remove()
         events = read_lines(results.read_text() if results.exists() else "")
         if timed_out and not any(e.get("event") == "end" for e in events):
@@ -259,6 +261,10 @@ class GpuJudge:
             tail = (workdir / "trusted.log").read_bytes()[-2000:].decode("utf-8", "replace")
             log.error("GPU trial on GPU %d ended without a result: %s", gpu.index, tail)
         record = build_record(problem.gpu_cases, events, problem.suite.to_json())
+        if usage.killed_for_others:  # not the candidate's memory: never its verdict
+            detail = judge_memory(usage.oom_kills, usage.peak_bytes, usage.limit_bytes)
+            log.error("GPU trial on GPU %d: %s", gpu.index, detail)
+            record = judge_error_record(f"the judge ran out of memory: {detail}")
         phases = next((e for e in events if e.get("event") == "phases"), {})
         record["timing"] = {
             "trialSeconds": round(time.monotonic() - started, 3), "gpu": gpu.index,

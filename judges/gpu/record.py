@@ -48,9 +48,9 @@ def build_record(
     """The final record (module docstring); an `error` record when the trial did not end."""
     end = next((e for e in events if e.get("event") == "end"), None)
     if end is None:
-        return _judge_error("the trusted GPU process ended without finishing the trial")
+        return judge_error_record("the trusted GPU process ended without finishing the trial")
     if end.get("status") != "done":
-        return _judge_error(str(end.get("error", "the trusted GPU process failed"))[:4000])
+        return judge_error_record(str(end.get("error", "the trusted GPU process failed"))[:4000])
     results = {(e.get("kind"), e.get("index")): e for e in events if e.get("event") == "case"}
     startup = next((e for e in events if e.get("event") == "startup"), {})
     records, failure = [], None
@@ -140,5 +140,6 @@ def _failed(case: GpuCase, status: str, msg: str,
     return _base(case, 0.0, status, msg, found)
 
 
-def _judge_error(message: str) -> dict[str, Any]:
+def judge_error_record(message: str) -> dict[str, Any]:
+    """An `error` record of kind `judge`: the judge's failure, never the candidate's verdict."""
     return {"status": "error", "error": f"Error: judge failure: {message}", "errorKind": "judge"}

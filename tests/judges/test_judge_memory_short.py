@@ -12,18 +12,17 @@ host short of memory kills the same way, from further up), then compiles and run
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from cgroup_support import moved_into, small_memory_cgroup
+from gpu_judge_support import judge_program, small_package, stand_in_missing
 
-from judges.cgroups.files import cgroup_mounts, own_paths
-from judges.service.process import cgroup_missing
+from judges.service.process import JudgeProcess
 
 pytestmark = pytest.mark.slow
 PROBE = Path(__file__).with_name("memory_short_probe.py")
@@ -37,50 +36,10 @@ BOMB = (
 )
 
 
-def _small_cgroup() -> Iterator[Path]:
-    """A memory cgroup of SHORT_BYTES below this process's own, where the probe moves itself
-    (v1: a memory-hierarchy directory; v2: `short/leaf`, so that `short` can hold the judge's
-    groups beside it). Skips, naming why, where none can be made."""
-    missing = cgroup_missing()
-    if missing is not None:
-        pytest.skip(missing)
-    mounts, own = cgroup_mounts(), own_paths()
-    name = f"guidance-ttt-memory-short-{os.getpid()}"
-    made: list[Path] = []
-    try:
-        if "memory" in mounts:
-            short = mounts["memory"] / own.get("memory", "/").lstrip("/") / name
-            short.mkdir()
-            made.append(short)
-            (short / "memory.limit_in_bytes").write_text(str(SHORT_BYTES))
-            target = short
-        else:
-            base = mounts["cgroup2"] / own.get("", "/").lstrip("/")
-            short = base / name
-            short.mkdir()
-            made.append(short)
-            (short / "memory.max").write_text(str(SHORT_BYTES))
-            target = short / "leaf"
-            target.mkdir()
-            made.append(target)
-            (short / "cgroup.subtree_control").write_text("+memory +pids")
-    except (OSError, KeyError) as error:
-        for path in reversed(made):
-            path.rmdir()
-        pytest.skip(f"cannot make a small memory cgroup here: {error}")
-    try:
-        yield target
-    finally:
-        for path in reversed(made):
-            for child in path.glob("guidance-ttt-judge-*"):
-                shutil.rmtree(child, ignore_errors=True)
-            path.rmdir()
-
-
 @pytest.fixture(scope="module")
 def probed() -> dict[str, str]:
     """What the judge made of each compile and run in the small cgroup."""
-    for short in _small_cgroup():
+    with small_memory_cgroup(SHORT_BYTES) as short:
         scratch = Path(tempfile.mkdtemp(prefix="gtj-short-"))  # reachable by the sandbox user
         scratch.chmod(0o755)
         try:
@@ -91,9 +50,8 @@ def probed() -> dict[str, str]:
             )  # fmt: skip
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
-        assert done.returncode == 0, done.stdout + done.stderr
-        return json.loads(done.stdout.splitlines()[-1])
-    raise AssertionError("unreachable")
+    assert done.returncode == 0, done.stdout + done.stderr
+    return json.loads(done.stdout.splitlines()[-1])
 
 
 def test_a_compiler_killed_for_the_judges_lack_of_memory_is_the_judges_failure(
@@ -116,3 +74,26 @@ def test_a_program_killed_below_its_bound_is_not_memory_limit_exceeded(
     assert probed["run_short"].startswith("Judge Out of Memory: "), probed
     assert probed["run_own"].startswith("Memory Limit Exceeded: "), probed
     assert "memory limit of 67108864 bytes" in probed["run_own"]
+
+
+def test_a_gpu_candidate_killed_for_the_judges_lack_of_memory_is_a_judge_error(
+    tmp_path: Path,
+) -> None:
+    """The GPU judge's CPU stand-in, started in a 1.5 GiB cgroup: a candidate that fills 3 GB
+    at import, far below its own 8 GiB bound, is OOM-killed for the judge's sake. Its record is a
+    `judge` error saying so (the harness retries it; no verdict is cached), not Memory Limit
+    Exceeded."""
+    missing = stand_in_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    packages = small_package(tmp_path / "packages", call_timeout="8s")
+    filler = "blob = bytearray(3 << 30)  # 3 GB, every page written\n\n\n"
+    filler += "def custom_kernel(data):\n    raise RuntimeError('never reached')\n"
+    with small_memory_cgroup(1536 << 20) as short:
+        judge = JudgeProcess(tmp_path / "state", "--problems", str(packages),
+                             "--gpu-cpu-stand-in", "--gpus", "0", "--workers", "1")  # fmt: skip
+        judge.command = moved_into(short, judge.command)
+        with judge:
+            record = judge_program(judge.url, filler, timeout=600)
+    assert record["status"] == "error" and record["errorKind"] == "judge", record
+    assert "the judge ran out of memory: the kernel killed" in record["error"], record
