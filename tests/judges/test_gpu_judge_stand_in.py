@@ -18,8 +18,6 @@ only a hole in the timing reaches).
 from __future__ import annotations
 
 import itertools
-import os
-import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,7 +26,7 @@ import httpx
 import pytest
 
 from harness.cli import task as task_command
-from judges.service.process import JudgeProcess, cgroup_missing
+from judges.service.process import JudgeProcess
 from tests.gpu_judge_support import (
     ATTACKS,
     PROGRAMS,
@@ -36,19 +34,12 @@ from tests.gpu_judge_support import (
     first_failure,
     judge_program,
     small_package,
+    stand_in_missing,
     submit_program,
     verdict,
 )
 
 STAND_IN_GPUS = 2
-
-
-def _stand_in_missing() -> str | None:
-    if shutil.which("bwrap") is None:
-        return "needs bubblewrap (bwrap)"
-    if os.geteuid() != 0:
-        return "needs the judge to run as root (GPU candidates run under a uid of their own)"
-    return cgroup_missing()
 
 
 pytestmark = pytest.mark.slow
@@ -74,7 +65,7 @@ def test_without_a_gpu_the_judge_says_so_once_and_refuses_as_its_own_fault(
 
 @pytest.fixture(scope="module")
 def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
-    missing = _stand_in_missing()
+    missing = stand_in_missing()
     if missing is not None:
         pytest.skip(missing)
     root = tmp_path_factory.mktemp("stand-in")
@@ -131,7 +122,7 @@ def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
     """`--problems packages` (or `--task harbor/trimul`) relative to the judge's working
     directory: the trusted process runs in its own directory, so every path the package names
     must be resolved when the package is loaded (found on the H200 by `task check`)."""
-    missing = _stand_in_missing()
+    missing = stand_in_missing()
     if missing is not None:
         pytest.skip(missing)
     small_package(tmp_path / "packages", call_timeout="8s")
