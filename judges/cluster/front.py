@@ -36,10 +36,10 @@ from ray.exceptions import RayError, RayTaskError
 from judges.cluster import connect, node
 from judges.cluster.bundles import ProblemBundle, bundle_problem
 from judges.cluster.gpu_front import GpuNodes
+from judges.cluster.probes import first_line, read_probe
 from judges.gpu.package import GpuProblem
 from judges.problems.package import Problem
 from judges.sandbox.runner import SandboxUnavailable
-from judges.verdicts.fingerprints import judge_code
 from judges.verdicts.judging import JudgeFailure, aggregate, error_record
 
 log = logging.getLogger("judges.cluster")
@@ -196,25 +196,13 @@ class RayJudge:
                 ray.cancel(ref, force=True)
                 probes[ref].refused = f"did not answer a probe within {PROBE_TIMEOUT_S:g} s"
             for ref in done:
-                self._judge_probe(probes[ref], ref)
+                read_probe(probes[ref], ref)
             for record in probes.values():
                 self.nodes[record.id] = record
                 if record.refused:
                     log.warning("Ray node %s refused: %s", record.name(), record.refused)
         finally:
             self._refresh.release()
-
-    def _judge_probe(self, record: NodeRecord, ref: Any) -> None:
-        try:
-            answer = ray.get(ref)
-        except RayError as error:
-            record.refused = f"its probe failed: {type(error).__name__}: {_first_line(error)}"
-            return
-        record.host = answer.get("host", record.host)
-        if not answer["ok"]:
-            record.refused = answer["error"]
-        elif answer["code"] != judge_code():
-            record.refused = "it runs other judge code than the front; install the same version"
 
     def _label(self, node_id: str | None = None) -> dict[str, str]:
         ids = node_id or ",".join(sorted(record.id for record in self.accepted()))
@@ -323,12 +311,12 @@ class RayJudge:
             if isinstance(cause, JudgeFailure | OSError):
                 raise cause from None
             raise JudgeFailure(
-                f"{what} failed on a Ray node: {type(cause).__name__}: {_first_line(cause)}"
+                f"{what} failed on a Ray node: {type(cause).__name__}: {first_line(cause)}"
             ) from None
         except RayError as error:
             raise JudgeFailure(
                 f"{what}: its Ray worker or node was lost {self.retries + 1} times "
-                f"({type(error).__name__}: {_first_line(error)}); an infrastructure fault"
+                f"({type(error).__name__}: {first_line(error)}); an infrastructure fault"
             ) from None
 
     def describe(self) -> dict[str, Any]:
@@ -352,8 +340,3 @@ def _connect(address: str) -> None:
     """Join the cluster at `address` (`local`: start a private one on this host, loopback
     only), shipping the `judges` package to its workers (`judges.cluster.connect`)."""
     connect.join(address, {"py_modules": [str(JUDGES_PACKAGE)]})
-
-
-def _first_line(error: BaseException | None) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0][:300] if text else "no message"

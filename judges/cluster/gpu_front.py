@@ -20,9 +20,9 @@ from ray.exceptions import RayError, RayTaskError
 
 from judges.cluster import gpu as node_gpu
 from judges.cluster.node import NodeSettings
+from judges.cluster.probes import read_probe
 from judges.gpu.package import GpuProblem
 from judges.sandbox.runner import SandboxUnavailable
-from judges.verdicts.fingerprints import judge_code
 from judges.verdicts.judging import JudgeFailure
 
 log = logging.getLogger("judges.cluster")
@@ -75,7 +75,7 @@ class GpuNodes:
                 ray.cancel(ref, force=True)
                 probes[ref].refused = f"did not answer a GPU probe within {PROBE_TIMEOUT_S:g} s"
             for ref in done:
-                self._judge_probe(probes[ref], ref)
+                read_probe(probes[ref], ref, "GPU probe")
             for record in probes.values():
                 self.nodes[record.id] = record
                 if record.refused:
@@ -91,18 +91,6 @@ class GpuNodes:
             )
         log.info("GPU problems on %d Ray GPU nodes: %s", len(self.accepted()),
                  ", ".join(f"{n.name()} ({n.capacity} GPUs)" for n in self.accepted()))  # fmt: skip
-
-    def _judge_probe(self, record: Any, ref: Any) -> None:
-        try:
-            answer = ray.get(ref)
-        except RayError as error:
-            record.refused = f"its GPU probe failed: {type(error).__name__}: {str(error)[:300]}"
-            return
-        record.host = answer.get("host", record.host)
-        if not answer["ok"]:
-            record.refused = answer["error"]
-        elif answer["code"] != judge_code():
-            record.refused = "it runs other judge code than the front; install the same version"
 
     def capacity(self) -> int:
         return sum(record.capacity for record in self.accepted())
