@@ -33,7 +33,7 @@ def verify(output: str, tmp_path: Path) -> tuple[int, str]:
     out.write_text(output)
     done = subprocess.run(
         [PYTHON, str(PACKAGE / "verify.py"), str(PACKAGE / "testdata" / "1.in"), str(out)],
-        capture_output=True, text=True, timeout=60, check=False,
+        capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     return done.returncode, done.stdout.strip()
 
