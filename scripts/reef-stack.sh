@@ -10,7 +10,8 @@
 #   run_episode COMMAND...           run COMMAND in the background and wait for it, so that a
 #                                    signal to run.sh is handled at once; returns its status
 #   stop_all                         stop the episode, the Reef stack and the key forwarder
-#                                    ($proxy_pid), each SIGTERM and wait (safe to call twice)
+#                                    ($proxy_pid), each SIGTERM and wait (safe to call twice),
+#                                    and any other background job (one not yet named)
 #   trap_signals                     stop_all on exit; INT, TERM and HUP (a closed terminal)
 #                                    exit with 128 + the signal after stopping everything
 #
@@ -87,6 +88,13 @@ run_episode() {
 }
 
 stop_all() {
+    # A signal that comes between a `&` and the `$!` that names its process runs the trap at
+    # that boundary, before the name is set: stop such a job too (first: it is the newest).
+    local job
+    for job in $(jobs -p); do
+        [ "$job" = "$reef_pid" ] || [ "$job" = "$proxy_pid" ] || [ "$job" = "$episode_pid" ] ||
+            _stop_pid "$job" "a process it had just started"
+    done
     _stop_pid "$episode_pid" "the episode"
     episode_pid=""
     stop_reef

@@ -222,6 +222,28 @@ def test_a_signal_to_run_sh_stops_the_episode_the_stack_and_the_forwarder(
             os.kill(int(pid_file.read_text()), 0)  # stopped and reaped by the shell
 
 
+@pytest.mark.timeout(120)
+def test_a_signal_before_a_started_process_is_named_still_stops_it(tmp_path: Path) -> None:
+    """A signal between `cmd &` and the `$!` that names it runs the trap at that boundary, with
+    the name still unset (what left an episode running in one fresh-clone run): the process is
+    stopped all the same. Here the signal is sent right after the `&`, so it always is."""
+    sleeper = tmp_path / "sleeper.py"
+    sleeper.write_text(SLEEPER)
+    script = (
+        "set -euo pipefail; source scripts/reef-stack.sh; trap_signals; "
+        '"$python" "$SLEEPER" "$TMP/job.ready" & echo $! > "$TMP/job.pid"; kill -HUP $$; '
+        "episode_pid=never-reached; sleep 60"
+    )
+    env = {**os.environ, "python": sys.executable, "SLEEPER": str(sleeper), "TMP": str(tmp_path)}
+    done = subprocess.run(
+        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=90
+    )
+    assert done.returncode == 129, done.stderr[-2000:]
+    assert "stopping a process it had just started" in done.stderr
+    with pytest.raises(ProcessLookupError):
+        os.kill(int((tmp_path / "job.pid").read_text()), 0)  # stopped and reaped by the shell
+
+
 def test_run_py_describes_the_settings_run_sh_reads() -> None:
     env = {**os.environ, "FRONTIERCS_JUDGE_URL": "http://127.0.0.1:9999"}
     done = subprocess.run(
