@@ -357,17 +357,33 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
 
 
 def write_usage(path: Path, report: PreflightReport) -> None:
-    """Write the usage of the rows that made a real model call (`{"guidance": usage,
-    "executor": usage}`, OpenAI `usage` objects) to `path`, whole or not at all (a temporary
-    file renamed into place); nothing when no call reported usage. The run logs it as a
-    `preflight_usage` event and removes the file (harness.run.spend)."""
+    """Add the usage of the rows that made a real model call to `path` (`{"guidance": {...},
+    "executor": {...}}`: prompt and completion tokens and calls), whole or not at all (a
+    temporary file renamed into place); nothing when no call reported usage. What a preflight
+    that stopped the run left there is kept and added to (its calls were billed too). The run
+    logs the file as a `preflight_usage` event and removes it (harness.run.spend)."""
     used = {check.name: check.usage for check in report.checks if check.usage}
     if not used:
         return
+    try:
+        left = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        left = {}
+    total = dict(left) if isinstance(left, dict) else {}
+    for name, usage in used.items():
+        before = total.get(name) if isinstance(total.get(name), dict) else {}
+        total[name] = {
+            key: _count(before.get(key)) + _count(usage.get(key, 1 if key == "calls" else 0))
+            for key in ("prompt_tokens", "completion_tokens", "calls")
+        }
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(used) + "\n", encoding="utf-8")
+    temporary.write_text(json.dumps(total) + "\n", encoding="utf-8")
     os.replace(temporary, path)
+
+
+def _count(value: object) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
 
 
 if __name__ == "__main__":

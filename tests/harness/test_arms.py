@@ -279,6 +279,15 @@ def test_the_preflights_calls_are_counted_in_the_spend_and_the_runs_cost(tmp_pat
     assert limit.spent([]).tokens == 94
     with pytest.raises(SpendLimitReached, match="spent 194 tokens"):
         limit.check(spent_entries(100, 1), 1, Events())
+    # A preflight that stopped the run left its calls; the next one adds its own to them.
+    write_usage(path, report)
+    write_usage(path, report)
+    assert json.loads(path.read_text())["guidance"] == {
+        "prompt_tokens": 60,
+        "completion_tokens": 8,
+        "calls": 2,
+    }
+    path.unlink()
     # A launch with nothing left by the preflight (it made no call) logs nothing new.
     events = EventLog(log_path)
     assert record_preflight_usage(state, events) == totals[1]
