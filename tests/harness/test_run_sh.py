@@ -179,6 +179,14 @@ def test_startup_deadline_stops_the_stack_and_prints_the_end_of_reef_log(tmp_pat
         os.kill(stack, 0)  # the stand-in stack was stopped (and reaped by the shell)
 
 
+def default_signals() -> None:
+    """In the shell's child before it starts: HUP, INT and TERM back to their default action.
+    bash cannot trap a signal that was ignored when it started (a suite run under `nohup`
+    ignores HUP), so these tests give it the disposition a terminal's shell has."""
+    for number in (signal.SIGHUP, signal.SIGINT, signal.SIGTERM):
+        signal.signal(number, signal.SIG_DFL)
+
+
 SLEEPER = """import os, sys, time
 with open(sys.argv[1], "w") as out:
     out.write(str(os.getpid()))
@@ -204,8 +212,9 @@ def test_a_signal_to_run_sh_stops_the_episode_the_stack_and_the_forwarder(
     )
     env = {**os.environ, "python": sys.executable, "SLEEPER": str(sleeper), "TMP": str(tmp_path)}
     shell = subprocess.Popen(
-        ["bash", "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+        ["bash", "-c", script], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        preexec_fn=default_signals,
+    )  # fmt: skip
     try:
         deadline = time.monotonic() + 60
         while not all(p.is_file() and p.read_text() for p in pids.values()):
@@ -236,8 +245,9 @@ def test_a_signal_before_a_started_process_is_named_still_stops_it(tmp_path: Pat
     )
     env = {**os.environ, "python": sys.executable, "SLEEPER": str(sleeper), "TMP": str(tmp_path)}
     done = subprocess.run(
-        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=90
-    )
+        ["bash", "-c", script], cwd=REPO, env=env, capture_output=True, text=True, timeout=90,
+        preexec_fn=default_signals,
+    )  # fmt: skip
     assert done.returncode == 129, done.stderr[-2000:]
     assert "stopping a process it had just started" in done.stderr
     with pytest.raises(ProcessLookupError):
