@@ -14,6 +14,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import judges.problems.polyomino.checker as checker_module
 from judges.problems.polyomino.checker import Instance, check, parse_instance
 from judges.problems.polyomino.generator import generate_instance, piece_count, write_suite
 from judges.problems.polyomino.shapes import (
@@ -305,3 +306,81 @@ def test_integers_beyond_int64_are_format_errors(magnitude: int, negative: bool)
     with pytest.raises(CheckerQuit) as stop:
         OutputReader(token.encode()).read_long(INT64_MIN, INT64_MAX, "v")
     assert stop.value.verdict.outcome is Outcome.PRESENTATION_ERROR
+
+
+# --- the fast path: the same verdict as the token-by-token reading, always ------------------
+
+NOISE = [b" ", b"\t", b"\r\n", b"\x0b", b"\x0c", b"+", b"0", b"-", b"9" * 19, b"\xef\xbb\xbf"]
+
+
+def _read_slowly(instance: Instance, output: bytes) -> str:
+    try:
+        return checker_module._check(instance, OutputReader(output)).render()
+    except CheckerQuit as stop:
+        return stop.verdict.render()
+
+
+@given(
+    st.lists(
+        st.tuples(st.integers(-3, 60), st.integers(-3, 4), st.integers(-1, 4), st.integers(-1, 2)),
+        min_size=MONOMINOES + 1,
+        max_size=MONOMINOES + 1,
+    ),
+    st.tuples(st.integers(0, 60), st.integers(0, 4)),
+    st.lists(st.tuples(st.integers(0, 400), st.sampled_from(NOISE)), max_size=2),
+)
+def test_the_fast_path_gives_the_token_by_token_verdict(
+    instance: Instance,
+    placements: list[tuple[int, int, int, int]],
+    box: tuple[int, int],
+    noise: list[tuple[int, bytes]],
+) -> None:
+    """Random placements (mostly invalid: overlaps, cells out of the box, R and F out of range),
+    sometimes with a byte inserted that testlib reads differently from `bytes.split`."""
+    lines = [f"{box[0]} {box[1]}"] + [" ".join(map(str, row)) for row in placements]
+    output = ("\n".join(lines) + "\n").encode()
+    for where, text in noise:
+        output = output[:where] + text + output[where:]
+    assert check(instance, output).render() == _read_slowly(instance, output)
+
+
+@pytest.mark.parametrize("name", ["valid", "valid_crlf_tabs_and_bom"])
+def test_a_valid_packing_takes_the_fast_path(instance: Instance, name: str) -> None:
+    output = dict((row[0], row[1]) for row in CHECKER_TABLE)[name].encode()
+    assert checker_module._valid_at_a_glance(instance, output) == (52, 2)
+    assert check(instance, output).render() == _read_slowly(instance, output) == VALID_MSG
+    for row in CHECKER_TABLE:  # and no other row of the table does
+        if not row[0].startswith("valid"):
+            assert checker_module._valid_at_a_glance(instance, row[1].encode()) is None
+
+
+def test_every_orientation_matches_the_cell_by_cell_transform(instance: Instance) -> None:
+    piece = instance.pieces[0]
+    for flip in (0, 1):
+        for rotations in range(4):
+            cells, low_x, high_x, low_y, high_y = instance.orientation(0, flip, rotations)
+            expected = [checker_module._rotate(-x if flip else x, y, rotations) for x, y in piece]
+            assert list(cells) == expected
+            assert (low_x, high_x) == (min(x for x, _ in expected), max(x for x, _ in expected))
+            assert (low_y, high_y) == (min(y for _, y in expected), max(y for _, y in expected))
+
+
+@given(
+    st.integers(0, 1),
+    st.integers(0, 3),
+    st.integers(40, 120),
+    st.lists(st.sampled_from([" ", "\t", "\r\n", "\n", "  "]), min_size=8, max_size=8),
+)
+def test_valid_packings_in_any_orientation_and_spacing_agree(
+    instance: Instance, flip: int, rotations: int, width: int, blanks: list[str]
+) -> None:
+    cells = [checker_module._rotate(-x if flip else x, y, rotations) for x, y in L_PIECE]
+    dx, dy = -min(x for x, _ in cells), -min(y for _, y in cells)
+    placed = {(x + dx, y + dy) for x, y in cells}
+    text = packing(width, 4, f"{dx} {dy} {rotations} {flip}", placed)
+    for number, blank in enumerate(blanks):  # respace some lines
+        text = text.replace("\n", blank, 1) if number % 2 else text.replace(" ", blank, 1)
+    output = text.encode()
+    assert checker_module._valid_at_a_glance(instance, output) == (width, 4)
+    assert check(instance, output).render() == _read_slowly(instance, output)
+    assert check(instance, output).outcome is Outcome.POINTS

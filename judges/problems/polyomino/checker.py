@@ -9,11 +9,20 @@ A valid packing scores ratio = total cells / (W*H) as testlib partial points.
 
 Verdicts and messages are those of the FrontierCS checker (facts: verdict kinds, message texts,
 check order), so the case `msg` this judge stores can be read exactly like FrontierCS's.
+
+`check` first tries a fast path that can only say "valid": every token a plain integer (the form
+testlib reads without question), the right count, every value in range, every piece's bounding
+box inside the rectangle and no cell taken twice, each piece's eight orientations computed once
+per instance. Anything else, and every verdict but a valid packing, comes from the token-by-token
+reading below, so messages and check order are unchanged; a valid packing's message is built by
+the same code either way.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+from functools import cached_property
 
 from judges.problems.polyomino.shapes import MAX_PIECE_SIZE
 from judges.problems.testlib import (
@@ -37,11 +46,45 @@ class Instance:
     """A parsed problem input: the pieces' cells in input order."""
 
     pieces: tuple[tuple[tuple[int, int], ...], ...]
+    _orientations: dict[int, Orientation] = field(
+        default_factory=dict, init=False, repr=False, compare=False, hash=False
+    )
 
-    @property
+    @cached_property
     def total_cells(self) -> int:
         """Number of cells over all pieces (the numerator of the ratio)."""
         return sum(len(piece) for piece in self.pieces)
+
+    def orientation(self, index: int, flip: int, rotations: int) -> Orientation:
+        """Piece `index`'s cells under (F, R), with their bounding box; each one computed once
+        per instance (a candidate places each piece one way, and the next ones mostly alike)."""
+        key = 8 * index + 4 * flip + rotations
+        found = self._orientations.get(key)
+        if found is None:
+            found = self._orientations[key] = _orient(self.pieces[index], flip, rotations)
+        return found
+
+
+# A piece's cells after reflection and rotation, and their bounding box:
+# (cells, lowest x, highest x, lowest y, highest y).
+Orientation = tuple[tuple[tuple[int, int], ...], int, int, int, int]
+
+
+def _orient(piece: tuple[tuple[int, int], ...], flip: int, rotations: int) -> Orientation:
+    """`piece` reflected (x -> -x) when `flip`, then turned `rotations` times clockwise: the
+    same transform as `_rotate`, for a whole piece at once."""
+    sign = -1 if flip else 1
+    if rotations == 0:
+        cells = tuple([(sign * x, y) for x, y in piece])
+    elif rotations == 1:
+        cells = tuple([(y, -sign * x) for x, y in piece])
+    elif rotations == 2:
+        cells = tuple([(-sign * x, -y) for x, y in piece])
+    else:
+        cells = tuple([(-y, sign * x) for x, y in piece])
+    xs = [x for x, _ in cells]
+    ys = [y for _, y in cells]
+    return cells, min(xs), max(xs), min(ys), max(ys)
 
 
 def parse_instance(text: str) -> Instance:
@@ -90,10 +133,50 @@ def check(instance: Instance, output: bytes) -> Verdict:
     `Ratio: <r %.9f> (cells=<c>, W=<W>, H=<H>, area=<W*H>)`; anything else a WRONG_ANSWER or
     PRESENTATION_ERROR verdict naming the first problem found, in the FrontierCS checker's order.
     """
+    placed = _valid_at_a_glance(instance, output)
+    if placed is not None:
+        return _points(instance, *placed)
     try:
         return _check(instance, OutputReader(output))
     except CheckerQuit as stop:
         return stop.verdict
+
+
+_UTF8_BOM = b"\xef\xbb\xbf"
+_PLAIN_INTEGER = rb"(?:0|-?[1-9][0-9]{0,17})"  # testlib reads these as written (testlib.py)
+_PLAIN_TOKENS = re.compile(rb"%s(?: %s)*" % (_PLAIN_INTEGER, _PLAIN_INTEGER))
+
+
+def _valid_at_a_glance(instance: Instance, output: bytes) -> tuple[int, int] | None:
+    """(W, H) when `output` is a valid packing read the plain way (module docstring); None
+    when it is not, or might not be: the token-by-token reading then decides."""
+    data = output[len(_UTF8_BOM) :] if output.startswith(_UTF8_BOM) else output
+    if b"\x0b" in data or b"\x0c" in data:  # blanks to bytes.split, token characters to testlib
+        return None
+    tokens = data.split()
+    if len(tokens) != 2 + 4 * len(instance.pieces) or not _PLAIN_TOKENS.fullmatch(
+        b" ".join(tokens)
+    ):
+        return None
+    values = list(map(int, tokens))
+    width, height = values[0], values[1]
+    if not (1 <= width <= LIMIT and 1 <= height <= LIMIT) or width * height > INT64_MAX:
+        return None
+    taken: set[int] = set()
+    for index in range(len(instance.pieces)):
+        dx, dy, rotations, flip = values[2 + 4 * index : 6 + 4 * index]
+        if not (-LIMIT <= dx <= LIMIT and -LIMIT <= dy <= LIMIT):
+            return None
+        if not (0 <= rotations <= 3 and 0 <= flip <= 1):
+            return None
+        cells, low_x, high_x, low_y, high_y = instance.orientation(index, flip, rotations)
+        if dx + low_x < 0 or dx + high_x >= width or dy + low_y < 0 or dy + high_y >= height:
+            return None
+        base = dx * height + dy
+        taken.update([base + x * height + y for x, y in cells])
+    if len(taken) != instance.total_cells:
+        return None  # an overlap: the slow reading names the first one
+    return width, height
 
 
 def _check(instance: Instance, reader: OutputReader) -> Verdict:
@@ -131,9 +214,14 @@ def _check(instance: Instance, reader: OutputReader) -> Verdict:
                 raise quit_with(Outcome.WRONG_ANSWER, f"Overlap at cell ({gx},{gy})")
             occupied.add((gx, gy))
 
-    area = width * height
-    if area > INT64_MAX:
+    if width * height > INT64_MAX:
         raise quit_with(Outcome.WRONG_ANSWER, "Area overflow: W*H exceeds 64-bit")
+    return _points(instance, width, height)
+
+
+def _points(instance: Instance, width: int, height: int) -> Verdict:
+    """A valid packing's verdict: the ratio as testlib partial points, and its message."""
+    area = width * height
     cells = instance.total_cells
     ratio = float(cells) / float(area)  # double division, as the C checker does
     return points_verdict(
