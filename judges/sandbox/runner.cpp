@@ -49,6 +49,14 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <string>
+#include <sys/ipc.h>
+#include <sys/msg.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <vector>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/time.h>
@@ -267,6 +275,7 @@ static long long own_cpu() {
 // runner's own growth since `own_base` (its sampling of /proc is in the group too).
 struct GroupClock {
     int fd = -1;
+    bool runner_inside = true;  // false in a session: only the program is in the case's group
     long long base = 0, own_base = 0;
 
     void start() {
@@ -276,7 +285,8 @@ struct GroupClock {
     long long program() const {
         long long now = group_cpu(fd);
         if (fd < 0 || now < 0 || base < 0) return 0;
-        return std::max(0LL, now - base - (own_cpu() - own_base));
+        long long own = runner_inside ? own_cpu() - own_base : 0;
+        return std::max(0LL, now - base - own);
     }
 };
 
@@ -303,70 +313,65 @@ struct Share {
     bool partner_runnable() const { return partner(16) != 0; }
 };
 
-int main(int argc, char** argv) {
-    if (argc > 1 && strcmp(argv[1], "--enter-cgroups") == 0) return enter_cgroups(argc, argv);
-    if (argc > 1 && strcmp(argv[1], "--launch") == 0) return launch(argc, argv);
-    if (argc < 15 || strcmp(argv[13], "--") != 0) {
-        fprintf(stderr, "usage: judge-runner FD WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS NPROC "
-                        "FSIZE STACK SHARE_FD SHARE_SLOT CPU_FD -- CMD...\n");
-        return 120;
-    }
-    int report = (int)parse(argv[1], "report fd");
-    long long wall_ns = parse(argv[2], "wall ms") * 1000000LL;
-    long long backstop_ns = parse(argv[3], "backstop ms") * 1000000LL;
-    long long cpu_soft = parse(argv[4], "cpu soft"), cpu_hard = parse(argv[5], "cpu hard");
-    long long address_space = parse(argv[6], "address space"), processes = parse(argv[7], "nproc");
-    long long file_size = parse(argv[8], "file size"), stack = parse(argv[9], "stack");
+// One program's run: its limits, command and descriptors.
+struct RunSpec {
+    long long wall_ns = 0, backstop_ns = 0, cpu_soft = 0, cpu_hard = 0;
+    long long address_space = 0, processes = 0, file_size = 0, stack = 0;
     Share share;
-    if (strcmp(argv[10], "-1") != 0) {
-        share.fd = (int)parse(argv[10], "share fd");
-        share.slot = parse(argv[11], "share slot") == 0 ? 0 : 1;
-    }
     GroupClock group;
-    if (strcmp(argv[12], "-1") != 0) group.fd = (int)parse(argv[12], "cpu fd");
-    if (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 ||
-        (share.fd >= 0 && fcntl(share.fd, F_SETFD, FD_CLOEXEC) != 0) ||
-        (group.fd >= 0 && fcntl(group.fd, F_SETFD, FD_CLOEXEC) != 0)) {
-        perror("judge-runner: report fd");
-        return 122;
-    }
-    if (getpid() != 1) {  // its clean-up, kill(-1, SIGKILL), would reach every process it sees
-        fprintf(stderr, "judge-runner: not PID 1 of its own PID namespace (bwrap --as-pid-1); "
-                        "refusing to run\n");
-        return 126;
-    }
-    prctl(PR_SET_DUMPABLE, 0);
-    prctl(PR_SET_CHILD_SUBREAPER, 1);
-    dprintf(report, "started\n");  // the sandbox is up: from here on, failures are the program's
+    int in = -1, out = -1, err = -1;  // -1: keep the runner's own 0, 1, 2
+    std::vector<int> procs;           // cgroup.procs descriptors the program enters first
+    char** command = nullptr;
+};
 
-    // SIGCHLD stays blocked here, so sigtimedwait below wakes up when a child ends.
+static bool write_zero_to_each(const std::vector<int>& fds) {
+    for (int fd : fds) {
+        if (write(fd, "0", 1) != 1) return false;
+    }
+    return true;
+}
+
+// Fork the program under `spec`'s limits, supervise it (module comment), kill and reap every
+// leftover process, and return the report line.
+static std::string supervise(RunSpec& spec) {
     sigset_t children, previous;
     sigemptyset(&children);
     sigaddset(&children, SIGCHLD);
     sigprocmask(SIG_BLOCK, &children, &previous);
-    group.start();
+    spec.group.start();
     long long started = now_ns();
     pid_t pid = fork();
     if (pid < 0) {
         perror("judge-runner: fork");
-        return 123;
+        _exit(123);
     }
     if (pid == 0) {
         sigprocmask(SIG_SETMASK, &previous, nullptr);
+        if (!write_zero_to_each(spec.procs)) {
+            fprintf(stderr, "judge-runner: cannot enter the run's cgroup: %s\n", strerror(errno));
+            _exit(125);
+        }
+        for (int fd : spec.procs) close(fd);
+        if ((spec.in >= 0 && dup2(spec.in, 0) < 0) || (spec.out >= 0 && dup2(spec.out, 1) < 0) ||
+            (spec.err >= 0 && dup2(spec.err, 2) < 0)) {
+            perror("judge-runner: dup2");
+            _exit(125);
+        }
         limit(RLIMIT_CORE, 0, 0);
-        limit(RLIMIT_CPU, cpu_soft, cpu_hard);
-        if (address_space > 0) limit(RLIMIT_AS, address_space, address_space);
-        limit(RLIMIT_FSIZE, file_size, file_size);
-        if (stack > 0) limit(RLIMIT_STACK, stack, stack);
-        limit(RLIMIT_NPROC, processes, processes);
+        limit(RLIMIT_CPU, spec.cpu_soft, spec.cpu_hard);
+        if (spec.address_space > 0) limit(RLIMIT_AS, spec.address_space, spec.address_space);
+        limit(RLIMIT_FSIZE, spec.file_size, spec.file_size);
+        if (spec.stack > 0) limit(RLIMIT_STACK, spec.stack, spec.stack);
+        limit(RLIMIT_NPROC, spec.processes, spec.processes);
+        limit(RLIMIT_MSGQUEUE, 0, 0);  // no POSIX message queue outlives a case (sessions)
         // Under a memory bound, the kernel's OOM killer picks the program, not this supervisor.
         int adjust = open("/proc/self/oom_score_adj", O_WRONLY);
         if (adjust >= 0) {
             if (write(adjust, "1000", 4) != 4) perror("judge-runner: oom_score_adj");
             close(adjust);
         }
-        execvp(argv[14], argv + 14);
-        fprintf(stderr, "judge-runner: cannot execute %s: %s\n", argv[14], strerror(errno));
+        execvp(spec.command[0], spec.command);
+        fprintf(stderr, "judge-runner: cannot execute %s: %s\n", spec.command[0], strerror(errno));
         _exit(127);
     }
 
@@ -383,28 +388,29 @@ int main(int argc, char** argv) {
         long long now = now_ns();
         if (exited || killed || waited.sampled_at < 0 || now - waited.sampled_at >= TICK_NS / 2) {
             waited.sample(now);
-            waited.cpu = std::max(waited.cpu, group.program());
-            share.publish(waited.total, waited.runnable);
+            waited.cpu = std::max(waited.cpu, spec.group.program());
+            spec.share.publish(waited.total, waited.runnable);
         }
         if (exited) {
             ended = now;
             break;
         }
         long long elapsed = now - started;
-        long long own = elapsed - std::min(elapsed, waited.total + share.partner_wait());
+        long long own = elapsed - std::min(elapsed, waited.total + spec.share.partner_wait());
         // RLIMIT_CPU holds each process; the whole tree is held here, to the same soft limit.
-        bool over_cpu = waited.cpu >= cpu_soft * 1000000000LL;
+        bool over_cpu = waited.cpu >= spec.cpu_soft * 1000000000LL;
         // The wall-clock limit stops a program that is idle (asleep, blocked); one ready to run
         // is using its CPU limit or waiting for a CPU, and is not stopped by it.
-        bool idle = !waited.runnable && !share.partner_runnable();
-        if (!killed && (over_cpu || (own >= wall_ns && idle) || elapsed >= backstop_ns)) {
-            timed_out = !over_cpu && own >= wall_ns && idle;
+        bool idle = !waited.runnable && !spec.share.partner_runnable();
+        if (!killed && (over_cpu || (own >= spec.wall_ns && idle) || elapsed >= spec.backstop_ns)) {
+            timed_out = !over_cpu && own >= spec.wall_ns && idle;
             starved = !over_cpu && !timed_out;
             kill(pid, SIGKILL);
             killed = true;
         }
-        long long pause = killed ? TICK_NS / 4 : std::min(TICK_NS, std::max(wall_ns - own, TICK_NS / 2));
-        pause = std::min(pause, std::max(backstop_ns - elapsed, 1000000LL));
+        long long pause = killed ? TICK_NS / 4
+                                 : std::min(TICK_NS, std::max(spec.wall_ns - own, TICK_NS / 2));
+        pause = std::min(pause, std::max(spec.backstop_ns - elapsed, 1000000LL));
         struct timespec timeout = {(time_t)(pause / 1000000000LL), (long)(pause % 1000000000LL)};
         sigtimedwait(&children, nullptr, &timeout);
     }
@@ -414,7 +420,7 @@ int main(int argc, char** argv) {
     while (wait4(pid, &status, 0, &usage) < 0) {
         if (errno != EINTR) {
             perror("judge-runner: wait4");
-            return 124;
+            _exit(124);
         }
     }
     long long cpu = nanoseconds(usage.ru_utime) + nanoseconds(usage.ru_stime);
@@ -432,13 +438,262 @@ int main(int argc, char** argv) {
         cpu += nanoseconds(other.ru_utime) + nanoseconds(other.ru_stime);
         if (other.ru_maxrss > maxrss) maxrss = other.ru_maxrss;
     }
-    cpu = std::max(cpu, group.program());  // children the kernel reaped count too
+    cpu = std::max(cpu, spec.group.program());  // children the kernel reaped count too
     int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
-    dprintf(report,
-            "exit=%d signal=%d cpu_ns=%lld wall_ns=%lld maxrss_kb=%lld timed_out=%d wait_ns=%lld "
-            "starved=%d\n",
-            exit_code, signal_number, cpu, ended - started, maxrss, timed_out,
-            std::min(waited.total, ended - started), starved);
+    char line[512];
+    snprintf(line, sizeof line,
+             "exit=%d signal=%d cpu_ns=%lld wall_ns=%lld maxrss_kb=%lld timed_out=%d wait_ns=%lld "
+             "starved=%d\n",
+             exit_code, signal_number, cpu, ended - started, maxrss, timed_out,
+             std::min(waited.total, ended - started), starved);
+    return line;
+}
+
+// --- sessions: one sandbox for every case of a submission ---------------------------------
+//
+// judge-runner --session CONTROL_FD: PID 1 of a sandbox kept for one submission's cases. The
+// judge sends each run over CONTROL_FD (a SOCK_SEQPACKET socket) as one message: the text
+// "run WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS NPROC FSIZE STACK NGROUPS HAS_CPU_FD" and then
+// the command's words, each ended by a NUL, with the descriptors stdin, stdout, stderr, the
+// group's CPU counter (when HAS_CPU_FD is 1) and NGROUPS cgroup.procs descriptors attached. The
+// program enters those groups before it executes (only it: this supervisor stays in the
+// session's group), runs as above, and every process it left is killed. Then the sandbox is
+// put back as it was before the case: everything under /tmp removed and /tmp's mode restored,
+// every System V shared memory segment, semaphore set and message queue removed (POSIX queues
+// cannot be made: RLIMIT_MSGQUEUE is 0). The answer is the report line with ` clean=1`, or
+// ` clean=0` when anything could not be removed: the judge then ends the session, and the next
+// case gets a fresh sandbox. The first message, at start, is `started`. End of file on
+// CONTROL_FD ends the session.
+
+static const int MAX_CLEAN_DEPTH = 64;
+static const size_t MAX_CLEAN_ENTRIES = 100000;  // per directory; more: a fresh sandbox instead
+
+// Remove everything inside the directory `dir` (a descriptor), making each directory below it
+// traversable and writable first (a program may leave one at mode 0). False when something
+// stays (too deep, or a removal failed).
+static bool remove_contents(int dir, int depth) {
+    if (depth > MAX_CLEAN_DEPTH) return false;
+    int listing = dup(dir);
+    if (listing < 0) return false;
+    DIR* entries = fdopendir(listing);
+    if (entries == nullptr) {
+        close(listing);
+        return false;
+    }
+    bool clean = true;
+    std::vector<std::string> names;
+    while (struct dirent* entry = readdir(entries)) {
+        if (strcmp(entry->d_name, ".") != 0 && strcmp(entry->d_name, "..") != 0) {
+            names.emplace_back(entry->d_name);
+        }
+        if (names.size() > MAX_CLEAN_ENTRIES) break;
+    }
+    closedir(entries);
+    if (names.size() > MAX_CLEAN_ENTRIES) return false;
+    for (const std::string& name : names) {
+        struct stat info;
+        if (fstatat(dir, name.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0) {
+            clean = false;
+            continue;
+        }
+        if (S_ISDIR(info.st_mode)) {
+            if (fchmodat(dir, name.c_str(), 0700, 0) != 0) {
+                clean = false;
+                continue;
+            }
+            int below = openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+            if (below < 0) {
+                clean = false;
+                continue;
+            }
+            clean = remove_contents(below, depth + 1) && clean;
+            close(below);
+            if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0) clean = false;
+        } else if (unlinkat(dir, name.c_str(), 0) != 0) {
+            clean = false;
+        }
+    }
+    return clean;
+}
+
+// The ids in one /proc/sysvipc table (its second column), each removed by `remove`.
+static bool remove_ipc(const char* table, int (*remove)(int)) {
+    FILE* file = fopen(table, "re");
+    if (file == nullptr) return true;  // no System V IPC here
+    char line[1024];
+    bool clean = true;
+    if (fgets(line, sizeof line, file) != nullptr) {  // the header
+        while (fgets(line, sizeof line, file) != nullptr) {
+            long long key = 0, id = -1;
+            if (sscanf(line, "%lld %lld", &key, &id) == 2 && remove((int)id) != 0) clean = false;
+        }
+    }
+    fclose(file);
+    return clean;
+}
+
+static int remove_shm(int id) { return shmctl(id, IPC_RMID, nullptr); }
+static int remove_sem(int id) { return semctl(id, 0, IPC_RMID); }
+static int remove_msg(int id) { return msgctl(id, IPC_RMID, nullptr); }
+
+static bool reset_sandbox(mode_t tmp_mode) {
+    if (chmod("/tmp", 0700) != 0) return false;  // the program may have closed it (mode 0)
+    int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (tmp < 0) return false;
+    bool clean = remove_contents(tmp, 0);
+    clean = fchmod(tmp, tmp_mode) == 0 && clean;
+    close(tmp);
+    clean = remove_ipc("/proc/sysvipc/shm", remove_shm) && clean;
+    clean = remove_ipc("/proc/sysvipc/sem", remove_sem) && clean;
+    clean = remove_ipc("/proc/sysvipc/msg", remove_msg) && clean;
+    return clean;
+}
+
+static void answer(int control, const std::string& text) {
+    if (send(control, text.data(), text.size(), MSG_NOSIGNAL) < 0) _exit(0);  // judge gone
+}
+
+// One request: its text and descriptors into `spec` (the words point into `buffer`).
+static bool read_request(char* buffer, ssize_t length, std::vector<int>& fds, RunSpec& spec,
+                         std::vector<char*>& words) {
+    if (length <= 0 || buffer[length - 1] != '\0') return false;
+    for (char* word = buffer; word < buffer + length; word += strlen(word) + 1) words.push_back(word);
+    long long values[11];
+    if (words.size() < 2 ||
+        sscanf(words[0], "run %lld %lld %lld %lld %lld %lld %lld %lld %lld %lld", &values[0],
+               &values[1], &values[2], &values[3], &values[4], &values[5], &values[6], &values[7],
+               &values[8], &values[9]) != 10) {
+        return false;
+    }
+    long long groups = values[8], has_cpu = values[9];
+    if (groups < 0 || (has_cpu != 0 && has_cpu != 1) || (long long)fds.size() != 3 + has_cpu + groups) {
+        return false;
+    }
+    spec.wall_ns = values[0] * 1000000LL;
+    spec.backstop_ns = values[1] * 1000000LL;
+    spec.cpu_soft = values[2];
+    spec.cpu_hard = values[3];
+    spec.address_space = values[4];
+    spec.processes = values[5];
+    spec.file_size = values[6];
+    spec.stack = values[7];
+    spec.in = fds[0];
+    spec.out = fds[1];
+    spec.err = fds[2];
+    spec.group.fd = has_cpu ? fds[3] : -1;
+    spec.group.runner_inside = false;
+    spec.procs.assign(fds.begin() + 3 + has_cpu, fds.end());
+    words.erase(words.begin());
+    words.push_back(nullptr);
+    spec.command = words.data();
+    return true;
+}
+
+static int session(int argc, char** argv) {
+    if (argc != 3) {
+        fprintf(stderr, "usage: judge-runner --session CONTROL_FD\n");
+        return 120;
+    }
+    int control = (int)parse(argv[2], "control fd");
+    if (fcntl(control, F_SETFD, FD_CLOEXEC) != 0) {
+        perror("judge-runner: control fd");
+        return 122;
+    }
+    if (getpid() != 1) {
+        fprintf(stderr, "judge-runner: not PID 1 of its own PID namespace; refusing to run\n");
+        return 126;
+    }
+    prctl(PR_SET_DUMPABLE, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    struct stat tmp;
+    if (stat("/tmp", &tmp) != 0) {
+        perror("judge-runner: /tmp");
+        return 122;
+    }
+    answer(control, "started\n");
+    static char buffer[65536];
+    for (;;) {
+        char space[CMSG_SPACE(16 * sizeof(int))];
+        struct iovec part = {buffer, sizeof buffer};
+        struct msghdr message;
+        memset(&message, 0, sizeof message);
+        message.msg_iov = &part;
+        message.msg_iovlen = 1;
+        message.msg_control = space;
+        message.msg_controllen = sizeof space;
+        ssize_t length = recvmsg(control, &message, MSG_CMSG_CLOEXEC);
+        if (length == 0) return 0;  // the judge ended the session
+        if (length < 0) {
+            if (errno == EINTR) continue;
+            return 0;
+        }
+        std::vector<int> fds;
+        for (struct cmsghdr* item = CMSG_FIRSTHDR(&message); item != nullptr;
+             item = CMSG_NXTHDR(&message, item)) {
+            if (item->cmsg_level == SOL_SOCKET && item->cmsg_type == SCM_RIGHTS) {
+                size_t count = (item->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+                const int* received = (const int*)CMSG_DATA(item);
+                fds.insert(fds.end(), received, received + count);
+            }
+        }
+        RunSpec spec;
+        std::vector<char*> words;
+        bool valid = (message.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 &&
+                     read_request(buffer, length, fds, spec, words);
+        if (!valid) {
+            for (int fd : fds) close(fd);
+            answer(control, "error=bad-request\n");
+            return 0;
+        }
+        std::string line = supervise(spec);
+        for (int fd : fds) close(fd);
+        bool clean = reset_sandbox(tmp.st_mode & 07777);
+        line.insert(line.size() - 1, clean ? " clean=1" : " clean=0");
+        answer(control, line);
+    }
+}
+
+int main(int argc, char** argv) {
+    if (argc > 1 && strcmp(argv[1], "--enter-cgroups") == 0) return enter_cgroups(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--launch") == 0) return launch(argc, argv);
+    if (argc > 1 && strcmp(argv[1], "--session") == 0) return session(argc, argv);
+    if (argc < 15 || strcmp(argv[13], "--") != 0) {
+        fprintf(stderr, "usage: judge-runner FD WALL_MS BACKSTOP_MS CPU_SOFT CPU_HARD AS NPROC "
+                        "FSIZE STACK SHARE_FD SHARE_SLOT CPU_FD -- CMD...\n");
+        return 120;
+    }
+    int report = (int)parse(argv[1], "report fd");
+    RunSpec spec;
+    spec.wall_ns = parse(argv[2], "wall ms") * 1000000LL;
+    spec.backstop_ns = parse(argv[3], "backstop ms") * 1000000LL;
+    spec.cpu_soft = parse(argv[4], "cpu soft");
+    spec.cpu_hard = parse(argv[5], "cpu hard");
+    spec.address_space = parse(argv[6], "address space");
+    spec.processes = parse(argv[7], "nproc");
+    spec.file_size = parse(argv[8], "file size");
+    spec.stack = parse(argv[9], "stack");
+    if (strcmp(argv[10], "-1") != 0) {
+        spec.share.fd = (int)parse(argv[10], "share fd");
+        spec.share.slot = parse(argv[11], "share slot") == 0 ? 0 : 1;
+    }
+    if (strcmp(argv[12], "-1") != 0) spec.group.fd = (int)parse(argv[12], "cpu fd");
+    if (fcntl(report, F_SETFD, FD_CLOEXEC) != 0 ||
+        (spec.share.fd >= 0 && fcntl(spec.share.fd, F_SETFD, FD_CLOEXEC) != 0) ||
+        (spec.group.fd >= 0 && fcntl(spec.group.fd, F_SETFD, FD_CLOEXEC) != 0)) {
+        perror("judge-runner: report fd");
+        return 122;
+    }
+    if (getpid() != 1) {  // its clean-up, kill(-1, SIGKILL), would reach every process it sees
+        fprintf(stderr, "judge-runner: not PID 1 of its own PID namespace (bwrap --as-pid-1); "
+                        "refusing to run\n");
+        return 126;
+    }
+    prctl(PR_SET_DUMPABLE, 0);
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    dprintf(report, "started\n");  // the sandbox is up: from here on, failures are the program's
+    spec.command = argv + 14;
+    std::string line = supervise(spec);
+    dprintf(report, "%s", line.c_str());
     return 0;
 }

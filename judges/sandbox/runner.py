@@ -108,8 +108,8 @@ class Sandbox:
             raise SandboxUnavailable(
                 f"not found on PATH: {missing}; install the Debian packages bubblewrap and g++"
             )
-        self._bwrap = shutil.which("bwrap") or "bwrap"
-        _require_bwrap_version(self._bwrap)
+        self.bwrap = shutil.which("bwrap") or "bwrap"
+        _require_bwrap_version(self.bwrap)
         self.bound = bound
         self._as_root = os.geteuid() == 0
         self.uid = uid if self._as_root else os.geteuid()
@@ -274,9 +274,9 @@ class Sandbox:
     ) -> RunOutcome:
         report_read, report_write = pipe
         argv = bwrap_argv(
-            self._bwrap, self.runner, command, limits, binds, workdir, report_write, share, cpu_fd
+            self.bwrap, self.runner, command, limits, binds, workdir, report_write, share, cpu_fd
         )
-        argv = [*self._launcher(group), *argv]
+        argv = [*self.launcher(group), *argv]
         try:
             with (
                 sealed_input(stdin) as stdin_file,
@@ -309,10 +309,7 @@ class Sandbox:
             if group is not None:
                 group.close_fds()
         os.close(report_write)
-        with self._lock:
-            self._live.add(process.pid)
-            if self._closed:
-                _kill_group(process.pid)
+        self.track(process.pid)
         backstop = threading.Timer(
             limits.backstop_seconds + _REPORT_FD_GRACE, _kill_group, (process.pid,)
         )
@@ -323,64 +320,14 @@ class Sandbox:
             process.returncode = os.waitstatus_to_exitcode(wait_status)
         finally:
             backstop.cancel()
-            with self._lock:
-                self._live.discard(process.pid)
+            self.untrack(process.pid)
             report_text = drain(report_read)
         wall = time.monotonic() - started
         usage = group.usage() if group is not None else None
-        report = Report.parse(report_text)
         stdout_bytes = stdout.stat().st_size if isinstance(stdout, Path) else 0
-        if report is None:
-            return self._unreported(
-                process.returncode, report_text, stderr, limits, wall, stdout_bytes, usage
-            )
-        if usage is not None and usage.peak_bytes:
-            report = dataclasses.replace(report, memory_bytes=usage.peak_bytes)
-        oom_kills = usage.oom_kills if usage is not None else 0
-        for_others = usage is not None and usage.killed_for_others
-        status, detail = classify(report, limits, stdout_bytes, cap, oom_kills, for_others)
-        return RunOutcome(
-            status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
-            report.memory_bytes, stdout_bytes, report.wait_ns,
-        )  # fmt: skip
-
-    def _unreported(
-        self,
-        returncode: int,
-        report_text: str,
-        stderr: Path,
-        limits: Limits,
-        wall: float,
-        size: int,
-        usage: GroupUsage | None,
-    ) -> RunOutcome:
-        """No runner report: a sandbox that never started is the judge's fault; a started one
-        whose runner vanished was killed at the memory bound (the group counted OOM kills), by
-        the judge's timer after the backstop (the runner itself got no CPU: STARVED), or
-        stopped or killed from inside, which is the program's fault."""
-        wall_ns = round(wall * 1e9)
-        peak = usage.peak_bytes if usage is not None else 0
-        if usage is not None and usage.killed_for_others:
-            detail = judge_memory(usage.oom_kills, peak, limits.memory_bytes)
-            return RunOutcome(JUDGE_MEMORY, detail, None, None, 0, wall_ns, peak, size)
-        if usage is not None and usage.oom_kills and report_text.startswith("started\n"):
-            detail = memory_exceeded(usage.oom_kills, limits.memory_bytes)
-            return RunOutcome(MEMORY_LIMIT, detail, None, None, 0, wall_ns, peak, size)
-        if not report_text.startswith("started\n"):
-            with open(stderr, "rb") as file:
-                message = file.read(2000).decode("utf-8", "replace").strip()
-            return RunOutcome(
-                INTERNAL_ERROR, f"bwrap failed (status {returncode}): {message}", None, None, 0,
-                wall_ns, 0, size,
-            )  # fmt: skip
-        if wall >= limits.backstop_seconds:
-            detail = starved(wall_ns, 0, 0, limits)
-            return RunOutcome(STARVED, detail, None, None, 0, wall_ns, peak, size)
-        if wall >= limits.wall_seconds:
-            detail = f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
-            return RunOutcome(TIME_LIMIT, detail, None, None, 0, wall_ns, peak, size)
-        detail = "the sandbox supervisor was killed from inside the sandbox"
-        return RunOutcome(SIGNALLED, detail, None, signal.SIGKILL, 0, wall_ns, peak, size)
+        return outcome_of(
+            report_text, process.returncode, stderr, limits, wall, stdout_bytes, usage, cap
+        )
 
     def close(self) -> None:
         """Refuse new programs and kill every sandbox still running (service shutdown)."""
@@ -390,13 +337,88 @@ class Sandbox:
         for pid in live:
             _kill_group(pid)
 
-    def _launcher(self, group: RunGroup | None) -> list[str]:
+    def track(self, pid: int) -> None:
+        """A started bubblewrap (its process group), killed by `close`; at once if closed."""
+        with self._lock:
+            self._live.add(pid)
+            if self._closed:
+                _kill_group(pid)
+
+    def untrack(self, pid: int) -> None:
+        with self._lock:
+            self._live.discard(pid)
+
+    def launcher(self, group: RunGroup | None) -> list[str]:
         """`judge-runner --launch`: enter the run's groups and, as root, become the sandbox uid
         before bubblewrap starts. Done there, not by `subprocess` (whose `user=` makes it copy
         the whole judge with fork() rather than vfork: about 5-20 ms of CPU per run)."""
         fds = ",".join(str(fd) for fd in group.procs_fds) if group is not None else "-"
         uid, gid = (self.uid, self.gid) if self._as_root else (-1, -1)
         return [str(self.runner), "--launch", str(uid), str(gid), fds or "-", "--"]
+
+
+def outcome_of(
+    report_text: str,
+    returncode: int,
+    stderr: Path,
+    limits: Limits,
+    wall: float,
+    stdout_bytes: int,
+    usage: GroupUsage | None,
+    cap: int,
+) -> RunOutcome:
+    """What one run's runner reported (`started` and the report line, or less), its group's
+    usage and its output's size, as an outcome (see `Sandbox.execute`)."""
+    report = Report.parse(report_text)
+    if report is None:
+        return _unreported(returncode, report_text, stderr, limits, wall, stdout_bytes, usage)
+    if usage is not None and usage.peak_bytes:
+        report = dataclasses.replace(report, memory_bytes=usage.peak_bytes)
+    oom_kills = usage.oom_kills if usage is not None else 0
+    for_others = usage is not None and usage.killed_for_others
+    status, detail = classify(report, limits, stdout_bytes, cap, oom_kills, for_others)
+    return RunOutcome(
+        status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
+        report.memory_bytes, stdout_bytes, report.wait_ns,
+    )  # fmt: skip
+
+
+def _unreported(
+    returncode: int,
+    report_text: str,
+    stderr: Path,
+    limits: Limits,
+    wall: float,
+    size: int,
+    usage: GroupUsage | None,
+) -> RunOutcome:
+    """No runner report: a sandbox that never started is the judge's fault; a started one
+    whose runner vanished was killed at the memory bound (the group counted OOM kills), by
+    the judge's timer after the backstop (the runner itself got no CPU: STARVED), or
+    stopped or killed from inside, which is the program's fault."""
+    wall_ns = round(wall * 1e9)
+    peak = usage.peak_bytes if usage is not None else 0
+    if usage is not None and usage.killed_for_others:
+        detail = judge_memory(usage.oom_kills, peak, limits.memory_bytes)
+        return RunOutcome(JUDGE_MEMORY, detail, None, None, 0, wall_ns, peak, size)
+    if usage is not None and usage.oom_kills and report_text.startswith("started\n"):
+        detail = memory_exceeded(usage.oom_kills, limits.memory_bytes)
+        return RunOutcome(MEMORY_LIMIT, detail, None, None, 0, wall_ns, peak, size)
+    if not report_text.startswith("started\n"):
+        with open(stderr, "rb") as file:
+            message = file.read(2000).decode("utf-8", "replace").strip()
+        return RunOutcome(
+            INTERNAL_ERROR, f"bwrap failed (status {returncode}): {message}", None, None, 0,
+            wall_ns, 0, size,
+        )  # fmt: skip
+    if wall >= limits.backstop_seconds:
+        detail = starved(wall_ns, 0, 0, limits)
+        return RunOutcome(STARVED, detail, None, None, 0, wall_ns, peak, size)
+    if wall >= limits.wall_seconds:
+        detail = f"killed at the wall-clock limit of {limits.wall_seconds:g} s"
+        return RunOutcome(TIME_LIMIT, detail, None, None, 0, wall_ns, peak, size)
+    detail = "the sandbox supervisor was killed from inside the sandbox"
+    return RunOutcome(SIGNALLED, detail, None, signal.SIGKILL, 0, wall_ns, peak, size)
 
 
 def _require_bwrap_version(bwrap: str) -> None:

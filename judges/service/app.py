@@ -262,6 +262,13 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
         "closed (default: %(default)s)",
     )
     parser.add_argument(
+        "--sandbox-per-run",
+        action="store_true",
+        help="start a fresh sandbox for every run, as before sessions; by default a "
+        "submission's cases share one kept sandbox, put back as it was after each case "
+        "(docs/judge.md, 'The sandbox')",
+    )
+    parser.add_argument(
         "--output-field-bytes",
         type=int,
         default=OUTPUT_FIELD_CAP,
@@ -358,6 +365,7 @@ async def serve(args: argparse.Namespace) -> None:
             workers=args.workers,
             max_queue=args.max_queue,
             output_field_bytes=args.output_field_bytes,
+            sandbox_sessions=not args.sandbox_per_run,
             compile_limits=CompileLimits(
                 cpu_seconds=args.compile_time,
                 memory_bytes=parse_memory_limit(args.compile_memory, "--compile-memory"),

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any
 from judges.problems.package import Problem
 from judges.sandbox.outcome import is_resource_exhaustion
 from judges.sandbox.runner import Sandbox
+from judges.sandbox.session import SessionPool
 from judges.service.slots import WorkerSlots
 from judges.verdicts.cases import judge_case
 from judges.verdicts.judging import (
@@ -100,6 +101,7 @@ class EngineSettings:
     compile_limits: CompileLimits
     output_field_bytes: int = OUTPUT_FIELD_CAP  # stdout bytes kept in a case's `output`
     dispatchers: int = DISPATCHERS  # submissions judged at once (more for a Ray cluster)
+    sandbox_sessions: bool = True  # a submission's cases share kept sandboxes (sandbox.session)
 
 
 class JudgeEngine:
@@ -357,15 +359,23 @@ class JudgeEngine:
         checked = time.monotonic()
         keep = self.settings.output_field_bytes
         slots = 2 if problem.kind == "interactive" else 1  # the candidate and its interactor
+        sessions = None  # an interactive case's two runs each get a sandbox of their own
+        if problem.kind != "interactive" and self.settings.sandbox_sessions:
+            binds = [("ro", compiled.binary, f"/box/{compiled.mount}")]
+            sessions = SessionPool(self.sandbox, binds)
         runs = [
             self._in_slot(
                 judge_case, self.sandbox, compiled, case, problem, workdir, checker, keep,
-                slots=slots,
+                sessions, slots=slots,
             )
             for case in problem.cases
         ]  # fmt: skip
         # Every case finishes before the work directory is removed, even when one failed.
-        outcomes = await asyncio.gather(*runs, return_exceptions=True)
+        try:
+            outcomes = await asyncio.gather(*runs, return_exceptions=True)
+        finally:
+            if sessions is not None:
+                await asyncio.get_running_loop().run_in_executor(self._threads, sessions.close)
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome

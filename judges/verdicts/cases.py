@@ -23,6 +23,7 @@ from judges.problems.checkers import get_checker
 from judges.problems.package import Case, Problem
 from judges.sandbox.outcome import INTERNAL_ERROR, Limits, RunOutcome
 from judges.sandbox.runner import Sandbox
+from judges.sandbox.session import SessionPool
 from judges.verdicts.judging import (
     OUTPUT_FIELD_CAP,
     STDERR_FIELD_CAP,
@@ -47,11 +48,14 @@ def judge_case(
     workdir: Path,
     checker: Path | None = None,
     output_field_bytes: int = OUTPUT_FIELD_CAP,
+    sessions: SessionPool | None = None,
 ) -> dict[str, Any]:
     """Run the candidate on one case and check its output; return the case record (whose
     `output` keeps at most `output_field_bytes` of stdout).
 
     `checker` is what `ProgramCache.program(problem)` gave (None for a built-in checker).
+    `sessions`, when given, runs the candidate in one of the submission's kept sandboxes
+    (`judges.sandbox.session`) rather than a sandbox of its own; the outcome means the same.
     Raises JudgeFailure when the sandbox could not run a program at all.
     """
     assert program.binary is not None
@@ -61,7 +65,7 @@ def judge_case(
     stdout = workdir / f"case-{case.number}.out"
     stderr = workdir / f"case-{case.number}.err"
     try:
-        outcome = sandbox.execute(
+        outcome = (sessions or sandbox).execute(
             list(program.command),
             limits=run_limits(case),
             stdin=case.input_path.read_bytes(),

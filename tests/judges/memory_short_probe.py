@@ -16,6 +16,7 @@ short, scratch, bomb = Path(sys.argv[1]), Path(sys.argv[2]), Path(sys.argv[3])
 from judges.cgroups.groups import detect  # noqa: E402
 from judges.sandbox.outcome import Limits  # noqa: E402
 from judges.sandbox.runner import Sandbox  # noqa: E402
+from judges.sandbox.session import SessionPool  # noqa: E402
 from judges.verdicts.judging import CompileLimits, JudgeOutOfMemory, compile_cpp  # noqa: E402
 
 # Touches 400 MiB page by page through a volatile pointer (nothing for the compiler to remove).
@@ -54,6 +55,21 @@ try:
             workdir="/box",
         )
         found[name] = f"{outcome.status}: {outcome.detail}"
+    binds = [("ro", filler.binary.parent, "/box")]
+    pool = SessionPool(sandbox, binds)  # the same two runs in a submission's kept sandbox
+    try:
+        for name, limit in (("session_run_short", 1 << 30), ("session_run_own", 64 << 20)):
+            outcome = pool.execute(
+                ["/box/a"],
+                limits=Limits(5, 10, limit, 8, 1 << 20, 1 << 20, address_space=False),
+                stdin=None,
+                stdout=scratch / f"{name}.out",
+                stderr=scratch / f"{name}.err",
+                binds=binds,
+            )
+            found[name] = f"{outcome.status}: {outcome.detail}"
+    finally:
+        pool.close()
 finally:
     sandbox.close()
     bound.close()
