@@ -29,6 +29,7 @@ from typing import Any
 
 from judges.cluster.bundles import NodeProblems, ProblemBundle, node_lock
 from judges.sandbox.runner import Sandbox, SandboxUnavailable
+from judges.sandbox.session import SessionPool
 from judges.verdicts.cases import judge_case
 from judges.verdicts.fingerprints import judge_code
 from judges.verdicts.judging import Compiled, CompileLimits, prepare_candidate
@@ -171,6 +172,7 @@ def run_cases(
     problem = state.problems.get(digest, package)
     checker, origin = state.checker(problem, digest)
     workdir = state.work(f"cases-{numbers[0]}")
+    sessions: SessionPool | None = None
     try:
         build = workdir / "build"
         build.mkdir(parents=True)
@@ -179,12 +181,16 @@ def run_cases(
         binary.chmod(0o755)
         compiled = Compiled(binary, "", program.command, program.mount)
         keep = settings.output_field_bytes
+        if problem.kind != "interactive":  # the task's cases share a kept sandbox, as locally
+            sessions = SessionPool(state.sandbox, [("ro", binary, f"/box/{program.mount}")])
         records = [
             judge_case(state.sandbox, compiled, state.problems.case(problem, digest, number),
-                       problem, workdir, checker, keep)
+                       problem, workdir, checker, keep, sessions)
             for number in numbers
         ]  # fmt: skip
     finally:
+        if sessions is not None:
+            sessions.close()
         shutil.rmtree(workdir, ignore_errors=True)
     return records, ray.get_runtime_context().get_node_id(), origin
 

@@ -386,6 +386,7 @@ class JudgeEngine:
             "checkerSeconds": round(checked - prepared, 3),
             "checkerCache": origin,
             "casesSeconds": round(time.monotonic() - checked, 3),
+            "keptSandboxes": sessions.started if sessions is not None else 0,
         }
         return record
 

@@ -14,12 +14,14 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from test_judge_sandbox import PROGRAMS, submit, wait_final
 
 from judges.cgroups.groups import detect
+from judges.problems.polyomino.generator import generate_instance
 from judges.sandbox.outcome import ACCEPTED, Limits, RunOutcome
 from judges.sandbox.runner import Sandbox
 from judges.sandbox.session import SessionPool
-from judges.service.process import cgroup_missing
+from judges.service.process import JudgeProcess, cgroup_missing
 
 CGROUP_MISSING = cgroup_missing()
 pytestmark = [
@@ -233,3 +235,37 @@ def test_every_outcome_is_the_one_a_sandbox_of_its_own_gives(box: dict, mode: st
     if mode == "hog":
         assert own.status == "Memory Limit Exceeded"
         assert all(o.memory_bytes >= 200 << 20 for o, _ in kept)  # the run's own group's peak
+
+
+def test_the_service_judges_alike_with_kept_sandboxes_and_a_sandbox_per_run(
+    tmp_path: Path,
+) -> None:
+    """The same submissions through a judge keeping one sandbox per submission (the default)
+    and one started with --sandbox-per-run: the same case records, and the default started
+    one sandbox for the submission's four cases."""
+    problem = tmp_path / "problems" / "0"
+    (problem / "testdata").mkdir(parents=True)
+    for number in range(1, 5):
+        (problem / "testdata" / f"{number}.in").write_text(generate_instance(33, number))
+    (problem / "config.yaml").write_text("time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n"
+                                         "  n_cases: 4\n")  # fmt: skip
+    programs = {"shelf": (PROGRAMS / "shelf_packer.cpp").read_text(),
+                "crash": "int main() { return *(volatile int*)0; }\n"}  # fmt: skip
+    found = {}
+    for mode, extra in (("kept", []), ("per-run", ["--sandbox-per-run"])):
+        args = ["--problems", str(tmp_path / "problems"), "--workers", "1", *extra]
+        with JudgeProcess(tmp_path / f"state-{mode}", *args) as judge:
+            for name, code in programs.items():
+                found[mode, name] = wait_final(judge.url, submit(judge.url, code))
+    keep = ("ok", "status", "msg", "scoreRatio", "runStatus", "checkerExitCode", "outputSha256")
+    for name in programs:
+        kept, own = found["kept", name], found["per-run", name]
+        assert kept["status"] == own["status"] == "done"
+        assert kept["score"] == own["score"]
+        assert [{k: c.get(k) for k in keep} for c in kept["cases"]] == [
+            {k: c.get(k) for k in keep} for c in own["cases"]
+        ]
+        assert kept["timing"]["keptSandboxes"] == 1
+        assert own["timing"]["keptSandboxes"] == 0
+    assert found["kept", "shelf"]["score"] > 10
+    assert {c["runStatus"] for c in found["kept", "crash"]["cases"]} == {"Signalled"}
