@@ -179,7 +179,8 @@ def judge_gpu(settings: NodeSettings, options: GpuNodeOptions, gpus: int, bundle
     with open(locks / f"gpu-{gpu.index}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # one candidate per GPU on this machine
         try:
-            record = node.judge._trial(gpu, problem, code, workdir)
+            record, finish = node.judge._trial(gpu, problem, code, workdir)
+            finish()  # the GPU's lock is held until the trial's processes are gone
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
     record.setdefault("timing", {})["rayNode"] = ray.get_runtime_context().get_node_id()

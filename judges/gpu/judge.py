@@ -102,6 +102,7 @@ class GpuJudge:
         self._threads: ThreadPoolExecutor | None = None
         self._running: set[int] = set()
         self._state: dict[int, dict[str, Any]] = {}  # per GPU: what it is doing (`describe`)
+        self._finishing: set[asyncio.Future[None]] = set()  # trials whose processes still exit
 
     @classmethod
     def start(cls, problems: dict[str, Problem], options: GpuOptions, sandbox: Sandbox,
@@ -197,16 +198,40 @@ class GpuJudge:
         gpu = await self._free.get()
         state = self._state.setdefault(gpu.index, {"judged": 0})
         state.update(state="judging", submission=workdir.name, since=round(time.time(), 3))
+        loop = asyncio.get_running_loop()
         try:
-            loop = asyncio.get_running_loop()
-            return await loop.run_in_executor(self._threads, self._trial, gpu, problem, code,
-                                              workdir)  # fmt: skip
-        finally:
-            state.update(state="idle", submission=None, since=round(time.time(), 3),
-                         judged=state["judged"] + 1)  # fmt: skip
-            self._free.put_nowait(gpu)
+            record, finish = await loop.run_in_executor(
+                self._threads, self._trial, gpu, problem, code, workdir
+            )
+        except BaseException:
+            self._release(gpu)
+            raise
+        # The record is final once the trial wrote its end; the GPU stays this trial's until
+        # its processes are gone (`finish`), so the next trial never shares it with them.
+        state.update(state="finishing")
+        task = asyncio.ensure_future(self._finish(gpu, finish))
+        self._finishing.add(task)
+        task.add_done_callback(self._finishing.discard)
+        return record
 
-    def _trial(self, gpu: devices.Gpu, problem: GpuProblem, code: str, workdir: Path) -> dict:
+    async def _finish(self, gpu: devices.Gpu, finish: Any) -> None:
+        try:
+            await asyncio.get_running_loop().run_in_executor(self._threads, finish)
+        finally:
+            self._release(gpu)
+
+    def _release(self, gpu: devices.Gpu) -> None:
+        state = self._state[gpu.index]
+        state.update(state="idle", submission=None, since=round(time.time(), 3),
+                     judged=state["judged"] + 1)  # fmt: skip
+        assert self._free is not None
+        self._free.put_nowait(gpu)
+
+    def _trial(
+        self, gpu: devices.Gpu, problem: GpuProblem, code: str, workdir: Path
+    ) -> tuple[dict[str, Any], Any]:
+        """The trial's record, as soon as the trusted process wrote its end (or stopped), and
+        the function that waits for it to exit and removes the candidate's group."""
         settings = problem.settings
         assert settings is not None and self.sandbox.bound is not None
         started, origin = time.monotonic(), time.time()
@@ -234,7 +259,6 @@ class GpuJudge:
                "PYTHONPATH": str(JUDGES_ROOT), **self.env, **_NO_MULTICAST}  # fmt: skip
         if gpu.backend == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
-        timed_out = False
         with open(workdir / "trusted.log", "wb") as trusted_log:
             process = subprocess.Popen(
                 [self.options.python, "-m", "judges.gpu.trusted", str(workdir / "spec.json")],
@@ -244,17 +268,13 @@ class GpuJudge:
         group.close_fds()
         self._running.add(process.pid)
         try:
-            process.wait(settings.wall_seconds + WALL_GRACE)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-        finally:
+            text, timed_out = _until_ended(process, results, settings.wall_seconds + WALL_GRACE)
+            usage = group.usage()  # the candidate's sandbox is gone once the trial ended
+        except BaseException:
+            _end_trial(process, group)
             self._running.discard(process.pid)
-            usage = group.usage()
-            group.remove()
-        events = read_lines(results.read_text() if results.exists() else "")
+            raise
+        events = read_lines(text)
         if timed_out and not any(e.get("event") == "end" for e in events):
             events += _over_time(problem, events, settings.wall_seconds)
         if not any(e.get("event") == "end" for e in events):
@@ -271,7 +291,12 @@ class GpuJudge:
             "startedAt": round(origin, 3), "endedAt": round(time.time(), 3),
             "phases": {k: v for k, v in phases.items() if k != "event"},
         }  # fmt: skip
-        return record
+
+        def finish() -> None:
+            _end_trial(process, group)
+            self._running.discard(process.pid)
+
+        return record, finish
 
     def close(self) -> None:
         """Kill every trial still running (service shutdown)."""
@@ -307,6 +332,44 @@ def _stage(workdir: Path, code: str) -> Path:
     for path in [box / "submission.py", *(box / "judge").iterdir()]:
         path.chmod(0o644)
     return box
+
+
+END_POLL_S = 0.02  # how often the results file is read for the trial's end
+EXIT_GRACE_S = 30.0  # seconds the trusted process has to exit after its end, then killed
+
+
+def _until_ended(process: subprocess.Popen[bytes], results: Path, limit: float) -> tuple[str, bool]:
+    """Wait until the trusted process wrote its whole `end` line, exited, or ran past `limit`
+    seconds (then it is killed): (the results file's text, whether it was killed for time)."""
+    deadline = time.monotonic() + limit
+    while True:
+        exited = process.poll() is not None
+        text = results.read_text() if results.exists() else ""
+        if exited or _ended(text):
+            return text, False
+        if time.monotonic() > deadline:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            return (results.read_text() if results.exists() else ""), True
+        time.sleep(END_POLL_S)
+
+
+def _ended(text: str) -> bool:
+    """Whether the results hold a whole `end` line (the trusted process writes it last)."""
+    return text.endswith("\n") and any(e.get("event") == "end" for e in read_lines(text[-4096:]))
+
+
+def _end_trial(process: subprocess.Popen[bytes], group: Any) -> None:
+    """Wait for the trusted process to exit (killed after EXIT_GRACE_S), then remove the
+    candidate's group, killing whatever is left in it."""
+    try:
+        process.wait(EXIT_GRACE_S)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    group.remove()
 
 
 def _over_time(problem: GpuProblem, events: list[dict[str, Any]], limit: float) -> list[dict]:

@@ -397,13 +397,3 @@ class Session:
         how = self.candidate.ended()
         status = MEMORY_LIMIT if self.candidate.oom_kills() else ENDED
         return CallOutcome(status, f"the candidate's sandbox ended {when}: {how}")
-
-    def shutdown(self) -> None:
-        """Ask the worker to exit, then kill whatever is left of the sandbox."""
-        if self.candidate.alive():
-            try:
-                self.link.send({"op": "exit"})
-                self.candidate.process.wait(5)
-            except Exception:
-                pass
-        self.candidate.kill()

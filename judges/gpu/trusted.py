@@ -165,7 +165,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
                             prepared, peaks, phases)  # fmt: skip
             context.run(cases)
     finally:
-        judge.shutdown()
+        candidate.kill()  # nothing of the candidate is wanted now: no polite exit to wait for
     results.write("phases", **phases.marks)
     results.write("end", status="done", healthyAfter=self_test(device, share.synchronize))
 

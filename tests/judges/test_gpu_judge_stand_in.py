@@ -184,5 +184,12 @@ def test_every_gpu_judges_one_candidate_at_a_time(stand_in: JudgeProcess) -> Non
         for (_, end), (start, _) in itertools.pairwise(intervals):
             assert end <= start, intervals  # one candidate at a time on a GPU
     assert seen_judging, "/health never showed a GPU judging"
-    final = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+    # A record is out once its trial wrote its end; the GPU is idle once the trial's processes
+    # are gone (`finishing` meanwhile).
+    while True:
+        final = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+        if all(gpu["state"] == "idle" for gpu in final) or time.monotonic() > deadline:
+            break
+        assert all(gpu["state"] == "finishing" for gpu in final if gpu["state"] != "idle"), final
+        time.sleep(0.2)  # polling, bounded by the deadline
     assert all(gpu["state"] == "idle" and gpu["judged"] >= 1 for gpu in final), final

@@ -14,6 +14,8 @@ import itertools
 import json
 import math
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +24,7 @@ import torch
 
 from harness.adapters.judge.verdict import Scoring, judge_verdict
 from judges.gpu import devices
+from judges.gpu.judge import _ended, _until_ended
 from judges.gpu.launch import LaunchSpec, gpu_bwrap_argv
 from judges.gpu.package import GpuCase
 from judges.gpu.record import NOT_RUN, build_record, read_lines
@@ -340,3 +343,27 @@ def test_each_task_verifier_uses_its_own_score_check_whatever_was_loaded_before(
     for name, verify in loaded.items():
         source = Path(verify.check_case.__code__.co_filename).resolve()
         assert source == REPO / "harbor" / name / "tests" / "score_check.py"
+
+
+def test_the_trial_is_over_at_its_end_line_not_at_the_processs_exit(tmp_path: Path) -> None:
+    """The service reads the record once the trusted process wrote its whole `end` line (a
+    process that lingers afterwards does not hold it back), and a torn end line is not an end."""
+    results = tmp_path / "results.jsonl"
+    writer = (
+        "import json, sys, time\n"
+        "f = open(sys.argv[1], 'a')\n"
+        "f.write(json.dumps({'event': 'case'}) + '\\n'); f.flush()\n"
+        "f.write(json.dumps({'event': 'end', 'status': 'done'}) + '\\n'); f.flush()\n"
+        "time.sleep(60)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", writer, str(results)],
+                               start_new_session=True)  # fmt: skip
+    try:
+        text, timed_out = _until_ended(process, results, limit=50)
+        assert not timed_out and process.poll() is None  # still running: not waited for
+        assert [e["event"] for e in read_lines(text)] == ["case", "end"]
+    finally:
+        process.kill()
+        process.wait()
+    assert not _ended('{"event": "case"}\n{"event": "end", "sta')
+    assert _ended('{"event": "case"}\n{"event": "end", "status": "done"}\n')
