@@ -5,6 +5,11 @@ exactly one of the two is NaN, or +inf, or -inf (so NaN and infinities must sit 
 reference has them). The shape must be the reference's. This is the rule of GPU MODE's
 `verbose_allclose` (github.com/gpu-mode/reference-kernels, problems/bioml/trimul/utils.py);
 the message names how many elements are wrong and the first few, with their values.
+
+On a CUDA device the count of wrong elements and the largest finite error come from one fused
+pass over both tensors (`judges.gpu.fused_compare`); elsewhere, or where that kernel cannot
+run, from the same rule in torch. Either way, only a failing output is read a second time, to
+name its first wrong elements.
 """
 
 from __future__ import annotations
@@ -12,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+
+from judges.gpu import fused_compare as fused
 
 SHOWN = 3
 
@@ -33,18 +40,13 @@ def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
             False, float("nan"),
             f"shape {list(got.shape)} is not the expected {list(expected.shape)}",
         )  # fmt: skip
-    got = got.to(torch.float32)
-    expected = expected.to(torch.float32)
-    diff = (got - expected).abs()
-    wrong = diff > atol + rtol * expected.abs()
-    wrong |= torch.isnan(got) ^ torch.isnan(expected)
-    wrong |= torch.isposinf(got) ^ torch.isposinf(expected)
-    wrong |= torch.isneginf(got) ^ torch.isneginf(expected)
-    count = int(wrong.count_nonzero().item())
-    finite = diff[torch.isfinite(diff)]
-    max_error = float(finite.max().item()) if finite.numel() else 0.0
+    found = fused.counts(got, expected, rtol, atol)
+    count, max_error = found if found is not None else _counts(got, expected, rtol, atol)
     if count == 0:
         return Comparison(True, max_error, f"max abs error {max_error:.3e}")
+    got = got.to(torch.float32)
+    expected = expected.to(torch.float32)
+    wrong = _wrong(got, expected, rtol, atol)[0]
     shown = []
     for index in torch.nonzero(wrong)[:SHOWN].tolist():
         at = tuple(index)
@@ -52,3 +54,26 @@ def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
     return Comparison(
         False, max_error, f"{count} of {wrong.numel()} elements differ ({'; '.join(shown)})"
     )
+
+
+def _wrong(
+    got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """(which elements are wrong, their absolute differences), both in float32."""
+    diff = (got - expected).abs()
+    wrong = diff > atol + rtol * expected.abs()
+    wrong |= torch.isnan(got) ^ torch.isnan(expected)
+    wrong |= torch.isposinf(got) ^ torch.isposinf(expected)
+    wrong |= torch.isneginf(got) ^ torch.isneginf(expected)
+    return wrong, diff
+
+
+def _counts(
+    got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float
+) -> tuple[int, float]:
+    """(wrong elements, the largest finite difference) in torch, read back in one copy."""
+    wrong, diff = _wrong(got.to(torch.float32), expected.to(torch.float32), rtol, atol)
+    largest = torch.where(torch.isfinite(diff), diff, torch.zeros_like(diff)).amax()
+    pair = torch.stack([wrong.count_nonzero().to(torch.float64), largest.to(torch.float64)])
+    count, max_error = pair.tolist()
+    return int(count), float(max_error)

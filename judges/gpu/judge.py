@@ -256,7 +256,8 @@ class GpuJudge:
         }  # fmt: skip
         (workdir / "spec.json").write_text(json.dumps(spec))
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C",
-               "PYTHONPATH": str(JUDGES_ROOT), **self.env, **_NO_MULTICAST}  # fmt: skip
+               "PYTHONPATH": str(JUDGES_ROOT), **self.env, **_NO_MULTICAST,
+               "TRITON_CACHE_DIR": str(self.state_dir / "trusted-triton-cache")}  # fmt: skip
         if gpu.backend == "cuda":
             env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
         with open(workdir / "trusted.log", "wb") as trusted_log:

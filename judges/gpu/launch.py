@@ -108,6 +108,12 @@ class CandidateProcess:
             "cgroup" if (self.dirs and (self.dirs[0] / "cgroup.freeze").exists()) else "signal"
         )
         self._stopped: list[int] = []
+        self._freeze_fds: tuple[int, int] | None = None  # cgroup.freeze, cgroup.events
+        if self.freezing == "cgroup":  # opened once: a call freezes and thaws twice
+            self._freeze_fds = (
+                os.open(self.dirs[0] / "cgroup.freeze", os.O_WRONLY | os.O_CLOEXEC),
+                os.open(self.dirs[0] / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC),
+            )
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -151,10 +157,11 @@ class CandidateProcess:
         """Stop every process of the sandbox (their GPU work already queued runs on); True
         once all are stopped."""
         deadline = time.monotonic() + timeout
-        if self.freezing == "cgroup":
-            (self.dirs[0] / "cgroup.freeze").write_text("1")
+        if self._freeze_fds is not None:
+            freeze, events = self._freeze_fds
+            os.write(freeze, b"1")
             while time.monotonic() < deadline:
-                if "frozen 1" in (self.dirs[0] / "cgroup.events").read_text():
+                if b"frozen 1" in os.pread(events, 4096, 0):
                     return True
             return False
         self._stopped = self.members()
@@ -167,8 +174,8 @@ class CandidateProcess:
         return False
 
     def thaw(self) -> None:
-        if self.freezing == "cgroup":
-            (self.dirs[0] / "cgroup.freeze").write_text("0")
+        if self._freeze_fds is not None:
+            os.write(self._freeze_fds[0], b"0")
             return
         for pid in self._stopped:
             with contextlib.suppress(ProcessLookupError):
@@ -188,6 +195,11 @@ class CandidateProcess:
             os.killpg(self.process.pid, signal.SIGKILL)
         with contextlib.suppress(subprocess.TimeoutExpired):
             self.process.wait(10)
+        if self._freeze_fds is not None:
+            for fd in self._freeze_fds:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._freeze_fds = None
 
 
 def _stopped(pid: int) -> bool:

@@ -124,7 +124,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     """Everything after the sandbox's start (module docstring), while the worker comes up."""
     import torch  # noqa: F401 - the worker imports its own meanwhile
 
-    from judges.gpu import limits
+    from judges.gpu import fused_compare, limits
     from judges.gpu import session as calls
     from judges.gpu.sandboxed import transport as transports
 
@@ -137,6 +137,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         return
     reference = _load(settings.reference)
     prepared = prepare_tests(reference, cases, device, share.synchronize)
+    comparison = "fused" if fused_compare.warm(device) else "torch"  # before anything is timed
     peaks = limits.choose(limits.query_cuda() if device == "cuda" else limits.Peaks(),
                           settings.peak_bandwidth, settings.peak_flops)  # fmt: skip
     phases.mark("testsPrepared")
@@ -148,7 +149,8 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         phases.mark("workerHello")
         # the worker now waits for a message: the GPU is this process's alone
         calibrated_probe = probe.calibrate() if probe and started.passed else None
-        results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json())
+        results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),
+                      comparison=comparison)  # fmt: skip
         calibration = judge.calibrate() if started.passed else {}
         phases.mark("calibrated")
         if "failed" in calibration:

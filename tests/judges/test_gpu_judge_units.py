@@ -367,3 +367,45 @@ def test_the_trial_is_over_at_its_end_line_not_at_the_processs_exit(tmp_path: Pa
         process.wait()
     assert not _ended('{"event": "case"}\n{"event": "end", "sta')
     assert _ended('{"event": "case"}\n{"event": "end", "status": "done"}\n')
+
+
+FUSED_AGAINST_TORCH = r"""
+import json, sys
+import torch
+from judges.gpu import fused_compare
+from judges.gpu.compare import _counts
+
+torch.manual_seed(int(sys.argv[1]))
+rtol = atol = 2e-2
+found = []
+for dtype in (torch.float32, torch.bfloat16, torch.float16):
+    expected = torch.randn(30011) * 3
+    got = expected + 1e-2 * torch.randn(30011)
+    tol = atol + rtol * expected.abs()
+    got[:200] = expected[:200] + tol[:200]            # on the tolerance, as fp32 rounds it
+    got[200:400] = expected[200:400] - tol[200:400]
+    got[400:420] = torch.nextafter(got[400:420], torch.tensor(float("inf")))
+    special = [float("nan"), float("inf"), float("-inf"), 0.0, 1e38, -1e38]
+    index = torch.randint(0, 30011, (600,))
+    got[index[:300]] = torch.tensor(special)[torch.randint(0, 6, (300,))]
+    expected[index[300:]] = torch.tensor(special)[torch.randint(0, 6, (300,))]
+    got = got.to(dtype)
+    found.append([list(fused_compare._launch(got, expected, rtol, atol)),
+                  list(_counts(got, expected, rtol, atol))])
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_the_fused_comparison_counts_exactly_as_the_torch_rule(seed: int) -> None:
+    """The Triton kernel, run by Triton's interpreter on the CPU, against the torch rule on
+    outputs with elements on the tolerance, one ulp past it, NaN, ±inf and huge values planted
+    on either side, in float32, bfloat16 and float16 (the H200 run checks the compiled one)."""
+    pytest.importorskip("triton")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    done = subprocess.run([sys.executable, "-c", FUSED_AGAINST_TORCH, str(seed)], env=env,
+                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    for fused, torch_rule in json.loads(done.stdout.splitlines()[-1]):
+        assert fused == torch_rule
+        assert fused[0] > 0
