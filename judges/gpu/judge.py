@@ -19,10 +19,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import os
-import secrets
 import shutil
 import signal
 import subprocess
@@ -33,10 +31,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from judges.gpu import devices
+from judges.gpu import devices, trial_process
 from judges.gpu.package import GpuProblem
 from judges.gpu.record import build_record, judge_error_record, read_lines
-from judges.gpu.sandboxed import STAGED
 from judges.problems.package import Problem
 from judges.sandbox.outcome import judge_memory
 from judges.sandbox.runner import Sandbox
@@ -44,8 +41,7 @@ from judges.verdicts.judging import error_record
 
 log = logging.getLogger("judges.gpu")
 
-JUDGES_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `judges` package
-SANDBOXED = Path(__file__).with_name("sandboxed")
+JUDGES_ROOT = trial_process.JUDGES_ROOT
 DEFAULT_SANDBOX_UID = 64000  # + the GPU's number: no other process runs as these uids
 WALL_GRACE = 60.0
 
@@ -103,6 +99,9 @@ class GpuJudge:
         self._running: set[int] = set()
         self._state: dict[int, dict[str, Any]] = {}  # per GPU: what it is doing (`describe`)
         self._finishing: set[asyncio.Future[None]] = set()  # trials whose processes still exit
+        self._spares: dict[int, Any] = {}  # per GPU: its next trial, prepared (trial_process)
+        self._spare_count = 0
+        self._closed = False
 
     @classmethod
     def start(cls, problems: dict[str, Problem], options: GpuOptions, sandbox: Sandbox,
@@ -126,6 +125,8 @@ class GpuJudge:
         for problem in served:
             problem.device.available, problem.device.detail = True, described
         log.info("GPU judge: problems %s on %d GPU(s): %s", names, len(judge.gpus), described)
+        for gpu in judge.gpus:  # nothing runs on them yet: each prepares its first trial
+            judge.prepare_spare(gpu)
         return judge
 
     def _probe(self) -> None:
@@ -209,14 +210,17 @@ class GpuJudge:
         # The record is final once the trial wrote its end; the GPU stays this trial's until
         # its processes are gone (`finish`), so the next trial never shares it with them.
         state.update(state="finishing")
-        task = asyncio.ensure_future(self._finish(gpu, finish))
+        task = asyncio.ensure_future(self._finish(gpu, problem, finish))
         self._finishing.add(task)
         task.add_done_callback(self._finishing.discard)
         return record
 
-    async def _finish(self, gpu: devices.Gpu, finish: Any) -> None:
+    async def _finish(self, gpu: devices.Gpu, problem: GpuProblem, finish: Any) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            await asyncio.get_running_loop().run_in_executor(self._threads, finish)
+            await loop.run_in_executor(self._threads, finish)
+            # the GPU is idle now: its next trial comes up while no submission waits for it
+            await loop.run_in_executor(self._threads, self.prepare_spare, gpu, problem)
         finally:
             self._release(gpu)
 
@@ -231,56 +235,32 @@ class GpuJudge:
         self, gpu: devices.Gpu, problem: GpuProblem, code: str, workdir: Path
     ) -> tuple[dict[str, Any], Any]:
         """The trial's record, as soon as the trusted process wrote its end (or stopped), and
-        the function that waits for it to exit and removes the candidate's group."""
+        the function that waits for it to exit and removes what it leaves. The GPU's spare
+        (`judges.gpu.trial_process`) is used when it waits for this problem; else a cold start."""
         settings = problem.settings
-        assert settings is not None and self.sandbox.bound is not None
+        assert settings is not None
         started, origin = time.monotonic(), time.time()
-        box = _stage(workdir, code)
-        group = self.sandbox.bound.create(settings.memory_bytes, settings.processes)
-        results = workdir / "results.jsonl"
-        spec = {
-            "settings": settings.to_json(),
-            "cases": [case.to_json() for case in problem.gpu_cases],
-            "results": str(results), "workdir": str(workdir), "procs_fds": group.procs_fds,
-            "secret": secrets.randbelow(1 << 30), "origin": origin,
-            "launch": {
-                "bwrap": shutil.which("bwrap") or "bwrap", "runner": str(self.sandbox.runner),
-                "python": self.options.python, "box": str(box), "backend": gpu.backend,
-                "entry": settings.entry, "device_nodes": [n for n in gpu.nodes if Path(n).exists()],
-                "python_dirs": self.python_dirs, "tmpfs_bytes": settings.tmpfs_bytes,
-                "cgroup_dirs": [str(d) for d in group.directories],
-                "uid": None if self.uid_base is None else self.uid_base + gpu.index,
-                "env": {**self.env, "CUDA_VISIBLE_DEVICES": gpu.uuid}
-                if gpu.backend == "cuda" else {"OMP_NUM_THREADS": "1"},
-            },
-        }  # fmt: skip
-        (workdir / "spec.json").write_text(json.dumps(spec))
-        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C",
-               "PYTHONPATH": str(JUDGES_ROOT), **self.env, **_NO_MULTICAST,
-               "TRITON_CACHE_DIR": str(self.state_dir / "trusted-triton-cache")}  # fmt: skip
-        if gpu.backend == "cuda":
-            env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
-        with open(workdir / "trusted.log", "wb") as trusted_log:
-            process = subprocess.Popen(
-                [self.options.python, "-m", "judges.gpu.trusted", str(workdir / "spec.json")],
-                cwd=workdir, stdout=trusted_log, stderr=subprocess.STDOUT,
-                pass_fds=tuple(group.procs_fds), env=env, start_new_session=True,
-            )  # fmt: skip
-        group.close_fds()
-        self._running.add(process.pid)
+        trial = self._take_spare(gpu, problem)
+        if trial is not None:
+            trial.begin(code, origin)
+        else:
+            trial = trial_process.start(self, gpu, problem, workdir, code)
+        self._running.add(trial.process.pid)
         try:
-            text, timed_out = _until_ended(process, results, settings.wall_seconds + WALL_GRACE)
-            usage = group.usage()  # the candidate's sandbox is gone once the trial ended
+            limit = settings.wall_seconds + WALL_GRACE
+            text, timed_out = _until_ended(trial.process, trial.results, limit)
+            usage = trial.group.usage()  # the candidate's sandbox is gone once the trial ended
         except BaseException:
-            _end_trial(process, group)
-            self._running.discard(process.pid)
+            trial.end()
+            self._running.discard(trial.process.pid)
             raise
         events = read_lines(text)
         if timed_out and not any(e.get("event") == "end" for e in events):
             events += _over_time(problem, events, settings.wall_seconds)
         if not any(e.get("event") == "end" for e in events):
-            tail = (workdir / "trusted.log").read_bytes()[-2000:].decode("utf-8", "replace")
-            log.error("GPU trial on GPU %d ended without a result: %s", gpu.index, tail)
+            tail = (trial.workdir / "trusted.log").read_bytes()[-2000:]
+            log.error("GPU trial on GPU %d ended without a result: %s", gpu.index,
+                      tail.decode("utf-8", "replace"))  # fmt: skip
         record = build_record(problem.gpu_cases, events, problem.suite.to_json())
         if usage.killed_for_others:  # not the candidate's memory: never its verdict
             detail = judge_memory(usage.oom_kills, usage.peak_bytes, usage.limit_bytes)
@@ -290,53 +270,84 @@ class GpuJudge:
         record["timing"] = {
             "trialSeconds": round(time.monotonic() - started, 3), "gpu": gpu.index,
             "startedAt": round(origin, 3), "endedAt": round(time.time(), 3),
+            "prepared": trial.owns_workdir,  # its processes came up before the submission
             "phases": {k: v for k, v in phases.items() if k != "event"},
         }  # fmt: skip
 
         def finish() -> None:
-            _end_trial(process, group)
-            self._running.discard(process.pid)
+            trial.end()
+            self._running.discard(trial.process.pid)
 
         return record, finish
 
+    def _take_spare(self, gpu: devices.Gpu, problem: GpuProblem) -> Any:
+        """The GPU's spare when it waits for `problem`; a dead or failed one is removed."""
+        spare = self._spares.pop(gpu.index, None)
+        if spare is None:
+            return None
+        if spare.problem_id == problem.id and spare.ready_to_begin():
+            return spare
+        why = "another problem" if spare.problem_id != problem.id else "it ended"
+        log.warning("GPU %d: its prepared trial for %s cannot be used (%s); starting cold",
+                    gpu.index, spare.problem_id, why)  # fmt: skip
+        self._end_spare(spare)
+        return None
+
+    def prepare_spare(self, gpu: devices.Gpu, problem: GpuProblem | None = None) -> None:
+        """Start GPU `gpu`'s spare for `problem` (by default: the only GPU problem served) —
+        only when nothing else runs on that GPU (the service calls this at start and once a
+        trial's processes are gone)."""
+        if problem is None:
+            if len(self.problems) != 1:
+                return
+            problem = self.problems[0]
+        if self._closed or gpu.index in self._spares or not problem.device.available:
+            return
+        self._spare_count += 1
+        folder = self.sandbox.scratch / f"gpu-{gpu.index}-prepared-{self._spare_count}"
+        try:
+            spare = trial_process.start(self, gpu, problem, folder, None, owns_workdir=True)
+        except OSError as error:
+            log.warning("GPU %d: cannot prepare its next trial (%s)", gpu.index, error)
+            shutil.rmtree(folder, ignore_errors=True)
+            return
+        self._spares[gpu.index] = spare
+
+    def _end_spare(self, spare: Any) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(spare.process.pid, signal.SIGKILL)
+        spare.end(grace=10.0)
+
     def close(self) -> None:
-        """Kill every trial still running (service shutdown)."""
+        """Kill every trial still running and every spare (service shutdown)."""
+        self._closed = True
         for pid in list(self._running):
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(pid, signal.SIGKILL)
+        spares, self._spares = list(self._spares.values()), {}
+        for spare in spares:
+            self._end_spare(spare)
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)
 
+    def _prepared(self, index: int) -> str | None:
+        """`waiting` (the GPU's next trial is ready), `preparing`, or None (no spare)."""
+        spare = self._spares.get(index)
+        if spare is None:
+            return None
+        return "waiting" if spare.waiting() else "preparing"
+
     def describe(self) -> dict[str, Any]:
         """`/health`'s `gpus`: each GPU, whether it is judging (and which submission, since
-        when) or idle, and how many submissions it judged."""
+        when), finishing or idle, how many submissions it judged, and whether its next trial is
+        prepared (`judges.gpu.trial_process`: `waiting`, `preparing` or null)."""
         idle = {"state": "idle", "submission": None, "since": None, "judged": 0}
-        return {"gpus": [{**asdict(gpu), **idle, **self._state.get(gpu.index, {})}
+        return {"gpus": [{**asdict(gpu), **idle, **self._state.get(gpu.index, {}),
+                          "prepared": self._prepared(gpu.index)}
                          for gpu in self.gpus]}  # fmt: skip
 
 
-_NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                 "NVSHMEM_DISABLE_NVLS": "1"}  # fmt: skip
-
-
-def _stage(workdir: Path, code: str) -> Path:
-    """The sandbox's /box: the candidate as submission.py, the worker's modules in judge/."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    workdir.chmod(0o711)
-    box = workdir / "box"
-    (box / "judge").mkdir(parents=True)
-    (box / "submission.py").write_text(code)
-    for name in STAGED:
-        shutil.copyfile(SANDBOXED / name, box / "judge" / name)
-    for path in (box, box / "judge"):
-        path.chmod(0o755)
-    for path in [box / "submission.py", *(box / "judge").iterdir()]:
-        path.chmod(0o644)
-    return box
-
-
 END_POLL_S = 0.02  # how often the results file is read for the trial's end
-EXIT_GRACE_S = 30.0  # seconds the trusted process has to exit after its end, then killed
 
 
 def _until_ended(process: subprocess.Popen[bytes], results: Path, limit: float) -> tuple[str, bool]:
@@ -359,18 +370,6 @@ def _until_ended(process: subprocess.Popen[bytes], results: Path, limit: float) 
 def _ended(text: str) -> bool:
     """Whether the results hold a whole `end` line (the trusted process writes it last)."""
     return text.endswith("\n") and any(e.get("event") == "end" for e in read_lines(text[-4096:]))
-
-
-def _end_trial(process: subprocess.Popen[bytes], group: Any) -> None:
-    """Wait for the trusted process to exit (killed after EXIT_GRACE_S), then remove the
-    candidate's group, killing whatever is left in it."""
-    try:
-        process.wait(EXIT_GRACE_S)
-    except subprocess.TimeoutExpired:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
-    group.remove()
 
 
 def _over_time(problem: GpuProblem, events: list[dict[str, Any]], limit: float) -> list[dict]:

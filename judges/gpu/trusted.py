@@ -66,6 +66,15 @@ class Phases:
     def mark(self, name: str) -> None:
         self.marks[name] = round(time.time() - self.origin, 4)
 
+    def rebase(self, origin: float) -> None:
+        """Count from `origin` (a spare's trial start): earlier marks become negative."""
+        self.marks = {k: round(v + self.origin - origin, 4) for k, v in self.marks.items()}
+        self.origin = origin
+
+
+class NoSubmission(Exception):
+    """A spare whose service ended it before handing it a submission."""
+
 
 class Results:
     """The results file: one JSON object per line, flushed as written."""
@@ -87,6 +96,8 @@ def main(argv: list[str]) -> int:
     soft_limits()
     try:
         run(spec, results, phases)
+    except NoSubmission:
+        return 0
     except Exception as error:  # the trusted process failing is the judge's fault
         results.write(
             "end",
@@ -147,6 +158,13 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
+        if spec.get("spare"):  # prepared ahead (judges.gpu.trial_process): now the submission
+            (Path(spec["workdir"]) / "waiting").touch()
+            go = sys.stdin.readline()
+            if not go:
+                raise NoSubmission
+            spec.update(json.loads(go))
+            phases.rebase(float(spec["origin"]))
         # the worker now waits for a message: the GPU is this process's alone
         calibrated_probe = probe.calibrate() if probe and started.passed else None
         results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),

@@ -193,3 +193,38 @@ def test_every_gpu_judges_one_candidate_at_a_time(stand_in: JudgeProcess) -> Non
         assert all(gpu["state"] == "finishing" for gpu in final if gpu["state"] != "idle"), final
         time.sleep(0.2)  # polling, bounded by the deadline
     assert all(gpu["state"] == "idle" and gpu["judged"] >= 1 for gpu in final), final
+
+
+def test_a_gpu_idle_between_trials_has_its_next_trial_prepared(stand_in: JudgeProcess) -> None:
+    """Once a GPU's trial has ended and its processes are gone, the GPU prepares its next trial
+    (trusted process, torch, the tests' references, the candidate's sandbox) with no submission:
+    the next submission takes it (its phases up to the worker's hello lie before its start), and
+    it serves that one submission only."""
+    code = (PROGRAMS / "honest.py").read_text()
+    first = [submit_program(stand_in.url, f"{code}\n# warm {n}\n") for n in range(STAND_IN_GPUS)]
+    deadline = time.monotonic() + 600
+    for sid in first:  # both GPUs judged this problem last
+        while httpx.get(f"{stand_in.url}/result/{sid}", timeout=10).json()["status"] == "queued":
+            assert time.monotonic() < deadline
+            time.sleep(0.2)  # polling, bounded by the deadline
+    while not all(
+        gpu["state"] == "idle" and gpu["prepared"] == "waiting"
+        for gpu in httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+    ):
+        assert time.monotonic() < deadline, "the idle GPUs never prepared their next trial"
+        time.sleep(0.2)  # polling, bounded by the deadline
+    record = judge_program(stand_in.url, f"{code}\n# prepared\n")
+    assert verdict(record) == "valid", first_failure(record)
+    timing = record["timing"]
+    assert timing["prepared"] is True
+    phases = timing["phases"]
+    assert phases["context"] < 0 and phases["testsPrepared"] < 0, phases  # before the start
+    assert 0 <= phases["calibrated"] <= phases["candidateImported"] <= phases["benchmarks"]
+    gpus = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+    judged = next(gpu for gpu in gpus if gpu["index"] == timing["gpu"])
+    assert judged["state"] in ("finishing", "idle"), judged  # the record is out
+    while judged["state"] != "idle" or judged["prepared"] is None:  # then a fresh spare
+        assert time.monotonic() < deadline, judged
+        time.sleep(0.2)  # polling, bounded by the deadline
+        gpus = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
+        judged = next(gpu for gpu in gpus if gpu["index"] == timing["gpu"])
