@@ -12,6 +12,8 @@ written after every submission; then, for `figures`, runs benchmarks/trimul_even
 each honest candidate (DIR/event_loop.json) and prints, side by side, each honest candidate's
 judge and event-loop geometric means, their ratio, the wall clock of its judging and where that
 went (DIR/side_by_side.json). docs/task.md and docs/judge.md quote the figures it produced.
+Each batch is submitted once every GPU is idle with its next trial prepared (a candidate that
+arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
 """
 
 from __future__ import annotations
@@ -24,6 +26,8 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import httpx
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -68,6 +72,9 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=3, help="judgings of fast_bf16")
     parser.add_argument("--gpus", default="0", help="the judge's --gpus (default: %(default)s)")
     parser.add_argument("--at-once", type=int, default=1, help="submissions in flight at once")
+    parser.add_argument("--back-to-back", action="store_true",
+                        help="submit each batch as soon as the last record is out, rather than "
+                        "once every GPU is idle with its next trial prepared")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
@@ -84,6 +91,8 @@ def main() -> int:
                       startup_timeout=300) as judge:  # fmt: skip
         for at in range(0, len(runs), args.at_once):
             batch = runs[at : at + args.at_once]
+            if not args.back_to_back:
+                settle(judge.url)
             started = time.monotonic()
             sids = [submit_program(judge.url, f"{program.read_text()}\n# {at + n}\n")
                     for n, (_, program) in enumerate(batch)]  # fmt: skip
@@ -108,6 +117,17 @@ def main() -> int:
     return 0
 
 
+def settle(url: str, limit: float = 180.0) -> None:
+    """Wait until every GPU is idle and its next trial prepared (a candidate arriving at an
+    idle judge); at most `limit` seconds (a GPU that prepares nothing is idle at once)."""
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        gpus = httpx.get(f"{url}/health", timeout=10).json()["gpu"]["gpus"]
+        if all(g["state"] == "idle" and g.get("prepared") in ("waiting", None) for g in gpus):
+            return
+        time.sleep(0.1)
+
+
 def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out: Path) -> None:
     """Each honest judging next to its candidate's event-loop figure, with its phases."""
     loop_of = {loop["label"]: loop.get("geomeanUs") for loop in loops}
@@ -122,7 +142,7 @@ def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out
             "label": item["label"], "judgeUs": item["valueUs"], "loopUs": loop,
             "ratio": item["valueUs"] / loop if loop else None,
             "judgedSeconds": timing.get("trialSeconds"), "gpu": timing.get("gpu"),
-            "phases": timing.get("phases"),
+            "prepared": timing.get("prepared"), "phases": timing.get("phases"),
         })  # fmt: skip
         ratio = f"{rows[-1]['ratio']:.4f}" if loop else "n/a"
         print(f"{item['label']:>12}: judge {item['valueUs']:.1f} us, loop {loop} us, ratio "
