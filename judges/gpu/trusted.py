@@ -248,7 +248,7 @@ class Trial:
             settings.min_repeats, settings.max_repeats, settings.target_error,
             settings.warmup_seconds * 1e9, settings.benchmark_wall * 1e9,
         )  # fmt: skip
-        outcome, durations, _ = self.timed(warm, rule, self.secret ^ 0x5A5A, recheck=False)
+        outcome, durations, _ = self.timed(warm, rule, self.secret ^ 0x5A5A)
         results.write("warmup", calls=len(durations), status=outcome.status,
                       detail=outcome.detail)  # fmt: skip
         self.phases.mark("warmup")
@@ -294,11 +294,10 @@ class Trial:
             found["maxDifference"] = float(finite.max().item()) if finite.numel() else 0.0
         return found
 
-    def timed(self, case: GpuCase, rule: StoppingRule, secret: int, recheck: bool = True) -> Any:
-        """One checked untimed call, then timed calls until `rule` stops them, then (with
-        `recheck`: every benchmark, not the warm-up, whose times are never used) the last one's
-        output checked again; the first failure (a call below the case's hardware floor too)
-        ends it. Returns (last outcome, charged durations, charge summary)."""
+    def timed(self, case: GpuCase, rule: StoppingRule, secret: int) -> Any:
+        """One checked untimed call, then timed calls until `rule` stops them, then the last
+        one's output checked again; the first failure (a call below the case's hardware floor
+        too) ends it. Returns (last outcome, charged durations, charge summary)."""
         from judges.gpu import session as calls
 
         judge, settings = self.judge, self.settings
@@ -336,7 +335,7 @@ class Trial:
                 for key, value in zip(("workerCallNs", "workerSyncNs", "workerExportNs"),
                                       outcome.worker_ns, strict=True):  # fmt: skip
                     charges[key] += value
-        if outcome.passed and durations and recheck:
+        if outcome.passed and durations:
             outcome = judge.recheck()
         judge.release_case()
         return outcome, durations, charges
