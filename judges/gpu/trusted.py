@@ -31,6 +31,7 @@ never the candidate's.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import ctypes
 import importlib.util
@@ -142,13 +143,16 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     share = transports.make(launch.backend)
     device = share.device
     phases.mark("context")
+    # Triton's import and the comparison kernel's load run beside the self-test and the tests'
+    # preparation (mostly waits for the GPU), all before anything is timed.
+    warming = concurrent.futures.ThreadPoolExecutor(1).submit(fused_compare.warm, device)
     healthy = self_test(device, share.synchronize)
     if healthy is not None:
         results.write("end", status="judge_error", error=f"GPU self-test failed: {healthy}")
         return
     reference = _load(settings.reference)
     prepared = prepare_tests(reference, cases, device, share.synchronize)
-    comparison = "fused" if fused_compare.warm(device) else "torch"  # before anything is timed
+    comparison = "fused" if warming.result() else "torch"
     peaks = limits.choose(limits.query_cuda() if device == "cuda" else limits.Peaks(),
                           settings.peak_bandwidth, settings.peak_flops)  # fmt: skip
     phases.mark("testsPrepared")
