@@ -34,6 +34,10 @@ ALLOWED = {
         SANDBOX,
         "asserts on what a candidate wrote to its /tmp",
     ),
+    "tests/judges/test_judge_sandbox_session.py": (
+        SANDBOX,
+        "a candidate program that leaves files in its sandbox's /tmp",
+    ),
     "tests/harness/test_repository.py": (("*",), "this test's own patterns"),
 }
 
