@@ -439,6 +439,7 @@ static std::string supervise(RunSpec& spec) {
         if (other.ru_maxrss > maxrss) maxrss = other.ru_maxrss;
     }
     cpu = std::max(cpu, spec.group.program());  // children the kernel reaped count too
+    sigprocmask(SIG_SETMASK, &previous, nullptr);  // a session's next program starts as this one
     int exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
     int signal_number = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     char line[512];

@@ -25,6 +25,7 @@ judge's worker count) and ends them all when its cases are done.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import socket
 import subprocess
@@ -37,6 +38,8 @@ from judges.sandbox.argv import SANDBOX_PATH, bwrap_session_argv, runner_limits
 from judges.sandbox.outcome import INTERNAL_ERROR, Limits, RunOutcome, is_resource_exhaustion
 from judges.sandbox.runner import Sandbox, _kill_group, outcome_of
 from judges.sandbox.streams import open_output, sealed_input
+
+log = logging.getLogger("judges.sandbox.session")
 
 SESSION_MEMORY = 256 << 20  # bubblewrap and the runner (its /tmp listing at most); not the runs'
 SESSION_PROCESSES = 4  # bubblewrap, the runner, a run's process before it enters its own group
@@ -144,7 +147,10 @@ class SandboxSession:
             return self._run(command, limits, stdin, stdout, stderr, group, output_cap)
         finally:
             if group is not None:
-                group.remove()
+                try:
+                    group.remove()
+                except OSError as error:  # a leftover empty group is not the program's fault
+                    log.warning("cannot remove the run's cgroup: %s", error)
 
     def _run(
         self,
@@ -253,7 +259,8 @@ class SessionPool:
         assert binds == self.binds, "a pool's sandboxes hold one program"
         try:
             session = self._take(limits.tmpfs_bytes)
-        except SessionBroken:
+        except SessionBroken as error:
+            log.warning("%s; this run gets a sandbox of its own", error)
             session = None
         if session is not None:
             try:

@@ -127,6 +127,12 @@ int main(int argc, char** argv) {
         char text[64] = {0};
         fgets(text, sizeof text, stdin);
         printf("echo %s", text);
+    } else if (mode == "status") {  // what the program starts with: blocked, ignored signals
+        FILE* status = fopen("/proc/self/status", "r");
+        char line[256];
+        while (fgets(line, sizeof line, status))
+            if (!strncmp(line, "SigBlk", 6) || !strncmp(line, "SigIgn", 6)) fputs(line, stdout);
+        fclose(status);
     } else if (mode == "exit3") return 3;
     else if (mode == "abort") abort();
     else if (mode == "spin") for (volatile unsigned long i = 0;; ++i) {}
@@ -218,7 +224,7 @@ def test_a_sandbox_killed_during_a_run_gives_an_outcome_and_is_replaced(box: dic
         pool.close()
 
 
-@pytest.mark.parametrize("mode", ["echo", "exit3", "abort", "spin", "hog", "flood"])
+@pytest.mark.parametrize("mode", ["echo", "status", "exit3", "abort", "spin", "hog", "flood"])
 def test_every_outcome_is_the_one_a_sandbox_of_its_own_gives(box: dict, mode: str) -> None:
     limits = Limits(1, 2, 256 << 20, 16, 1 << 20, 8 << 20, address_space=False)
     pool = SessionPool(box["sandbox"], box["binds"])
