@@ -194,13 +194,13 @@ class Sandbox:
             close_descriptors(stdin, stdout)
             return RunOutcome(INTERNAL_ERROR, "the sandbox is shut down", None, None, 0, 0, 0, 0)
         try:
-            group = self.bound.create(limits.memory_bytes, limits.processes) if self.bound else None
-        except OSError as error:
+            group, failed = new_group(self.bound, limits)
+        except OSError:  # the judge out of resources: passing
             close_descriptors(stdin, stdout)
-            if is_resource_exhaustion(error):
-                raise
-            detail = f"cannot create the run's cgroup: {error}"
-            return RunOutcome(INTERNAL_ERROR, detail, None, None, 0, 0, 0, 0)
+            raise
+        if failed is not None:
+            close_descriptors(stdin, stdout)
+            return failed
         try:
             return self._execute(
                 command,
@@ -215,11 +215,7 @@ class Sandbox:
                 share,
             )
         finally:
-            if group is not None:
-                try:
-                    group.remove()
-                except OSError as error:  # a leftover empty group is not the program's fault
-                    log.warning("cannot remove the run's cgroup: %s", error)
+            remove_group(group)
 
     def _execute(
         self,
@@ -311,7 +307,7 @@ class Sandbox:
         os.close(report_write)
         self.track(process.pid)
         backstop = threading.Timer(
-            limits.backstop_seconds + _REPORT_FD_GRACE, _kill_group, (process.pid,)
+            limits.backstop_seconds + _REPORT_FD_GRACE, kill_group, (process.pid,)
         )
         backstop.start()
         started = time.monotonic()
@@ -335,14 +331,14 @@ class Sandbox:
             self._closed = True
             live = list(self._live)
         for pid in live:
-            _kill_group(pid)
+            kill_group(pid)
 
     def track(self, pid: int) -> None:
         """A started bubblewrap (its process group), killed by `close`; at once if closed."""
         with self._lock:
             self._live.add(pid)
             if self._closed:
-                _kill_group(pid)
+                kill_group(pid)
 
     def untrack(self, pid: int) -> None:
         with self._lock:
@@ -355,6 +351,30 @@ class Sandbox:
         fds = ",".join(str(fd) for fd in group.procs_fds) if group is not None else "-"
         uid, gid = (self.uid, self.gid) if self._as_root else (-1, -1)
         return [str(self.runner), "--launch", str(uid), str(gid), fds or "-", "--"]
+
+
+def new_group(
+    bound: CgroupBound | None, limits: Limits
+) -> tuple[RunGroup | None, RunOutcome | None]:
+    """A run's own cgroup (None without a bound), or the INTERNAL_ERROR outcome of a run whose
+    group could not be made; a judge out of descriptors, memory or disk raises (passing)."""
+    try:
+        return (bound.create(limits.memory_bytes, limits.processes) if bound else None), None
+    except OSError as error:
+        if is_resource_exhaustion(error):
+            raise
+        detail = f"cannot create the run's cgroup: {error}"
+        return None, RunOutcome(INTERNAL_ERROR, detail, None, None, 0, 0, 0, 0)
+
+
+def remove_group(group: RunGroup | None) -> None:
+    """Remove a finished run's group, killing what is left in it."""
+    if group is None:
+        return
+    try:
+        group.remove()
+    except OSError as error:  # a leftover empty group is not the program's fault
+        log.warning("cannot remove the run's cgroup: %s", error)
 
 
 def outcome_of(
@@ -437,6 +457,6 @@ def _require_bwrap_version(bwrap: str) -> None:
         )
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
     with contextlib.suppress(ProcessLookupError):
         os.killpg(pid, signal.SIGKILL)

@@ -35,8 +35,8 @@ from pathlib import Path
 
 from judges.cgroups.groups import RunGroup
 from judges.sandbox.argv import SANDBOX_PATH, bwrap_session_argv, runner_limits
-from judges.sandbox.outcome import INTERNAL_ERROR, Limits, RunOutcome, is_resource_exhaustion
-from judges.sandbox.runner import Sandbox, _kill_group, outcome_of
+from judges.sandbox.outcome import Limits, RunOutcome, is_resource_exhaustion
+from judges.sandbox.runner import Sandbox, kill_group, new_group, outcome_of, remove_group
 from judges.sandbox.streams import open_output, sealed_input
 
 log = logging.getLogger("judges.sandbox.session")
@@ -135,22 +135,13 @@ class SandboxSession:
         during which the sandbox ended has the outcome a run of its own would have."""
         if not self.usable:
             raise SessionBroken("the session's sandbox has ended")
-        bound = self.sandbox.bound
-        try:
-            group = bound.create(limits.memory_bytes, limits.processes) if bound else None
-        except OSError as error:
-            if is_resource_exhaustion(error):
-                raise
-            detail = f"cannot create the run's cgroup: {error}"
-            return RunOutcome(INTERNAL_ERROR, detail, None, None, 0, 0, 0, 0)
+        group, failed = new_group(self.sandbox.bound, limits)
+        if failed is not None:
+            return failed
         try:
             return self._run(command, limits, stdin, stdout, stderr, group, output_cap)
         finally:
-            if group is not None:
-                try:
-                    group.remove()
-                except OSError as error:  # a leftover empty group is not the program's fault
-                    log.warning("cannot remove the run's cgroup: %s", error)
+            remove_group(group)
 
     def _run(
         self,
@@ -218,11 +209,11 @@ class SandboxSession:
         process = self._process
         if process is not None:
             if kill:
-                _kill_group(process.pid)
+                kill_group(process.pid)
             try:
                 process.wait(timeout=ANSWER_GRACE)
             except subprocess.TimeoutExpired:
-                _kill_group(process.pid)
+                kill_group(process.pid)
                 process.wait()
             self.sandbox.untrack(process.pid)
             self._process = None
