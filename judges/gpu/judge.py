@@ -242,8 +242,14 @@ class GpuJudge:
         started, origin = time.monotonic(), time.time()
         trial = self._take_spare(gpu, problem)
         if trial is not None:
-            trial.begin(code, origin)
-        else:
+            try:
+                trial.begin(code, origin)
+            except OSError as error:  # it ended just now: start cold
+                log.warning("GPU %d: its prepared trial ended (%s); starting cold", gpu.index,
+                            error)  # fmt: skip
+                self._end_spare(trial)
+                trial = None
+        if trial is None:
             trial = trial_process.start(self, gpu, problem, workdir, code)
         self._running.add(trial.process.pid)
         try:

@@ -16,6 +16,7 @@ import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -409,3 +410,23 @@ def test_the_fused_comparison_counts_exactly_as_the_torch_rule(seed: int) -> Non
     for fused, torch_rule in json.loads(done.stdout.splitlines()[-1]):
         assert fused == torch_rule
         assert fused[0] > 0
+
+
+def test_handing_a_submission_to_a_spare_that_just_ended_is_an_oserror(tmp_path: Path) -> None:
+    """`TrialProcess.begin` on a spare whose process ended after it was taken raises OSError
+    (a closed pipe), which `GpuJudge._trial` answers with a cold start."""
+    from judges.gpu.trial_process import TrialProcess
+
+    class Group:
+        def remove(self) -> None:
+            pass
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE)
+    process.wait()
+    box = tmp_path / "box"
+    box.mkdir()
+    spare = TrialProcess(process, Group(), tmp_path, box, tmp_path / "results.jsonl", "trimul",
+                         spare=True, owns_workdir=False)  # fmt: skip
+    with pytest.raises(OSError):
+        spare.begin("def custom_kernel(data):\n    return data\n" * 2000, time.time())
+    spare.end(grace=1.0)
