@@ -65,7 +65,6 @@ class SandboxSession:
         self.sandbox = sandbox
         self.tmpfs_bytes = tmpfs_bytes
         self.usable = False
-        self.runs = 0
         self._log = sandbox.scratch / f"session-{id(self):x}.log"
         self._group: RunGroup | None = None
         self._process: subprocess.Popen[bytes] | None = None
@@ -179,7 +178,6 @@ class SandboxSession:
                 os.close(cpu_fd)
             if group is not None:
                 group.close_fds()
-        self.runs += 1
         started = time.monotonic()
         answer = self._answer(limits.backstop_seconds + ANSWER_GRACE)
         wall = time.monotonic() - started
