@@ -38,6 +38,7 @@ import importlib.util
 import json
 import platform
 import resource
+import secrets
 import signal
 import sys
 import time
@@ -159,9 +160,16 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
     judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
                           settings.rtol, settings.atol)  # fmt: skip
+    checks = Checks(reference, settings)
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
+        # the worker now waits for a message: the GPU is this process's alone
+        calibrated_probe = probe.calibrate() if probe and started.passed else None
+        calibration = judge.calibrate() if started.passed else {}
+        if started.passed and "failed" not in calibration:
+            calibration["cases"] = calibrate_cases(judge, checks, cases, device)
+        phases.mark("casesCalibrated")
         if spec.get("spare"):  # prepared ahead (judges.gpu.trial_process): now the submission
             (Path(spec["workdir"]) / "waiting").touch()
             go = sys.stdin.readline()
@@ -169,16 +177,19 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
                 raise NoSubmission
             spec.update(json.loads(go))
             phases.rebase(float(spec["origin"]))
-        # the worker now waits for a message: the GPU is this process's alone
-        calibrated_probe = probe.calibrate() if probe and started.passed else None
+            if started.passed and "failed" not in calibration:  # the plain offsets, now
+                calibrated_probe = probe.calibrate() if probe else None
+                calibration = {**judge.calibrate(), "cases": calibration["cases"]}
         results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),
                       comparison=comparison)  # fmt: skip
-        calibration = judge.calibrate() if started.passed else {}
         phases.mark("calibrated")
-        if "failed" in calibration:
-            failure = f"the judge's own calibration calls failed: {calibration}"
+        failed = [c for c in [calibration, *calibration.get("cases", {}).values()] if "failed" in c]
+        if failed:
+            failure = f"the judge's own calibration calls failed: {failed[0]['failed']}"
             results.write("end", status="judge_error", error=failure)
             return
+        for index, offsets in judge.case_offsets().items():
+            calibration["cases"][index].update(offsets)
         if started.passed:
             started = judge.wait_ready(settings.startup_timeout)
         phases.mark("candidateImported")
@@ -186,12 +197,76 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
                       freezing=candidate.freezing, calibration=calibration)  # fmt: skip
         if started.passed:
             context = Trial(judge, reference, settings, int(spec["secret"]), results, device,
-                            prepared, peaks, phases)  # fmt: skip
+                            prepared, peaks, phases, checks)  # fmt: skip
             context.run(cases)
     finally:
         candidate.kill()  # nothing of the candidate is wanted now: no polite exit to wait for
     results.write("phases", **phases.marks)
     results.write("end", status="done", healthyAfter=self_test(device, share.synchronize))
+
+
+CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
+
+
+class Checks:
+    """How a benchmark call's expected output is computed: by the package's `ref_kernel`, or,
+    where it has a `check_kernel` vouched for within `CHECK_BOUND` and that bound held on the
+    case's calibration input (`agree`), by the faster `check_kernel`, the comparison's
+    tolerances narrowed by the bound and anything that fails it decided by `ref_kernel`
+    (`judges.gpu.session.Session.call`'s `exact`)."""
+
+    def __init__(self, reference: Any, settings: GpuSettings) -> None:
+        self.reference = reference
+        self.fast = getattr(reference, "check_kernel", None)
+        bound = float(getattr(reference, "CHECK_BOUND", 0.0) or 0.0)
+        usable = self.fast is not None and 0 < 2 * bound < min(settings.rtol, settings.atol)
+        self.bound = bound if usable else 0.0
+        self.margin = bound * (1 + settings.rtol) if usable else 0.0
+        self.trusted: set[int] = set()  # benchmarks whose calibration input kept the bound
+
+    def agree(self, index: int, data: Any) -> dict[str, Any]:
+        """Both kernels on one input of benchmark `index`: the largest |check - ref| / (1 +
+        |ref|), and whether the case may use the check kernel."""
+        if not self.bound:
+            return {"fastCheck": False}
+        fast, exact = self.fast(data), self.reference.ref_kernel(data)
+        gap = ((fast - exact).abs() / (1 + exact.abs())).nan_to_num(float("inf")).max().item()
+        if gap <= self.bound:
+            self.trusted.add(index)
+        return {"fastCheck": gap <= self.bound, "checkGap": gap, "checkBound": self.bound}
+
+    def expected(self, index: int, data: Any) -> tuple[Any, Any, float]:
+        """(the expected output to compare with, the exact one's maker or None, the margin)."""
+        if index in self.trusted:
+            return self.fast(data), lambda: self.reference.ref_kernel(data), self.margin
+        return self.reference.ref_kernel(data), None, 0.0
+
+
+def calibrate_cases(judge: calls.Session, checks: Checks, cases: list[GpuCase],
+                    device: str) -> dict[str, dict[str, Any]]:  # fmt: skip
+    """Each benchmark's own null calls (`Session.calibrate_case`), each made right after the
+    work a real call of it follows: its inputs generated (from a seed of this process's own,
+    never the submission's) and its expected output computed. The first input also checks
+    the package's check kernel against its reference (`Checks.agree`)."""
+    found: dict[str, dict[str, Any]] = {}
+    for case in cases:
+        if case.kind != "benchmark":
+            continue
+        own = secrets.randbelow(1 << 30)
+        agreed: dict[str, Any] = {}
+
+        def prepare(step: int, case: GpuCase = case, own: int = own, agreed: dict = agreed) -> Any:
+            seed = combine_seed(case.spec["seed"] + 13 * step, own)
+            data = checks.reference.generate_input(device, **{**case.spec, "seed": seed})
+            if step == 0:
+                agreed.update(checks.agree(case.index, data))
+            else:
+                checks.expected(case.index, data)
+            return data
+
+        measured = judge.calibrate_case(case.index, prepare, CASE_CALIBRATION_CALLS)
+        found[str(case.index)] = {**measured, **agreed}
+    return found
 
 
 def prepare_tests(reference: Any, cases: list[GpuCase], device: str, sync: Any) -> dict:
@@ -210,21 +285,37 @@ class Trial:
     """Tests, the determinism check, warm-up, benchmarks; stops at the first failing call."""
 
     def __init__(self, judge: calls.Session, reference: Any, settings: GpuSettings, secret: int,
-                 results: Results, device: str, prepared: dict, peaks: Any,
-                 phases: Phases) -> None:  # fmt: skip
+                 results: Results, device: str, prepared: dict, peaks: Any, phases: Phases,
+                 checks: Checks) -> None:  # fmt: skip
         self.judge, self.reference, self.settings = judge, reference, settings
         self.secret, self.results, self.device = secret, results, device
         self.prepared, self.peaks, self.phases = prepared, peaks, phases
+        self.checks = checks
         self.work = getattr(reference, "minimum_work", None)
+        self.ahead: dict[tuple[int, int], tuple[Any, Any, Any, float]] = {}
 
-    def one_call(self, case: GpuCase, seed: int) -> calls.CallOutcome:
+    def inputs(self, case: GpuCase, seed: int) -> tuple[Any, Any, Any, float]:
+        """A call's data, expected output, exact output's maker (or None) and margin
+        (`Checks.expected`); made in the last pause when it was (`prepare_first`)."""
+        found = self.ahead.pop((case.index, seed), None)
+        if found is not None:
+            return found
         data = self.reference.generate_input(self.device, **{**case.spec, "seed": seed})
-        return self.judge.call(data, self.reference.ref_kernel(data))
+        return (data, *self.checks.expected(case.index, data))
 
-    def setup(self, case: GpuCase) -> calls.CallOutcome:
-        found = self.prepared.get((case.kind, case.index))
-        data = found[0] if found else self.reference.generate_input(self.device, **case.spec)
-        return self.judge.setup_case(data)
+    def prepare_first(self, case: GpuCase, secret: int) -> Any:
+        """What to do in a second check's pause: make `case`'s first (untimed) call's inputs
+        and expected output, so that nothing of it waits for the GPU later."""
+
+        def meanwhile(deadline: float) -> None:
+            seed = combine_seed(case.spec["seed"], secret)
+            self.ahead[(case.index, seed)] = self.inputs(case, seed)
+
+        return meanwhile
+
+    def call(self, case: GpuCase, seed: int) -> calls.CallOutcome:
+        data, expected, exact, margin = self.inputs(case, seed)
+        return self.judge.call(data, expected, exact, margin)
 
     def floor_ns(self, case: GpuCase) -> float:
         return self.peaks.floor_ns(self.work(**case.spec)) if self.work else 0.0
@@ -234,9 +325,9 @@ class Trial:
         for case in cases:
             if case.kind != "test":
                 continue
-            outcome = self.setup(case)
+            data, expected = self.prepared[(case.kind, case.index)]
+            outcome = judge.setup_case(data)
             if outcome.passed:
-                data, expected = self.prepared[(case.kind, case.index)]
                 outcome = judge.call(data, expected)
             judge.release_case()
             results.write("case", **case.to_json(), **_outcome(outcome), calls=1)
@@ -252,7 +343,9 @@ class Trial:
             settings.min_repeats, settings.max_repeats, settings.target_error,
             settings.warmup_seconds * 1e9, settings.benchmark_wall * 1e9,
         )  # fmt: skip
-        outcome, durations, _ = self.timed(warm, rule, self.secret ^ 0x5A5A)
+        outcome, durations, _ = self.timed(
+            warm, rule, self.secret ^ 0x5A5A, self.prepare_first(warm, self.secret)
+        )
         results.write("warmup", calls=len(durations), status=outcome.status,
                       detail=outcome.detail)  # fmt: skip
         self.phases.mark("warmup")
@@ -263,8 +356,9 @@ class Trial:
             settings.min_repeats, settings.max_repeats, settings.target_error,
             settings.benchmark_seconds * 1e9, settings.benchmark_wall * 1e9,
         )  # fmt: skip
-        for case in benchmarks:
-            outcome, durations, charges = self.timed(case, rule, self.secret)
+        for case, following in zip(benchmarks, [*benchmarks[1:], None], strict=True):
+            meanwhile = self.prepare_first(following, self.secret) if following else None
+            outcome, durations, charges = self.timed(case, rule, self.secret, meanwhile)
             fields = _outcome(outcome)
             if outcome.passed:
                 fields["stats"] = stats(durations).to_json()
@@ -298,10 +392,12 @@ class Trial:
             found["maxDifference"] = float(finite.max().item()) if finite.numel() else 0.0
         return found
 
-    def timed(self, case: GpuCase, rule: StoppingRule, secret: int) -> Any:
+    def timed(self, case: GpuCase, rule: StoppingRule, secret: int, meanwhile: Any = None) -> Any:
         """One checked untimed call, then timed calls until `rule` stops them, then the last
-        one's output checked again; the first failure (a call below the case's hardware floor
-        too) ends it. Returns (last outcome, charged durations, charge summary)."""
+        one's output checked again (`meanwhile` done in that check's pause); the first
+        failure (a call below the case's hardware floor too) ends it. The case's own
+        calibrated offsets apply (`Session.use_case`). Returns (last outcome, charged
+        durations, charge summary)."""
         from judges.gpu import session as calls
 
         judge, settings = self.judge, self.settings
@@ -310,15 +406,18 @@ class Trial:
         charges = {"earlyNs": 0, "lateNs": 0, "windowNs": 0, "callsCharged": 0, "clockNs": 0,
                    "workerCallNs": 0, "workerSyncNs": 0, "workerExportNs": 0,
                    "floorNs": round(floor)}  # fmt: skip
-        outcome = self.setup(case)
+        judge.use_case(case.index)
+        data, expected, exact, margin = self.inputs(case, combine_seed(case.spec["seed"], secret))
+        outcome = judge.setup_case(data)
         if outcome.passed:
-            outcome = self.one_call(case, combine_seed(case.spec["seed"], secret))
+            outcome = judge.call(data, expected, exact, margin)
+        del data, expected, exact
         started = time.perf_counter_ns()
         step = 0
         while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
             step += 1
-            seed = combine_seed(case.spec["seed"] + settings.seed_step * step, secret)
-            outcome = self.one_call(case, seed)
+            outcome = self.call(case, combine_seed(case.spec["seed"] + settings.seed_step * step,
+                                                   secret))  # fmt: skip
             if outcome.passed and outcome.charged_ns < floor:
                 outcome = calls.CallOutcome(
                     BELOW_FLOOR,
@@ -340,8 +439,9 @@ class Trial:
                                       outcome.worker_ns, strict=True):  # fmt: skip
                     charges[key] += value
         if outcome.passed and durations:
-            outcome = judge.recheck()
+            outcome = judge.recheck(meanwhile)
         judge.release_case()
+        judge.use_case(None)
         return outcome, durations, charges
 
 

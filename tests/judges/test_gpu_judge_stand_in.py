@@ -90,9 +90,16 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert record["gpu"]["gpu"] == "none (CPU stand-in)" and record["warmup"]["calls"] >= 3
     assert record["determinism"] == {"test": 1, "checked": True, "differing": 0,
                                      "identical": True, "maxDifference": 0.0}  # fmt: skip
+    calibrated = record["gpu"]["calibration"]["cases"]  # each benchmark's own null calls
+    assert sorted(calibrated) == ["1", "2"], calibrated
+    for found in calibrated.values():
+        assert found["calls"] == 7 and found["fastCheck"], found
+        assert 0 <= found["checkGap"] <= found["checkBound"], found
+        assert found["clockOffsetUs"] == 0  # the stand-in has no probe: nothing subtracted
     phases = record["timing"]["phases"]
     order = ["trustedStarted", "sandboxStarted", "context", "testsPrepared", "workerHello",
-             "calibrated", "candidateImported", "tests", "warmup", "benchmarks"]  # fmt: skip
+             "casesCalibrated", "calibrated", "candidateImported", "tests", "warmup",
+             "benchmarks"]  # fmt: skip
     assert list(phases) == order and all(
         phases[a] <= phases[b] for a, b in itertools.pairwise(order)
     )

@@ -3,11 +3,11 @@
     python3 -I -B /box/judge/worker.py CONTROL_FD SOCKET_FD BACKEND ENTRY
 
 Runs inside the sandbox with the control block and the channel inherited as descriptors. It
-says `hello` and serves messages: `import` (import `/box/submission.py`, then `ready` or
-`import_failed` with the traceback; until then calls go to a one-kernel entry of its own, which
-the judge times to calibrate its overhead), `case` (map the case's input pool; the layout says
-where each tensor is), `arm` (spin on GO, then make the call), `release` (unmap the pool),
-`exit`.
+loads the common GPU kernels (`warm_up`), says `hello` and serves messages: `import` (import
+`/box/submission.py`, then `ready` or `import_failed` with the traceback; until then calls go
+to a one-kernel entry of its own, which the judge times to calibrate its overhead), `case` (map
+the case's input pool; the layout says where each tensor is), `arm` (spin on GO, then make the
+call), `release` (unmap the pool), `exit`.
 
 Armed, the worker rebuilds the data from the pool (fresh tensor objects every time, before the
 clock starts: views only, no data is read), says ARMED and spins. A call then calls the entry,
@@ -50,6 +50,8 @@ def main(argv: list[str]) -> int:
         return torch.ones(16, device=device)
 
     entry = null_entry
+    if device == "cuda":
+        warm_up(torch, device)
     link.send({"op": "hello", "torch": torch.__version__})
     pool = token = None
     tree: dict | None = None
@@ -89,6 +91,19 @@ def main(argv: list[str]) -> int:
             link.send({"op": "released"})
         elif op == "exit":
             return 0
+
+
+def warm_up(torch, device: str) -> None:
+    """Load what nearly every candidate's first call would otherwise load inside the judge's
+    first test (the BLAS handles, the common kernels' modules): small products in float32,
+    bfloat16 and float16, a batched one, a layer norm and a sigmoid, before the hello."""
+    import torch.nn.functional as F
+
+    for dtype in (torch.float32, torch.bfloat16, torch.float16):
+        a = torch.ones((64, 64), device=device, dtype=dtype)
+        torch.sigmoid(F.layer_norm(a @ a, (64,)))
+        torch.bmm(a[None], a[None])
+    torch.cuda.synchronize()
 
 
 def call(block, share, entry, data, pool, seq: int) -> str | None:
