@@ -486,6 +486,7 @@ def test_trimuls_check_kernel_keeps_its_bound_and_is_trusted_only_where_it_did()
         assert found["fastCheck"] and 0 <= found["checkGap"] <= reference.CHECK_BOUND
         expected, exact, margin = checks.expected(index, data)
         assert exact is not None and margin == checks.margin
+        assert torch.equal(expected, reference.check_kernel(data))
         assert torch.equal(exact(), reference.ref_kernel(data))
     assert checks.expected(3, data)[1] is None  # never agreed: the reference itself
     strict = Checks(reference, GpuSettings(**{**fields, "rtol": 1e-4, "atol": 1e-4}))
