@@ -196,9 +196,8 @@ class Session:
         self.clock_offset_ns = 0  # the protocol's own cost, subtracted from the clock
         self.late_allowance_ns = 0
         self.window_allowance_ns = 0
-        # the last checked call: its output's descriptor, the expected output, the copy
-        # compared, the exact output's maker (or None) and the margin (`call`)
-        self.last: tuple[Any, torch.Tensor, torch.Tensor, Any, float] | None = None
+        # the last checked call: its output's descriptor, the reference, the copy compared
+        self.last: tuple[Any, torch.Tensor, torch.Tensor] | None = None
 
     def calibrate(self, calls: int = 30) -> dict[str, float]:
         """Time calls of the worker's own one-kernel entry (before the candidate is imported,
@@ -329,12 +328,8 @@ class Session:
                 pass
         self.transport.free_pool(case["token"])
 
-    def call(self, data: Any, expected: torch.Tensor | None, exact: Any = None,
-             margin: float = 0.0) -> CallOutcome:  # fmt: skip
-        """One call on `data`, checked against `expected` (module docstring). With `exact`
-        (a function making the reference's own output), `expected` is a faster kernel's,
-        within `margin` of it: the output passes when it is within the tolerances narrowed by
-        `margin` of `expected`, and otherwise the verdict is against `exact()`."""
+    def call(self, data: Any, expected: torch.Tensor | None) -> CallOutcome:
+        """One call on `data`, checked against `expected` (module docstring)."""
         case = self._case
         assert case is not None, "setup_case first"
         _, tensors, _ = layout.flatten(data)
@@ -385,7 +380,7 @@ class Session:
         if self.block.get(ctl.STATUS) != ctl.OK:
             return self._call_error(seq)
         late, window = described
-        return self._check(clock_ns, early, late, window, expected, exact, margin)
+        return self._check(clock_ns, early, late, window, expected)
 
     def _described(self, seq: int) -> tuple[int, int] | None:
         """Wait for DESCRIBED, probing the GPU meanwhile and then until it is idle: (the summed
@@ -410,9 +405,9 @@ class Session:
             return None
         return late, seen[0] - done_at
 
-    def _check(self, clock_ns: int, early: int, late: int, window: int,
-               expected: torch.Tensor | None, exact: Any,
-               margin: float) -> CallOutcome:  # fmt: skip
+    def _check(
+        self, clock_ns: int, early: int, late: int, window: int, expected: torch.Tensor | None
+    ) -> CallOutcome:
         worker = tuple(self.block.get(slot) for slot in (ctl.CALL_NS, ctl.SYNC_NS, ctl.EXPORT_NS))
         try:
             descriptor = self.block.read_output()
@@ -427,9 +422,9 @@ class Session:
         if expected is None:  # a calibration call of the worker's own
             return CallOutcome(ACCEPTED, "calibration", charged, clock_ns, early, late, 0.0, worker,
                                window)  # fmt: skip
-        verdict, expected, exact = self._verdict(copy, expected, exact, margin)
+        verdict = compare(copy, expected, self.rtol, self.atol)
         status = ACCEPTED if verdict.ok else WRONG
-        self.last = (descriptor, expected, copy, exact, margin)
+        self.last = (descriptor, expected, copy)
         return CallOutcome(status, verdict.detail, charged, clock_ns, early, late,
                            verdict.max_error, worker, window)  # fmt: skip
 
@@ -440,7 +435,7 @@ class Session:
         inputs and references); the pause lasts at least RECHECK_AFTER_S either way."""
         if self.last is None:
             return CallOutcome(ACCEPTED, "nothing to check again")
-        descriptor, expected, _, exact, margin = self.last
+        descriptor, expected, _ = self.last
         paused = time.monotonic()
         if meanwhile is not None:
             meanwhile(paused + RECHECK_AFTER_S)
@@ -455,24 +450,11 @@ class Session:
             return CallOutcome(WRONG, f"the last timed call's output cannot be read again: {error}")
         finally:
             self.candidate.thaw()
-        verdict = self._verdict(again, expected, exact, margin)[0]
+        verdict = compare(again, expected, self.rtol, self.atol)
         if verdict.ok:
             return CallOutcome(ACCEPTED, verdict.detail)
         return CallOutcome(WRONG, "the last timed call's output changed after it was checked: "
                            + verdict.detail)  # fmt: skip
-
-    def _verdict(self, got: torch.Tensor, expected: torch.Tensor, exact: Any,
-                 margin: float) -> tuple[Any, torch.Tensor, Any]:  # fmt: skip
-        """(the comparison, the expected output it used, what is left of `exact`): against a
-        faster kernel's output with the tolerances narrowed by `margin`, and when that fails
-        against the reference's own (`call`)."""
-        if exact is None:
-            return compare(got, expected, self.rtol, self.atol), expected, None
-        quick = compare(got, expected, self.rtol - margin, self.atol - margin)
-        if quick.ok:
-            return quick, expected, exact
-        expected = exact()
-        return compare(got, expected, self.rtol, self.atol), expected, None
 
     def _call_error(self, seq: int) -> CallOutcome:
         try:

@@ -160,7 +160,6 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
     judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
                           settings.rtol, settings.atol)  # fmt: skip
-    checks = Checks(reference, settings)
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
@@ -168,7 +167,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         calibrated_probe = probe.calibrate() if probe and started.passed else None
         calibration = judge.calibrate() if started.passed else {}
         if started.passed and "failed" not in calibration:
-            calibration["cases"] = calibrate_cases(judge, checks, cases, device)
+            calibration["cases"] = calibrate_cases(judge, reference, cases, device)
         phases.mark("casesCalibrated")
         if spec.get("spare"):  # prepared ahead (judges.gpu.trial_process): now the submission
             (Path(spec["workdir"]) / "waiting").touch()
@@ -197,7 +196,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
                       freezing=candidate.freezing, calibration=calibration)  # fmt: skip
         if started.passed:
             context = Trial(judge, reference, settings, int(spec["secret"]), results, device,
-                            prepared, peaks, phases, checks)  # fmt: skip
+                            prepared, peaks, phases)  # fmt: skip
             context.run(cases)
     finally:
         candidate.kill()  # nothing of the candidate is wanted now: no polite exit to wait for
@@ -205,67 +204,27 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     results.write("end", status="done", healthyAfter=self_test(device, share.synchronize))
 
 
-CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
+CASE_CALIBRATION_CALLS = 5  # null calls per benchmark, each after that case's own work
 
 
-class Checks:
-    """How a benchmark call's expected output is computed: by the package's `ref_kernel`, or,
-    where it has a `check_kernel` vouched for within `CHECK_BOUND` and that bound held on the
-    case's calibration input (`agree`), by the faster `check_kernel`, the comparison's
-    tolerances narrowed by the bound and anything that fails it decided by `ref_kernel`
-    (`judges.gpu.session.Session.call`'s `exact`)."""
-
-    def __init__(self, reference: Any, settings: GpuSettings) -> None:
-        self.reference = reference
-        self.fast = getattr(reference, "check_kernel", None)
-        bound = float(getattr(reference, "CHECK_BOUND", 0.0) or 0.0)
-        usable = self.fast is not None and 0 < 2 * bound < min(settings.rtol, settings.atol)
-        self.bound = bound if usable else 0.0
-        self.margin = bound * (1 + settings.rtol) if usable else 0.0
-        self.trusted: set[int] = set()  # benchmarks whose calibration input kept the bound
-
-    def agree(self, index: int, data: Any) -> dict[str, Any]:
-        """Both kernels on one input of benchmark `index`: the largest |check - ref| / (1 +
-        |ref|), and whether the case may use the check kernel."""
-        if not self.bound:
-            return {"fastCheck": False}
-        fast, exact = self.fast(data), self.reference.ref_kernel(data)
-        gap = ((fast - exact).abs() / (1 + exact.abs())).nan_to_num(float("inf")).max().item()
-        if gap <= self.bound:
-            self.trusted.add(index)
-        return {"fastCheck": gap <= self.bound, "checkGap": gap, "checkBound": self.bound}
-
-    def expected(self, index: int, data: Any) -> tuple[Any, Any, float]:
-        """(the expected output to compare with, the exact one's maker or None, the margin)."""
-        if index in self.trusted:
-            return self.fast(data), lambda: self.reference.ref_kernel(data), self.margin
-        return self.reference.ref_kernel(data), None, 0.0
-
-
-def calibrate_cases(judge: calls.Session, checks: Checks, cases: list[GpuCase],
+def calibrate_cases(judge: calls.Session, reference: Any, cases: list[GpuCase],
                     device: str) -> dict[str, dict[str, Any]]:  # fmt: skip
     """Each benchmark's own null calls (`Session.calibrate_case`), each made right after the
     work a real call of it follows: its inputs generated (from a seed of this process's own,
-    never the submission's) and its expected output computed. The first input also checks
-    the package's check kernel against its reference (`Checks.agree`)."""
+    never the submission's) and its reference output computed."""
     found: dict[str, dict[str, Any]] = {}
     for case in cases:
         if case.kind != "benchmark":
             continue
         own = secrets.randbelow(1 << 30)
-        agreed: dict[str, Any] = {}
 
-        def prepare(step: int, case: GpuCase = case, own: int = own, agreed: dict = agreed) -> Any:
+        def prepare(step: int, case: GpuCase = case, own: int = own) -> Any:
             seed = combine_seed(case.spec["seed"] + 13 * step, own)
-            data = checks.reference.generate_input(device, **{**case.spec, "seed": seed})
-            if step == 0:
-                agreed.update(checks.agree(case.index, data))
-            else:
-                checks.expected(case.index, data)
+            data = reference.generate_input(device, **{**case.spec, "seed": seed})
+            reference.ref_kernel(data)
             return data
 
-        measured = judge.calibrate_case(case.index, prepare, CASE_CALIBRATION_CALLS)
-        found[str(case.index)] = {**measured, **agreed}
+        found[str(case.index)] = judge.calibrate_case(case.index, prepare, CASE_CALIBRATION_CALLS)
     return found
 
 
@@ -285,23 +244,22 @@ class Trial:
     """Tests, the determinism check, warm-up, benchmarks; stops at the first failing call."""
 
     def __init__(self, judge: calls.Session, reference: Any, settings: GpuSettings, secret: int,
-                 results: Results, device: str, prepared: dict, peaks: Any, phases: Phases,
-                 checks: Checks) -> None:  # fmt: skip
+                 results: Results, device: str, prepared: dict, peaks: Any,
+                 phases: Phases) -> None:  # fmt: skip
         self.judge, self.reference, self.settings = judge, reference, settings
         self.secret, self.results, self.device = secret, results, device
         self.prepared, self.peaks, self.phases = prepared, peaks, phases
-        self.checks = checks
         self.work = getattr(reference, "minimum_work", None)
-        self.ahead: dict[tuple[int, int], tuple[Any, Any, Any, float]] = {}
+        self.ahead: dict[tuple[int, int], tuple[Any, Any]] = {}
 
-    def inputs(self, case: GpuCase, seed: int) -> tuple[Any, Any, Any, float]:
-        """A call's data, expected output, exact output's maker (or None) and margin
-        (`Checks.expected`); made in the last pause when it was (`prepare_first`)."""
+    def inputs(self, case: GpuCase, seed: int) -> tuple[Any, Any]:
+        """A call's data and reference output; made in the last pause when it was
+        (`prepare_first`)."""
         found = self.ahead.pop((case.index, seed), None)
         if found is not None:
             return found
         data = self.reference.generate_input(self.device, **{**case.spec, "seed": seed})
-        return (data, *self.checks.expected(case.index, data))
+        return data, self.reference.ref_kernel(data)
 
     def prepare_first(self, case: GpuCase, secret: int) -> Any:
         """What to do in a second check's pause: make `case`'s first (untimed) call's inputs
@@ -314,8 +272,7 @@ class Trial:
         return meanwhile
 
     def call(self, case: GpuCase, seed: int) -> calls.CallOutcome:
-        data, expected, exact, margin = self.inputs(case, seed)
-        return self.judge.call(data, expected, exact, margin)
+        return self.judge.call(*self.inputs(case, seed))
 
     def floor_ns(self, case: GpuCase) -> float:
         return self.peaks.floor_ns(self.work(**case.spec)) if self.work else 0.0
@@ -407,11 +364,11 @@ class Trial:
                    "workerCallNs": 0, "workerSyncNs": 0, "workerExportNs": 0,
                    "floorNs": round(floor)}  # fmt: skip
         judge.use_case(case.index)
-        data, expected, exact, margin = self.inputs(case, combine_seed(case.spec["seed"], secret))
+        data, expected = self.inputs(case, combine_seed(case.spec["seed"], secret))
         outcome = judge.setup_case(data)
         if outcome.passed:
-            outcome = judge.call(data, expected, exact, margin)
-        del data, expected, exact
+            outcome = judge.call(data, expected)
+        del data, expected
         started = time.perf_counter_ns()
         step = 0
         while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):

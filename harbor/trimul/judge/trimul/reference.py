@@ -109,59 +109,6 @@ def ref_kernel(data: tuple[Any, ...]) -> torch.Tensor:
         torch.backends.cudnn.allow_tf32 = cudnn_tf32
 
 
-#: The largest |check_kernel - ref_kernel| / (1 + |ref_kernel|) this module vouches for. The
-#: judge checks each output against check_kernel's with its tolerances narrowed by this much
-#: (so a pass there is a pass against ref_kernel), decides every other output by ref_kernel
-#: itself, and measures the bound on every benchmark before trusting it (docs/judge.md).
-CHECK_BOUND = 1e-4
-TF32_CLEAR = -8192  # ~0x1FFF: float32's low 13 fraction bits, which TF32 does not carry
-
-
-def _split(a: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """a = hi + lo exactly, hi with TF32's 10 fraction bits (the low 13 of float32 cleared)."""
-    hi = (a.contiguous().view(torch.int32) & TF32_CLEAR).view(torch.float32)
-    return hi, a - hi
-
-
-def _product(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """a @ b (2-D or batched 3-D) to float32 accuracy from three TF32 products: a_hi b_hi +
-    (a_hi b_lo + a_lo b_hi), each product of TF32 values exact, the sums in float32; only
-    a_lo b_lo (below float32's rounding) is left out."""
-    a_hi, a_lo = _split(a)
-    b_hi, b_lo = _split(b)
-    small = a_hi @ b_lo
-    small += a_lo @ b_hi
-    return (a_hi @ b_hi).add_(small)
-
-
-def check_kernel(data: tuple[Any, ...]) -> torch.Tensor:
-    """ref_kernel's output to float32 accuracy (within CHECK_BOUND), faster on a GPU: the five
-    input projections as one product, and every product as three TF32 products of split
-    operands (TF32 on for them only). The judge computes it for each timed call's fresh input;
-    ref_kernel stays the definition."""
-    x, mask, weights, config = data
-    dim, hidden = config["dim"], config["hidden_dim"]
-    batch, n = x.shape[0], x.shape[1]
-    matmul_tf32 = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = True
-    try:
-        z = F.layer_norm(x, (dim,), weights["norm.weight"], weights["norm.bias"])
-        names = ("left_proj", "right_proj", "left_gate", "right_gate", "out_gate")
-        stacked = torch.cat([weights[f"{name}.weight"] for name in names])  # [5H, C]
-        projected = _product(z.reshape(-1, dim), stacked.t()).view(batch, n, n, 5 * hidden)
-        lp, rp, lg, rg, og = projected.split(hidden, dim=-1)
-        keep = mask.unsqueeze(-1).to(torch.float32)
-        left = (lp * keep * torch.sigmoid(lg)).permute(0, 3, 1, 2).reshape(-1, n, n)
-        right = (rp * keep * torch.sigmoid(rg)).permute(0, 3, 1, 2).reshape(-1, n, n)
-        t = _product(left, right.transpose(1, 2)).view(batch, hidden, n, n).permute(0, 2, 3, 1)
-        t = F.layer_norm(t, (hidden,), weights["to_out_norm.weight"], weights["to_out_norm.bias"])
-        t = t * torch.sigmoid(og)
-        out = _product(t.reshape(-1, hidden), weights["to_out.weight"].t())
-        return out.view(batch, n, n, dim)
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = matmul_tf32
-
-
 def minimum_work(*, seqlen: int, bs: int, dim: int, hiddendim: int, **_: Any) -> dict[str, int]:
     """What every correct kernel must at least do on a case, for the judge's hardware floor
     (judges/gpu/limits.py): read the float32 input once and write the output at 2 bytes an
