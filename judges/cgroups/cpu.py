@@ -1,5 +1,7 @@
 """The CPU bound of each sandboxed run: at most one CPU, and a weight equal to every other's.
 
+(A GPU trial's sandbox gets its GPU's share of the host's CPUs instead: `judges.gpu.judge`.)
+
 Without it, a candidate forking many spinners takes CPUs from the program judged beside it (in
 a non-root cgroup, where the scheduler weighs every process alike and no autogroup applies, 120
 spinners left a neighbour 0.42 s of CPU in 60 s). With it, every run's group — candidates,
@@ -39,13 +41,13 @@ class CpuBound:
     version: int
     parent: Path
 
-    def limit(self, run: Path) -> None:
-        """Hold the run group `run` to one CPU."""
+    def limit(self, run: Path, cpus: int = 1) -> None:
+        """Hold the run group `run` to `cpus` CPUs (one, but for a GPU trial's sandbox)."""
         if self.version == 2:
-            write(run / "cpu.max", f"{PERIOD_US} {PERIOD_US}")
+            write(run / "cpu.max", f"{cpus * PERIOD_US} {PERIOD_US}")
         else:
             write(run / "cpu.cfs_period_us", str(PERIOD_US))
-            write(run / "cpu.cfs_quota_us", str(PERIOD_US))
+            write(run / "cpu.cfs_quota_us", str(cpus * PERIOD_US))
 
     def weigh(self, workers: int) -> int:
         """Give the judge's directory the weight of `workers` ordinary groups; returns it."""

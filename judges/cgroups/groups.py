@@ -203,9 +203,9 @@ class CgroupBound:
         if self.cpu is not None:
             self.cpu.weigh(workers)
 
-    def create(self, memory_bytes: int, processes: int) -> RunGroup:
+    def create(self, memory_bytes: int, processes: int, cpus: int = 1) -> RunGroup:
         """A fresh group bounding `memory_bytes` (no swap), `processes` (+ a small slack) and,
-        with a CPU bound, its CPU to one."""
+        with a CPU bound, its CPU to `cpus` (one but for a GPU trial's sandbox)."""
         with self._lock:
             name = f"run-{next(self._counter)}"
         directories = [parent / name for parent in self.parents]
@@ -214,7 +214,7 @@ class CgroupBound:
         try:
             pids_max = str(processes + _PIDS_SLACK)
             if self.cpu is not None:
-                self.cpu.limit(self.cpu.parent / name)
+                self.cpu.limit(self.cpu.parent / name, cpus)
             if self.version == 2:
                 unified = directories[0]
                 write(unified / "memory.max", str(memory_bytes))

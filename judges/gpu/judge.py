@@ -94,6 +94,7 @@ class GpuJudge:
         self.python_dirs: list[str] = []
         self.env: dict[str, str] = {}
         self.uid_base: int | None = None
+        self.cpus_per_gpu = 1  # each GPU's share of this host's CPUs, its sandbox's CPU bound
         self._free: asyncio.Queue[devices.Gpu] | None = None
         self._threads: ThreadPoolExecutor | None = None
         self._running: set[int] = set()
@@ -155,6 +156,7 @@ class GpuJudge:
             if directory and Path(directory).is_dir() and not directory.startswith("/usr/"):
                 self.python_dirs.append(str(Path(directory).resolve()))
         self.uid_base = self._sandbox_uid(found)
+        self.cpus_per_gpu = cpu_share(len(found))
         self.gpus = found
 
     def _sandbox_uid(self, found: list[devices.Gpu]) -> int | None:
@@ -278,6 +280,7 @@ class GpuJudge:
             "startedAt": round(origin, 3), "endedAt": round(time.time(), 3),
             "prepared": trial.owns_workdir,  # its processes came up before the submission
             "phases": {k: v for k, v in phases.items() if k != "event"},
+            "cpu": {"cpus": self.cpus_per_gpu, **throttling(trial.group.cpu_path)},
         }  # fmt: skip
 
         def finish() -> None:
@@ -354,6 +357,33 @@ class GpuJudge:
 
 
 END_POLL_S = 0.02  # how often the results file is read for the trial's end
+
+
+def cpu_share(gpus: int) -> int:
+    """The CPUs a GPU trial's sandbox may use: this host's (those this process may run on)
+    shared out among its judging GPUs, at least one. A CPU run gets one CPU
+    (`judges.cgroups.cpu`); a GPU candidate's process spins while it waits for its call and
+    while the GPU works, so one CPU would leave none for its other threads (the CUDA driver's,
+    PyTorch's, a Triton compile's) and the bound would stall the call itself: measured on the
+    H200 as calls several milliseconds too long (docs/judge.md)."""
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        available = os.cpu_count() or 1
+    return max(1, available // max(1, gpus))
+
+
+def throttling(cpu_stat: Path | None) -> dict[str, int]:
+    """How often the sandbox's CPU bound stopped its processes, and for how long (cgroup v2's
+    `nr_throttled` and `throttled_usec` in the group's cpu.stat; nothing elsewhere)."""
+    if cpu_stat is None or cpu_stat.name != "cpu.stat":
+        return {}
+    try:
+        fields = dict(line.split() for line in cpu_stat.read_text().splitlines() if " " in line)
+    except (OSError, ValueError):
+        return {}
+    found = {"throttled": fields.get("nr_throttled"), "throttledUs": fields.get("throttled_usec")}
+    return {key: int(value) for key, value in found.items() if value is not None}
 
 
 def _until_ended(process: subprocess.Popen[bytes], results: Path, limit: float) -> tuple[str, bool]:

@@ -100,7 +100,8 @@ def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | 
     settings = problem.settings
     assert settings is not None and judge.sandbox.bound is not None
     box = stage(workdir, code)
-    group = judge.sandbox.bound.create(settings.memory_bytes, settings.processes)
+    group = judge.sandbox.bound.create(settings.memory_bytes, settings.processes,
+                                       judge.cpus_per_gpu)  # fmt: skip
     results = workdir / "results.jsonl"
     spec = {
         "settings": settings.to_json(),

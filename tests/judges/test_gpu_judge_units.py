@@ -463,3 +463,42 @@ def test_each_benchmark_gets_the_plain_offsets_plus_how_much_more_its_null_calls
     without_probe.null, without_probe.case_deltas = session.null, session.case_deltas
     without_probe.use_case(1)
     assert without_probe.clock_offset_ns == 0  # the stand-in: no offset without a probe
+
+
+def test_a_gpu_trials_sandbox_gets_its_gpus_share_of_the_hosts_cpus(tmp_path: Path) -> None:
+    """One CPU for a CPU run, the GPU's share of the host's CPUs for a GPU trial's sandbox
+    (written into the real cgroup's cpu.max), and the throttling its cpu.stat reports."""
+    from judges.cgroups.groups import CgroupUnavailable, detect
+    from judges.gpu.judge import cpu_share, throttling
+
+    available = len(os.sched_getaffinity(0))
+    assert cpu_share(1) == available and cpu_share(10**6) == 1
+    assert cpu_share(2) == max(1, available // 2)
+    stat = tmp_path / "cpu.stat"
+    stat.write_text("usage_usec 900\nnr_periods 12\nnr_throttled 4\nthrottled_usec 123\n")
+    assert throttling(stat) == {"throttled": 4, "throttledUs": 123}
+    assert throttling(None) == {} and throttling(tmp_path / "cpuacct.usage") == {}
+    if os.geteuid() != 0:
+        pytest.skip("creating a cgroup needs root")
+    try:
+        bound = detect("auto")
+    except CgroupUnavailable as error:
+        pytest.skip(f"no cgroup bound here: {error}")
+    try:
+        if bound.cpu is None:
+            pytest.skip(f"no CPU bound here: {bound.cpu_missing}")
+        for cpus in (1, 3):
+            group = bound.create(1 << 30, 64, cpus)
+            try:
+                directory = bound.cpu.parent / group.directories[0].name
+                if bound.cpu.version == 2:
+                    assert (directory / "cpu.max").read_text().split() == [str(cpus * 100_000),
+                                                                           "100000"]  # fmt: skip
+                    assert throttling(group.cpu_path) == {"throttled": 0, "throttledUs": 0}
+                else:
+                    assert (directory / "cpu.cfs_quota_us").read_text().strip() == str(
+                        cpus * 100_000)  # fmt: skip
+            finally:
+                group.remove()
+    finally:
+        bound.close()
