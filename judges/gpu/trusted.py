@@ -204,7 +204,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     results.write("end", status="done", healthyAfter=self_test(device, share.synchronize))
 
 
-CASE_CALIBRATION_CALLS = 5  # null calls per benchmark, each after that case's own work
+CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
 
 
 def calibrate_cases(judge: calls.Session, reference: Any, cases: list[GpuCase],

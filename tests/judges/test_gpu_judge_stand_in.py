@@ -93,7 +93,7 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     calibrated = record["gpu"]["calibration"]["cases"]  # each benchmark's own null calls
     assert sorted(calibrated) == ["1", "2"], calibrated
     for found in calibrated.values():
-        assert found["calls"] == 5 and found["nullClockUs"] > 0, found
+        assert found["calls"] == 7 and found["lowestNullClockUs"] > 0, found
         assert found["clockOffsetUs"] == 0  # the stand-in has no probe: nothing subtracted
     assert record["timing"]["cpu"]["cpus"] >= 1  # its GPU's share of the host's CPUs
     phases = record["timing"]["phases"]

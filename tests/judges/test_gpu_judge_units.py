@@ -459,6 +459,12 @@ def test_each_benchmark_gets_the_plain_offsets_plus_how_much_more_its_null_calls
     assert session.clock_offset_ns == 180_000
     assert session.case_offsets()["1"]["clockOffsetUs"] == 240.0
     assert session.clock_offset_ns == 180_000  # back to the plain offsets
+    from judges.gpu.session import ACCEPTED, CallOutcome
+
+    calls = [CallOutcome(ACCEPTED, "", clock_ns=c, late_ns=c // 2, window_ns=c + 5)
+             for c in (260_000, 240_000, 900_000, 250_000)]  # one slow moment: 900 us  # fmt: skip
+    assert Null.lowest(calls) == Null(240_000, 120_000, 240_005)
+    assert Null.median(calls) == Null(255_000, 127_500, 255_005)
     without_probe = _session()
     without_probe.null, without_probe.case_deltas = session.null, session.case_deltas
     without_probe.use_case(1)
