@@ -363,9 +363,9 @@ def cpu_share(gpus: int) -> int:
     """The CPUs a GPU trial's sandbox may use: this host's (those this process may run on)
     shared out among its judging GPUs, at least one. A CPU run gets one CPU
     (`judges.cgroups.cpu`); a GPU candidate's process spins while it waits for its call and
-    while the GPU works, so one CPU would leave none for its other threads (the CUDA driver's,
-    PyTorch's, a Triton compile's) and the bound would stall the call itself: measured on the
-    H200 as calls several milliseconds too long (docs/judge.md)."""
+    while the GPU works, so one CPU would leave next to nothing for its other threads (the
+    CUDA driver's, PyTorch's, a Triton compile's) and the bound could stop the process in the
+    middle of a timed call (docs/judge.md)."""
     try:
         available = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
