@@ -2,7 +2,7 @@
 and time the honest ones the plain way, writing every figure as JSON.
 
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
-                                           [--gpus 0,1] [--at-once 2]
+                                           [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -76,6 +76,9 @@ def main() -> int:
     parser.add_argument("--back-to-back", action="store_true",
                         help="submit each batch as soon as the last record is out, rather than "
                         "once every GPU is idle with its next trial prepared")  # fmt: skip
+    parser.add_argument("--trace", action="store_true",
+                        help="judge a copy of the task whose package sets trace_calls: every "
+                        "timed call's figures in the records (acceptance.json)")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
@@ -88,7 +91,8 @@ def main() -> int:
         runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
-    with JudgeProcess(state, "--task", str(TASK), "--gpus", args.gpus,
+    task = traced_copy(state / "task") if args.trace else TASK
+    with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus,
                       startup_timeout=300) as judge:  # fmt: skip
         for at in range(0, len(runs), args.at_once):
             batch = runs[at : at + args.at_once]
@@ -118,6 +122,19 @@ def main() -> int:
         (args.out / "event_loop.json").write_text(json.dumps(loops, indent=1))
         side_by_side(results, loops, args.out / "side_by_side.json")
     return 0
+
+
+def traced_copy(folder: Path) -> Path:
+    """A copy of the task whose judge package sets `trace_calls: true`."""
+    import shutil
+
+    import yaml
+
+    copy = folder / TASK.name
+    shutil.copytree(TASK, copy)
+    config = copy / "judge" / "trimul" / "config.yaml"
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "trace_calls": True}))
+    return copy
 
 
 def settle(url: str, limit: float = 180.0) -> None:

@@ -4,7 +4,7 @@
                             time, call_timeout, startup_timeout, memory, processes, tmpfs,
                             warmup_time, min_repeats, max_repeats, target_error,
                             benchmark_time, benchmark_wall, seed_step, determinism_check,
-                            peak_bandwidth, peak_flops
+                            peak_bandwidth, peak_flops, trace_calls
     <package>/cases.yaml    tests: [{generator arguments}], benchmarks: [{...}]
     <package>/<reference>   generate_input(device, **case) and ref_kernel(data); optional
                             minimum_work(**case) -> {"bytes", "flops"} (judges.gpu.limits)
@@ -53,6 +53,7 @@ _DEFAULTS: dict[str, Any] = {
     "determinism_check": False,  # one test's input twice, outputs compared bit for bit (a flag)
     "peak_bandwidth": None,  # bytes/s for the hardware floor; None: the device's, queried
     "peak_flops": None,  # FLOP/s for the hardware floor; None: the device's, queried
+    "trace_calls": False,  # each benchmark's timed calls, one by one, in the record (diagnostic)
 }
 _KNOWN = {"type", "language", *_DEFAULTS}
 
@@ -79,6 +80,7 @@ class GpuSettings:
     benchmark_wall: float
     seed_step: int
     determinism_check: bool = False
+    trace_calls: bool = False
     peak_bandwidth: float | None = None
     peak_flops: float | None = None
 
@@ -179,8 +181,9 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             raise ProblemError(f"{where}: {key} must be a non-negative number, got {value!r}")
         floats[key] = float(value)
-    if not isinstance(values["determinism_check"], bool):
-        raise ProblemError(f"{where}: determinism_check must be true or false")
+    for key in ("determinism_check", "trace_calls"):
+        if not isinstance(values[key], bool):
+            raise ProblemError(f"{where}: {key} must be true or false")
     peaks = {}
     for key in ("peak_bandwidth", "peak_flops"):
         value = values[key]
@@ -207,6 +210,7 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         benchmark_wall=parse_time_limit(values["benchmark_wall"], where),
         seed_step=counts["seed_step"],
         determinism_check=values["determinism_check"],
+        trace_calls=values["trace_calls"],
         **peaks,
     )
 

@@ -204,6 +204,8 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     results.write("end", status="done", healthyAfter=self_test(device, share.synchronize))
 
 
+# a timed call's figures in the trace (the package's `trace_calls`), in this order
+TRACED = ("chargedUs", "clockUs", "earlyUs", "lateUs", "windowUs", "workerCallUs", "workerSyncUs")
 CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
 
 
@@ -363,6 +365,8 @@ class Trial:
         charges = {"earlyNs": 0, "lateNs": 0, "windowNs": 0, "callsCharged": 0, "clockNs": 0,
                    "workerCallNs": 0, "workerSyncNs": 0, "workerExportNs": 0,
                    "floorNs": round(floor)}  # fmt: skip
+        trace: dict[str, list[float]] | None = {name: [] for name in TRACED} if (
+            settings.trace_calls) else None  # fmt: skip
         judge.use_case(case.index)
         data, expected = self.inputs(case, combine_seed(case.spec["seed"], secret))
         outcome = judge.setup_case(data)
@@ -395,6 +399,19 @@ class Trial:
                 for key, value in zip(("workerCallNs", "workerSyncNs", "workerExportNs"),
                                       outcome.worker_ns, strict=True):  # fmt: skip
                     charges[key] += value
+                if trace is not None:
+                    values = (
+                        outcome.charged_ns,
+                        outcome.clock_ns,
+                        outcome.early_ns,
+                        outcome.late_ns,
+                        outcome.window_ns,
+                        *outcome.worker_ns[:2],
+                    )
+                    for name, value in zip(TRACED, values, strict=True):
+                        trace[name].append(round(value / 1e3, 1))
+        if trace is not None:
+            charges["trace"] = trace
         if outcome.passed and durations:
             outcome = judge.recheck(meanwhile)
         judge.release_case()

@@ -71,6 +71,7 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]
     root = tmp_path_factory.mktemp("stand-in")
     packages = small_package(root / "packages", call_timeout="8s")
     small_package(packages, call_timeout="8s", name="trimul_floor", peak_bandwidth=1000.0)
+    small_package(packages, call_timeout="8s", name="trimul_traced", trace_calls=True)
     gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
     with JudgeProcess(root / "state", "--problems", str(packages), "--gpu-cpu-stand-in",
                       "--gpus", gpus, "--workers", "1") as judge:  # fmt: skip
@@ -96,6 +97,7 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
         assert found["calls"] == 7 and found["lowestNullClockUs"] > 0, found
         assert found["clockOffsetUs"] == 0  # the stand-in has no probe: nothing subtracted
     assert record["timing"]["cpu"]["cpus"] >= 1  # its GPU's share of the host's CPUs
+    assert all("calls" not in case["timing"] for case in benchmarks)  # no trace unless asked
     phases = record["timing"]["phases"]
     order = ["trustedStarted", "sandboxStarted", "context", "testsPrepared", "workerHello",
              "casesCalibrated", "calibrated", "candidateImported", "tests", "warmup",
@@ -104,6 +106,24 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
         phases[a] <= phases[b] for a, b in itertools.pairwise(order)
     )
     assert phases["benchmarks"] <= record["timing"]["trialSeconds"]
+
+
+def test_a_traced_package_gives_every_timed_calls_figures(stand_in: JudgeProcess) -> None:
+    """`trace_calls`: each benchmark's record lists every timed call's charge, clock, probe
+    waits, window and the worker's own times, in µs, in order; the plain package does not."""
+    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(),
+                           pid="trimul_traced")  # fmt: skip
+    assert verdict(record) == "valid", first_failure(record)
+    for case in record["cases"][3:]:
+        timing = case["timing"]
+        calls = timing["calls"]
+        assert list(calls) == ["chargedUs", "clockUs", "earlyUs", "lateUs", "windowUs",
+                               "workerCallUs", "workerSyncUs"]  # fmt: skip
+        assert all(len(values) == timing["runs"] for values in calls.values()), calls
+        assert sum(calls["chargedUs"]) / timing["runs"] == pytest.approx(timing["meanUs"],
+                                                                          abs=0.1)  # fmt: skip
+        assert min(calls["chargedUs"]) == pytest.approx(timing["bestUs"], abs=0.1)
+        assert sum(calls["clockUs"]) == pytest.approx(timing["worker"]["clockUs"], abs=1.0)
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))
@@ -226,6 +246,7 @@ def test_a_gpu_idle_between_trials_has_its_next_trial_prepared(stand_in: JudgePr
     assert timing["prepared"] is True
     phases = timing["phases"]
     assert phases["context"] < 0 and phases["testsPrepared"] < 0, phases  # before the start
+    assert phases["casesCalibrated"] < 0  # each benchmark's null calls: while it waited
     assert 0 <= phases["calibrated"] <= phases["candidateImported"] <= phases["benchmarks"]
     gpus = httpx.get(f"{stand_in.url}/health", timeout=10).json()["gpu"]["gpus"]
     judged = next(gpu for gpu in gpus if gpu["index"] == timing["gpu"])

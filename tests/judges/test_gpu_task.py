@@ -223,3 +223,8 @@ def test_the_guards_keys_are_checked(tmp_path: Path) -> None:
         load_gpu_problem(package, {"type": "gpu", "determinism_check": "yes"}, "config.yaml")
     with pytest.raises(ProblemError, match="peak_flops must be a positive number or null"):
         load_gpu_problem(package, {"type": "gpu", "peak_flops": 0}, "config.yaml")
+    assert not loaded.settings.trace_calls
+    traced = load_gpu_problem(package, {"type": "gpu", "trace_calls": True}, "config.yaml")
+    assert traced.settings.trace_calls and traced.settings.to_json()["trace_calls"] is True
+    with pytest.raises(ProblemError, match="trace_calls must be true or false"):
+        load_gpu_problem(package, {"type": "gpu", "trace_calls": 1}, "config.yaml")
