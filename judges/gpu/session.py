@@ -442,7 +442,7 @@ class Session:
 
     def recheck(self, meanwhile: Any = None) -> CallOutcome:
         """The last call's output copied again, after a pause with the candidate frozen and
-        the GPU idle, and compared once more (module docstring). `meanwhile(deadline)` is
+        the GPU idle, and compared once more (module docstring). `meanwhile()` is
         the trusted process's own untimed work to do in the pause (the next case's first
         inputs and references); the pause lasts at least RECHECK_AFTER_S either way."""
         if self.last is None:
@@ -450,7 +450,7 @@ class Session:
         descriptor, expected, _ = self.last
         paused = time.monotonic()
         if meanwhile is not None:
-            meanwhile(paused + RECHECK_AFTER_S)
+            meanwhile()
         time.sleep(max(0.0, RECHECK_AFTER_S - (time.monotonic() - paused)))
         self.candidate.freeze()
         try:

@@ -267,7 +267,7 @@ class Trial:
         """What to do in a second check's pause: make `case`'s first (untimed) call's inputs
         and expected output, so that nothing of it waits for the GPU later."""
 
-        def meanwhile(deadline: float) -> None:
+        def meanwhile() -> None:
             seed = combine_seed(case.spec["seed"], secret)
             self.ahead[(case.index, seed)] = self.inputs(case, seed)
 
