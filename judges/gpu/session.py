@@ -234,26 +234,53 @@ class Session:
     def calibrate_case(self, index: int, prepare: Any, calls: int) -> dict[str, float]:
         """Null calls on case `index`'s own pool, each made right after `prepare(i)` (the
         case's inputs generated and its reference computed, as before every real call of
-        the case): the GPU switching into the worker's process costs more after the trusted
-        process's own work on a large case than after nothing (measured on the H200: 206-350
+        the case). The worker's null entry copies the call's largest input, so these calls
+        read the case's memory and write an output of its size, as a real call does: the GPU
+        switching into the worker's process costs more the more memory the call touches and
+        after the trusted process's own work on a large case (measured on the H200: 206-350
         us of clock beyond the kernels on real calls against 153-190 us for the plain null
-        calls, docs/judge.md), so each case's offsets are the plain ones plus how much more
-        its null calls took than the plain null calls measured just before (`calibrate`
-        first), the fastest of each against the fastest of the other: a call is only ever
-        slowed by what else the host does, so the lowest are the steadiest, and a case's
-        offset never grows with a slow moment during its calibration (on the H200 a median of
-        five once gave one benchmark 150 us more offset than the others, and the seed 8 %
-        less time there than the plain event loop). Before the candidate is imported, like
+        calls, docs/judge.md). The copy's own kernel time, as CUDA events count it in this
+        process right after the pool is written (`_copy_ns`: what a plain event loop would
+        charge it), is taken off, so each case's clock offset is the plain one plus how much
+        more the switching cost its null calls than the plain null calls measured just before
+        (`calibrate` first): the fastest of each against the fastest of the other, since a
+        call is only ever slowed by what else the host does, so a case's offset never grows
+        with a slow moment during its calibration (on the H200 a median of five once gave one
+        benchmark 150 us more offset than the others). Before the candidate is imported, like
         `calibrate`."""
-        outcomes = self._null_calls(prepare, calls)
+        copies: list[float] = []
+        outcomes = self._null_calls(prepare, calls, lambda: copies.append(self._copy_ns(calls)))
         if isinstance(outcomes, str):
             return {"failed": outcomes}
         measured, plain = Null.lowest(outcomes), self.null_lowest
-        self.case_deltas[index] = Null(measured.clock_ns - plain.clock_ns,
-                                       measured.late_ns - plain.late_ns,
+        switching = measured.clock_ns - copies[0] - (plain.clock_ns - self._own_ns())
+        self.case_deltas[index] = Null(switching, measured.late_ns - plain.late_ns,
                                        measured.window_ns - plain.window_ns)  # fmt: skip
         return {"calls": calls, "lowestNullClockUs": measured.clock_ns / 1e3,
+                "copyKernelUs": copies[0] / 1e3,
                 "moreThanPlainUs": self.case_deltas[index].clock_ns / 1e3}  # fmt: skip
+
+    def _copy_ns(self, count: int) -> float:
+        """The median time CUDA events give the null entry's copy (of the case's largest
+        input) in this process, each right after the case's pool is written as before a call;
+        0 without a GPU probe (the CPU stand-in has no clock offsets)."""
+        case = self._case
+        assert case is not None, "setup_case first"
+        found = layout.largest(layout.rebuild(case["tree"], case["pool"]))
+        if self.probe is None or found is None:
+            return self._own_ns()
+        times = []
+        for _ in range(count):
+            case["pool"].copy_(case["staging"])
+            start = torch.cuda.Event(enable_timing=True)
+            end = torch.cuda.Event(enable_timing=True)
+            start.record()
+            copy = found.clone()
+            end.record()
+            end.synchronize()
+            times.append(start.elapsed_time(end) * 1e6)
+            del copy
+        return statistics.median(times)
 
     def use_case(self, index: int | None) -> None:
         """The offsets of the calls that follow: case `index`'s when it was calibrated, the
@@ -278,12 +305,15 @@ class Session:
     def _own_ns(self) -> float:
         return self.probe.gpu_ns if self.probe else 0.0
 
-    def _null_calls(self, prepare: Any, calls: int) -> list[CallOutcome] | str:
+    def _null_calls(self, prepare: Any, calls: int, then: Any = None) -> list[CallOutcome] | str:
         """`calls` calls of the worker's own entry on a pool shaped like `prepare(0)`, each
-        right after `prepare(i)`; the first failure's detail instead, if one failed."""
+        right after `prepare(i)`, and `then()` before the pool is freed; the first failure's
+        detail instead, if one failed."""
         outcome = self.setup_case(prepare(0))
         outcomes = [outcome] if not outcome.passed else [
             self.call(prepare(i), None) for i in range(1, calls + 1)]  # fmt: skip
+        if then is not None and all(o.passed for o in outcomes):
+            then()
         self.release_case()
         failed = [o for o in outcomes if not o.passed]
         return failed[0].detail if failed else outcomes

@@ -34,6 +34,7 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
+import gc
 import importlib.util
 import json
 import platform
@@ -375,6 +376,8 @@ class Trial:
         del data, expected
         started = time.perf_counter_ns()
         step = 0
+        gc.collect()
+        gc.disable()  # no collector pause of this process inside a timed call's clock
         while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
             step += 1
             outcome = self.call(case, combine_seed(case.spec["seed"] + settings.seed_step * step,
@@ -410,6 +413,7 @@ class Trial:
                     )
                     for name, value in zip(TRACED, values, strict=True):
                         trace[name].append(round(value / 1e3, 1))
+        gc.enable()
         if trace is not None:
             charges["trace"] = trace
         if outcome.passed and durations:

@@ -95,6 +95,7 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert sorted(calibrated) == ["1", "2"], calibrated
     for found in calibrated.values():
         assert found["calls"] == 7 and found["lowestNullClockUs"] > 0, found
+        assert found["copyKernelUs"] == 0  # no probe: the copy is not timed by events
         assert found["clockOffsetUs"] == 0  # the stand-in has no probe: nothing subtracted
     assert record["timing"]["cpu"]["cpus"] >= 1  # its GPU's share of the host's CPUs
     assert all("calls" not in case["timing"] for case in benchmarks)  # no trace unless asked

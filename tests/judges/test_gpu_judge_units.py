@@ -195,6 +195,10 @@ def test_the_layout_round_trips_nested_data_through_one_pool() -> None:
     assert again[0].untyped_storage().data_ptr() == pool.untyped_storage().data_ptr()
     with pytest.raises(ValueError, match="cannot be shared"):
         layout.flatten((object(),))
+    # the null entry copies the largest input: the most bytes, not the most elements
+    assert layout.largest(again) is again[0] and layout.largest({"n": 3}) is None
+    wide = (torch.ones(6, dtype=torch.int8), [torch.ones(2, dtype=torch.float64)])
+    assert layout.largest(wide) is wide[1][0]
 
 
 def test_the_control_block_is_shared_and_its_descriptor_checked() -> None:

@@ -97,6 +97,24 @@ def rebuild(layout: dict[str, Any], pool: torch.Tensor) -> Any:
     return layout["value"]
 
 
+def largest(data: Any) -> torch.Tensor | None:
+    """The tensor of `data` (a structure as `flatten` takes it) with the most bytes, if any."""
+    found: list[torch.Tensor] = []
+
+    def walk(item: Any) -> None:
+        if isinstance(item, torch.Tensor):
+            found.append(item)
+        elif isinstance(item, tuple | list):
+            for part in item:
+                walk(part)
+        elif isinstance(item, dict):
+            for part in item.values():
+                walk(part)
+
+    walk(data)
+    return max(found, key=lambda tensor: tensor.numel() * tensor.element_size(), default=None)
+
+
 def _view(pool: torch.Tensor, entry: dict[str, Any]) -> torch.Tensor:
     dtype = DTYPES[entry["dtype"]]
     shape = [int(size) for size in entry["shape"]]

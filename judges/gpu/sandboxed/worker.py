@@ -5,7 +5,8 @@
 Runs inside the sandbox with the control block and the channel inherited as descriptors. It
 loads the common GPU kernels (`warm_up`), says `hello` and serves messages: `import` (import
 `/box/submission.py`, then `ready` or `import_failed` with the traceback; until then calls go
-to a one-kernel entry of its own, which the judge times to calibrate its overhead), `case` (map
+to a one-kernel entry of its own, a copy of the largest input, which the judge times to
+calibrate its overhead), `case` (map
 the case's input pool; the layout says where each tensor is), `arm` (spin on GO, then make the
 call), `release` (unmap the pool), `exit`.
 
@@ -46,8 +47,11 @@ def main(argv: list[str]) -> int:
     device = share.device
 
     def null_entry(data: object) -> torch.Tensor:
-        """Our own call before the candidate is imported: the judge's calibration."""
-        return torch.ones(16, device=device)
+        """Our own call before the candidate is imported, the judge's calibration: a copy of
+        the call's largest input, so that the case's memory is read and an output of its size
+        written, as a real call does (the judge subtracts the copy's own kernel time)."""
+        found = layout.largest(data)
+        return torch.ones(16, device=device) if found is None else found.clone()
 
     entry = null_entry
     if device == "cuda":
