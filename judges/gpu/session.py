@@ -204,6 +204,9 @@ class Session:
         self.window_allowance_ns = 0
         # the last checked call: its output's descriptor, the reference, the copy compared
         self.last: tuple[Any, torch.Tensor, torch.Tensor] | None = None
+        # the last call's host steps, wall clock (ns): inputs packed, worker armed, inputs
+        # copied with the GPU idle, DONE -> DESCRIBED seen, output copied and compared
+        self.steps: dict[str, int] = {}
 
     def calibrate(self, calls: int = 30) -> dict[str, float]:
         """Time calls of the worker's own one-kernel entry (before the candidate is imported,
@@ -374,9 +377,12 @@ class Session:
         """One call on `data`, checked against `expected` (module docstring)."""
         case = self._case
         assert case is not None, "setup_case first"
+        step = time.perf_counter_ns()
+        self.steps = {}
         _, tensors, _ = layout.flatten(data)
         layout.pack(case["staging"], case["tree"], tensors)
         self.transport.synchronize()
+        step = self._step("pack", step)
         self.seq += 1
         seq = self.seq
         self.link.send({"op": "arm", "seq": seq})
@@ -389,6 +395,7 @@ class Session:
                     f"the candidate's process did not answer within {ANSWER_TIMEOUT:g} s",
                 )
             )
+        step = self._step("arm", step)
         # The worker spins for GO; its processes are stopped while the inputs arrive, so none
         # of its code runs between the inputs' arrival and the clock's start.
         frozen = self.candidate.freeze()
@@ -398,7 +405,7 @@ class Session:
         self.candidate.thaw()
         if not frozen and not self.candidate.alive():
             return self._ended("before the call")
-        clock_start = time.perf_counter_ns()
+        clock_start = self._step("before", step)
         self.block.set(ctl.GO, seq)
         finished = self.block.wait(ctl.DONE, seq, self.call_timeout, self.candidate.alive)
         clock_ns = time.perf_counter_ns() - clock_start
@@ -411,6 +418,7 @@ class Session:
                 )
             return self._ended("during the call")
         described = self._described(seq)
+        step = self._step("describe", clock_start + clock_ns)
         if described is None:
             return (
                 self._ended("after the call")
@@ -422,7 +430,15 @@ class Session:
         if self.block.get(ctl.STATUS) != ctl.OK:
             return self._call_error(seq)
         late, window = described
-        return self._check(clock_ns, early, late, window, expected)
+        outcome = self._check(clock_ns, early, late, window, expected)
+        self._step("check", step)
+        return outcome
+
+    def _step(self, name: str, since: int) -> int:
+        """Note a host step of the call (`steps`) that began at `since`; now."""
+        now = time.perf_counter_ns()
+        self.steps[name] = now - since
+        return now
 
     def _described(self, seq: int) -> tuple[int, int] | None:
         """Wait for DESCRIBED, probing the GPU meanwhile and then until it is idle: (the summed

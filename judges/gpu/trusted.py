@@ -207,6 +207,10 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
 
 # a timed call's figures in the trace (the package's `trace_calls`), in this order
 TRACED = ("chargedUs", "clockUs", "earlyUs", "lateUs", "windowUs", "workerCallUs", "workerSyncUs")
+# and where each call's wall time went on the host: the inputs generated and the reference
+# computed, then the steps of `Session.call` (`Session.steps`), then the whole call
+HOST_STEPS = ("inputs", "pack", "arm", "before", "describe", "check")
+TRACED_HOST = (*(f"{step}Us" for step in HOST_STEPS), "wallUs")
 CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
 
 
@@ -254,6 +258,7 @@ class Trial:
         self.prepared, self.peaks, self.phases = prepared, peaks, phases
         self.work = getattr(reference, "minimum_work", None)
         self.ahead: dict[tuple[int, int], tuple[Any, Any]] = {}
+        self.steps: dict[str, int] = {}
 
     def inputs(self, case: GpuCase, seed: int) -> tuple[Any, Any]:
         """A call's data and reference output; made in the last pause when it was
@@ -275,7 +280,14 @@ class Trial:
         return meanwhile
 
     def call(self, case: GpuCase, seed: int) -> calls.CallOutcome:
-        return self.judge.call(*self.inputs(case, seed))
+        """One call on a fresh input; its host steps in `self.steps` (ns)."""
+        started = time.perf_counter_ns()
+        data, expected = self.inputs(case, seed)
+        inputs = time.perf_counter_ns() - started
+        outcome = self.judge.call(data, expected)
+        self.steps = {"inputs": inputs, **self.judge.steps,
+                      "wall": time.perf_counter_ns() - started}  # fmt: skip
+        return outcome
 
     def floor_ns(self, case: GpuCase) -> float:
         return self.peaks.floor_ns(self.work(**case.spec)) if self.work else 0.0
@@ -366,7 +378,7 @@ class Trial:
         charges = {"earlyNs": 0, "lateNs": 0, "windowNs": 0, "callsCharged": 0, "clockNs": 0,
                    "workerCallNs": 0, "workerSyncNs": 0, "workerExportNs": 0,
                    "floorNs": round(floor)}  # fmt: skip
-        trace: dict[str, list[float]] | None = {name: [] for name in TRACED} if (
+        trace: dict[str, list[float]] | None = {name: [] for name in (*TRACED, *TRACED_HOST)} if (
             settings.trace_calls) else None  # fmt: skip
         judge.use_case(case.index)
         data, expected = self.inputs(case, combine_seed(case.spec["seed"], secret))
@@ -413,6 +425,8 @@ class Trial:
                     )
                     for name, value in zip(TRACED, values, strict=True):
                         trace[name].append(round(value / 1e3, 1))
+                    for name in (*HOST_STEPS, "wall"):
+                        trace[f"{name}Us"].append(round(self.steps.get(name, 0) / 1e3, 1))
         gc.enable()
         if trace is not None:
             charges["trace"] = trace

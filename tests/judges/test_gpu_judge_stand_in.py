@@ -119,12 +119,17 @@ def test_a_traced_package_gives_every_timed_calls_figures(stand_in: JudgeProcess
         timing = case["timing"]
         calls = timing["calls"]
         assert list(calls) == ["chargedUs", "clockUs", "earlyUs", "lateUs", "windowUs",
-                               "workerCallUs", "workerSyncUs"]  # fmt: skip
+                               "workerCallUs", "workerSyncUs", "inputsUs", "packUs", "armUs",
+                               "beforeUs", "describeUs", "checkUs", "wallUs"]  # fmt: skip
         assert all(len(values) == timing["runs"] for values in calls.values()), calls
         assert sum(calls["chargedUs"]) / timing["runs"] == pytest.approx(timing["meanUs"],
                                                                           abs=0.1)  # fmt: skip
         assert min(calls["chargedUs"]) == pytest.approx(timing["bestUs"], abs=0.1)
         assert sum(calls["clockUs"]) == pytest.approx(timing["worker"]["clockUs"], abs=1.0)
+        for i, wall in enumerate(calls["wallUs"]):  # the host steps and the clock, within it
+            steps = ("inputsUs", "packUs", "armUs", "beforeUs", "describeUs", "checkUs")
+            parts = sum(calls[name][i] for name in (*steps, "clockUs"))
+            assert 0 < parts <= wall + 1.0, (i, parts, wall)
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))
