@@ -34,7 +34,6 @@ from __future__ import annotations
 import concurrent.futures
 import contextlib
 import ctypes
-import gc
 import importlib.util
 import json
 import platform
@@ -388,8 +387,6 @@ class Trial:
         del data, expected
         started = time.perf_counter_ns()
         step = 0
-        gc.collect()
-        gc.disable()  # no collector pause of this process inside a timed call's clock
         while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
             step += 1
             outcome = self.call(case, combine_seed(case.spec["seed"] + settings.seed_step * step,
@@ -427,7 +424,6 @@ class Trial:
                         trace[name].append(round(value / 1e3, 1))
                     for name in (*HOST_STEPS, "wall"):
                         trace[f"{name}Us"].append(round(self.steps.get(name, 0) / 1e3, 1))
-        gc.enable()
         if trace is not None:
             charges["trace"] = trace
         if outcome.passed and durations:

@@ -29,35 +29,36 @@ def dtype_name(dtype: torch.dtype) -> str:
 
 
 def flatten(data: Any) -> tuple[dict[str, Any], list[torch.Tensor], int]:
-    """(layout, tensors in layout order, pool bytes needed)."""
+    """(layout, tensors in layout order, pool bytes needed). Plain recursion, no closure: a
+    nested function that calls itself is a reference cycle, and the tensors it holds would
+    then wait for the garbage collector (on the GPU, a call's inputs of up to gigabytes)."""
     tensors: list[torch.Tensor] = []
-    offset = 0
+    offsets = [0]
+    layout = _walk(data, tensors, offsets)
+    return layout, tensors, max(offsets[0], ALIGN)
 
-    def walk(item: Any) -> dict[str, Any]:
-        nonlocal offset
-        if isinstance(item, torch.Tensor):
-            nbytes = item.numel() * item.element_size()
-            entry = {
-                "tensor": len(tensors), "offset": offset, "dtype": dtype_name(item.dtype),
-                "shape": list(item.shape),
-            }  # fmt: skip
-            tensors.append(item)
-            offset += -(-max(nbytes, 1) // ALIGN) * ALIGN
-            return entry
-        if isinstance(item, tuple):
-            return {"tuple": [walk(part) for part in item]}
-        if isinstance(item, list):
-            return {"list": [walk(part) for part in item]}
-        if isinstance(item, dict):
-            if not all(isinstance(key, str) for key in item):
-                raise ValueError("only dicts with string keys can be shared with the candidate")
-            return {"dict": [[key, walk(value)] for key, value in item.items()]}
-        if item is None or isinstance(item, bool | int | float | str):
-            return {"value": item}
-        raise ValueError(f"a {type(item).__name__} cannot be shared with the candidate")
 
-    layout = walk(data)
-    return layout, tensors, max(offset, ALIGN)
+def _walk(item: Any, tensors: list[torch.Tensor], offset: list[int]) -> dict[str, Any]:
+    if isinstance(item, torch.Tensor):
+        nbytes = item.numel() * item.element_size()
+        entry = {
+            "tensor": len(tensors), "offset": offset[0], "dtype": dtype_name(item.dtype),
+            "shape": list(item.shape),
+        }  # fmt: skip
+        tensors.append(item)
+        offset[0] += -(-max(nbytes, 1) // ALIGN) * ALIGN
+        return entry
+    if isinstance(item, tuple):
+        return {"tuple": [_walk(part, tensors, offset) for part in item]}
+    if isinstance(item, list):
+        return {"list": [_walk(part, tensors, offset) for part in item]}
+    if isinstance(item, dict):
+        if not all(isinstance(key, str) for key in item):
+            raise ValueError("only dicts with string keys can be shared with the candidate")
+        return {"dict": [[key, _walk(value, tensors, offset)] for key, value in item.items()]}
+    if item is None or isinstance(item, bool | int | float | str):
+        return {"value": item}
+    raise ValueError(f"a {type(item).__name__} cannot be shared with the candidate")
 
 
 def entries(layout: dict[str, Any]) -> list[dict[str, Any]]:
@@ -99,19 +100,11 @@ def rebuild(layout: dict[str, Any], pool: torch.Tensor) -> Any:
 
 def largest(data: Any) -> torch.Tensor | None:
     """The tensor of `data` (a structure as `flatten` takes it) with the most bytes, if any."""
-    found: list[torch.Tensor] = []
-
-    def walk(item: Any) -> None:
-        if isinstance(item, torch.Tensor):
-            found.append(item)
-        elif isinstance(item, tuple | list):
-            for part in item:
-                walk(part)
-        elif isinstance(item, dict):
-            for part in item.values():
-                walk(part)
-
-    walk(data)
+    if isinstance(data, torch.Tensor):
+        return data
+    parts = data.values() if isinstance(data, dict) else data if isinstance(
+        data, tuple | list) else ()  # fmt: skip
+    found = [tensor for tensor in map(largest, parts) if tensor is not None]
     return max(found, key=lambda tensor: tensor.numel() * tensor.element_size(), default=None)
 
 
