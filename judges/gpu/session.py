@@ -266,7 +266,8 @@ class Session:
     def _copy_ns(self, count: int) -> float:
         """The median time CUDA events give the null entry's copy (of the case's largest
         input) in this process, each right after the case's pool is written as before a call;
-        0 without a GPU probe (the CPU stand-in has no clock offsets)."""
+        the probe's own kernel time when there is no tensor to copy (the null entry then
+        launches one small kernel), 0 without a GPU probe (the CPU stand-in has no offsets)."""
         case = self._case
         assert case is not None, "setup_case first"
         found = layout.largest(layout.rebuild(case["tree"], case["pool"]))

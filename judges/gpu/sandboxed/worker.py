@@ -6,9 +6,8 @@ Runs inside the sandbox with the control block and the channel inherited as desc
 loads the common GPU kernels (`warm_up`), says `hello` and serves messages: `import` (import
 `/box/submission.py`, then `ready` or `import_failed` with the traceback; until then calls go
 to a one-kernel entry of its own, a copy of the largest input, which the judge times to
-calibrate its overhead), `case` (map
-the case's input pool; the layout says where each tensor is), `arm` (spin on GO, then make the
-call), `release` (unmap the pool), `exit`.
+calibrate its overhead), `case` (map the case's input pool; the layout says where each tensor
+is), `arm` (spin on GO, then make the call), `release` (unmap the pool), `exit`.
 
 Armed, the worker rebuilds the data from the pool (fresh tensor objects every time, before the
 clock starts: views only, no data is read), says ARMED and spins. A call then calls the entry,
