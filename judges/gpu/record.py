@@ -114,8 +114,9 @@ def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
         "worker": {key: charged.get(f"worker{key}Ns", 0) / 1e3 for key in ("Call", "Sync",
                    "Export")} | {"clockUs": charged.get("clockNs", 0) / 1e3},
     })  # fmt: skip
-    if "trace" in charged:  # the package's `trace_calls`: every timed call's figures, in µs
-        timing["calls"] = charged["trace"]
+    if "trace" in charged:  # the package's `trace_calls`: every timed call's figures, in µs,
+        timing["calls"] = charged["trace"]  # and the benchmark's own steps, in ms
+        timing["steps"] = charged.get("steps", {})
     record.update({"value": mean, "timing": timing, "time": round(mean * 1e3)})
     record["msg"] = (
         f"pass: {label}: mean {mean:.6f} us over {timing.get('runs')} timed calls "

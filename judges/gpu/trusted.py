@@ -35,6 +35,7 @@ import concurrent.futures
 import contextlib
 import ctypes
 import importlib.util
+import itertools
 import json
 import platform
 import resource
@@ -210,6 +211,10 @@ TRACED = ("chargedUs", "clockUs", "earlyUs", "lateUs", "windowUs", "workerCallUs
 # computed, then the steps of `Session.call` (`Session.steps`), then the whole call
 HOST_STEPS = ("inputs", "pack", "arm", "before", "describe", "check")
 TRACED_HOST = (*(f"{step}Us" for step in HOST_STEPS), "wallUs")
+# and where the benchmark's wall time went: its first inputs and pool, its untimed first call,
+# the timed calls, the second check (with the next benchmark's first inputs in its pause), the
+# pool's release
+BENCHMARK_STEPS = ("setup", "firstCall", "calls", "recheck", "release")
 CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
 
 
@@ -379,13 +384,16 @@ class Trial:
                    "floorNs": round(floor)}  # fmt: skip
         trace: dict[str, list[float]] | None = {name: [] for name in (*TRACED, *TRACED_HOST)} if (
             settings.trace_calls) else None  # fmt: skip
+        marks = [time.perf_counter_ns()]  # the benchmark's own steps, for the trace
         judge.use_case(case.index)
         data, expected = self.inputs(case, combine_seed(case.spec["seed"], secret))
         outcome = judge.setup_case(data)
+        marks.append(time.perf_counter_ns())
         if outcome.passed:
             outcome = judge.call(data, expected)
         del data, expected
         started = time.perf_counter_ns()
+        marks.append(started)
         step = 0
         while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
             step += 1
@@ -424,12 +432,17 @@ class Trial:
                         trace[name].append(round(value / 1e3, 1))
                     for name in (*HOST_STEPS, "wall"):
                         trace[f"{name}Us"].append(round(self.steps.get(name, 0) / 1e3, 1))
-        if trace is not None:
-            charges["trace"] = trace
+        marks.append(time.perf_counter_ns())
         if outcome.passed and durations:
             outcome = judge.recheck(meanwhile)
+        marks.append(time.perf_counter_ns())
         judge.release_case()
         judge.use_case(None)
+        marks.append(time.perf_counter_ns())
+        if trace is not None:
+            charges["trace"] = trace
+            charges["steps"] = {f"{name}Ms": round((b - a) / 1e6, 2) for name, (a, b) in zip(
+                BENCHMARK_STEPS, itertools.pairwise(marks), strict=True)}  # fmt: skip
         return outcome, durations, charges
 
 

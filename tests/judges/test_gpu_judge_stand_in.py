@@ -130,6 +130,10 @@ def test_a_traced_package_gives_every_timed_calls_figures(stand_in: JudgeProcess
             steps = ("inputsUs", "packUs", "armUs", "beforeUs", "describeUs", "checkUs")
             parts = sum(calls[name][i] for name in (*steps, "clockUs"))
             assert 0 < parts <= wall + 1.0, (i, parts, wall)
+        steps = timing["steps"]  # the benchmark's own wall time, step by step (a 50 ms pause)
+        assert list(steps) == ["setupMs", "firstCallMs", "callsMs", "recheckMs", "releaseMs"]
+        assert all(value >= 0 for value in steps.values()) and steps["recheckMs"] >= 49.9
+        assert steps["callsMs"] * 1e3 >= sum(calls["wallUs"]) - 1.0, (steps, calls["wallUs"])
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))
