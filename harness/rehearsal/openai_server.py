@@ -25,6 +25,7 @@ object; it takes no scripted reply.
 from __future__ import annotations
 
 import json
+import sys
 import threading
 import time
 from collections import deque
@@ -176,6 +177,13 @@ class _Server(ThreadingHTTPServer):
     # socketserver's default listen backlog is 5: on a loaded host a burst of concurrent clients
     # (a step's rollouts) overflows it and a connection is dropped before any answer.
     request_queue_size = 128
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        # A client that went away (a run stopped by Ctrl-C resets its keep-alive connections)
+        # is the client's business, not a fault of this server: no traceback on stderr.
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
 
 
 class _Handler(BaseHTTPRequestHandler):
