@@ -7,6 +7,7 @@ checker prints for each (prefix, message, newline): the case `msg` a client read
 from __future__ import annotations
 
 import math
+import re
 import statistics
 from collections import Counter
 
@@ -354,15 +355,45 @@ def test_a_valid_packing_takes_the_fast_path(instance: Instance, name: str) -> N
             assert checker_module._valid_at_a_glance(instance, row[1].encode()) is None
 
 
+# testlib's plain integer (testlib.py reads these as written): what `_plain_integers` decides
+PLAIN_INTEGER = re.compile(rb"0|-?[1-9][0-9]{0,17}")
+
+
+@given(
+    st.lists(
+        st.text(alphabet="0123456789-+", min_size=1, max_size=20).map(str.encode),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_plain_integers_are_testlibs_plain_form(tokens: list[bytes]) -> None:
+    """Whole-output check against the token-by-token definition; a token longer than 18
+    characters (a minus and 18 digits: out of every range) goes to the slow reading."""
+    expected = all(PLAIN_INTEGER.fullmatch(token) and len(token) <= 18 for token in tokens)
+    assert checker_module._plain_integers(tokens, b" ".join(tokens)) == expected
+
+
 def test_every_orientation_matches_the_cell_by_cell_transform(instance: Instance) -> None:
-    piece = instance.pieces[0]
+    """The fast path's array transform, for each piece's cells under each (R, F), is the
+    slow reading's `_rotate` cell by cell."""
+    import numpy as np
+
+    cells = instance.flat
+    assert [(int(x), int(y)) for x, y in zip(cells.x, cells.y, strict=True)] == [
+        cell for piece in instance.pieces for cell in piece
+    ]
     for flip in (0, 1):
         for rotations in range(4):
-            cells, low_x, high_x, low_y, high_y = instance.orientation(0, flip, rotations)
-            expected = [checker_module._rotate(-x if flip else x, y, rotations) for x, y in piece]
-            assert list(cells) == expected
-            assert (low_x, high_x) == (min(x for x, _ in expected), max(x for x, _ in expected))
-            assert (low_y, high_y) == (min(y for _, y in expected), max(y for _, y in expected))
+            count = cells.x.size
+            x, y = checker_module.transform(
+                cells.x, cells.y, np.full(count, rotations), np.full(count, flip)
+            )
+            expected = [
+                checker_module._rotate(-cx if flip else cx, cy, rotations)
+                for piece in instance.pieces
+                for cx, cy in piece
+            ]
+            assert [(int(a), int(b)) for a, b in zip(x, y, strict=True)] == expected
 
 
 @given(

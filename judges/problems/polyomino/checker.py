@@ -11,18 +11,19 @@ Verdicts and messages are those of the FrontierCS checker (facts: verdict kinds,
 check order), so the case `msg` this judge stores can be read exactly like FrontierCS's.
 
 `check` first tries a fast path that can only say "valid": every token a plain integer (the form
-testlib reads without question), the right count, every value in range, every piece's bounding
-box inside the rectangle and no cell taken twice, each piece's eight orientations computed once
-per instance. Anything else, and every verdict but a valid packing, comes from the token-by-token
-reading below, so messages and check order are unchanged; a valid packing's message is built by
-the same code either way.
+testlib reads without question), the right count, every value in range, every cell inside the
+rectangle and no cell taken twice, all of a case's cells at once as NumPy arrays. Anything else,
+and every verdict but a valid packing, comes from the token-by-token reading below, so messages
+and check order are unchanged; a valid packing's message is built by the same code either way.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import cached_property
+
+import numpy as np
 
 from judges.problems.polyomino.shapes import MAX_PIECE_SIZE
 from judges.problems.testlib import (
@@ -46,45 +47,43 @@ class Instance:
     """A parsed problem input: the pieces' cells in input order."""
 
     pieces: tuple[tuple[tuple[int, int], ...], ...]
-    _orientations: dict[int, Orientation] = field(
-        default_factory=dict, init=False, repr=False, compare=False, hash=False
-    )
 
     @cached_property
     def total_cells(self) -> int:
         """Number of cells over all pieces (the numerator of the ratio)."""
         return sum(len(piece) for piece in self.pieces)
 
-    def orientation(self, index: int, flip: int, rotations: int) -> Orientation:
-        """Piece `index`'s cells under (F, R), with their bounding box; each one computed once
-        per instance (a candidate places each piece one way, and the next ones mostly alike)."""
-        key = 8 * index + 4 * flip + rotations
-        found = self._orientations.get(key)
-        if found is None:
-            found = self._orientations[key] = _orient(self.pieces[index], flip, rotations)
-        return found
+    @cached_property
+    def flat(self) -> Cells:
+        """Every cell of every piece as arrays, in input order, built once per instance (for
+        the fast path; the judge keeps a suite's instances parsed)."""
+        owner = np.repeat(np.arange(len(self.pieces)), [len(piece) for piece in self.pieces])
+        xy = np.array([cell for piece in self.pieces for cell in piece], dtype=np.int64)
+        xy = xy.reshape(-1, 2)
+        return Cells(owner, xy[:, 0].copy(), xy[:, 1].copy())
 
 
-# A piece's cells after reflection and rotation, and their bounding box:
-# (cells, lowest x, highest x, lowest y, highest y).
-Orientation = tuple[tuple[tuple[int, int], ...], int, int, int, int]
+@dataclass(frozen=True)
+class Cells:
+    """An instance's cells as arrays: the piece each belongs to, its x and its y."""
+
+    owner: np.ndarray
+    x: np.ndarray
+    y: np.ndarray
 
 
-def _orient(piece: tuple[tuple[int, int], ...], flip: int, rotations: int) -> Orientation:
-    """`piece` reflected (x -> -x) when `flip`, then turned `rotations` times clockwise: the
-    same transform as `_rotate`, for a whole piece at once."""
-    sign = -1 if flip else 1
-    if rotations == 0:
-        cells = tuple([(sign * x, y) for x, y in piece])
-    elif rotations == 1:
-        cells = tuple([(y, -sign * x) for x, y in piece])
-    elif rotations == 2:
-        cells = tuple([(-sign * x, -y) for x, y in piece])
-    else:
-        cells = tuple([(-y, sign * x) for x, y in piece])
-    xs = [x for x, _ in cells]
-    ys = [y for _, y in cells]
-    return cells, min(xs), max(xs), min(ys), max(ys)
+# a clockwise turn's cosine and sine for R = 0..3: (x, y) -> (cos x + sin y, cos y - sin x)
+_COS = np.array([1, 0, -1, 0], dtype=np.int64)
+_SIN = np.array([0, 1, 0, -1], dtype=np.int64)
+
+
+def transform(x: np.ndarray, y: np.ndarray, rotations: np.ndarray, flip: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+    """Cells (x, y) reflected (x -> -x) where `flip`, then turned `rotations` times clockwise:
+    `_rotate` for arrays, every cell with its own R and F."""
+    reflected = x * (1 - 2 * flip)
+    cos, sin = _COS[rotations], _SIN[rotations]
+    return cos * reflected + sin * y, cos * y - sin * reflected
 
 
 def parse_instance(text: str) -> Instance:
@@ -143,38 +142,69 @@ def check(instance: Instance, output: bytes) -> Verdict:
 
 
 _UTF8_BOM = b"\xef\xbb\xbf"
-_PLAIN_INTEGER = rb"(?:0|-?[1-9][0-9]{0,17})"  # testlib reads these as written (testlib.py)
-_PLAIN_TOKENS = re.compile(rb"%s(?: %s)*" % (_PLAIN_INTEGER, _PLAIN_INTEGER))
+# A plain integer, the form testlib reads as written (testlib.py): 0|-?[1-9][0-9]{0,17}, checked
+# for a whole output at once (`_plain_integers`).
+_DIGITS_AND_MINUS = b"0123456789-"
+_LEADING_ZERO = re.compile(rb" 0[0-9]")
+_MOST_DIGITS = 18
+
+
+def _plain_integers(tokens: list[bytes], joined: bytes) -> bool:
+    """Is every token (`joined` is them with one space between) a plain integer? Only digits
+    and minus signs; a minus only first and followed by 1-9; no leading zero; at most 18
+    characters (a longer token is out of every range here, and the slow reading decides)."""
+    return (
+        len(joined.translate(None, _DIGITS_AND_MINUS)) == len(tokens) - 1
+        and joined.count(b"-") == joined.count(b" -") + joined.startswith(b"-")
+        and b"-0" not in joined
+        and b"- " not in joined
+        and not joined.endswith(b"-")
+        and _LEADING_ZERO.search(b" " + joined) is None
+        and _longest(joined) <= _MOST_DIGITS
+    )
+
+
+def _longest(joined: bytes) -> int:
+    """The length of the longest of the space-separated tokens in `joined`."""
+    spaces = np.flatnonzero(np.frombuffer(joined, dtype=np.uint8) == 0x20)
+    return int(np.diff(np.concatenate(([-1], spaces, [len(joined)]))).max()) - 1
 
 
 def _valid_at_a_glance(instance: Instance, output: bytes) -> tuple[int, int] | None:
     """(W, H) when `output` is a valid packing read the plain way (module docstring); None
-    when it is not, or might not be: the token-by-token reading then decides."""
+    when it is not, or might not be: the token-by-token reading then decides. Every cell at
+    once, as arrays: the plain tokens have at most 18 characters and the input's coordinates are
+    within int64 / 4, so every value and sum fits int64; a cell key x * H + y is formed only
+    once every cell is inside the rectangle, where it is below W * H <= int64's maximum."""
     data = output[len(_UTF8_BOM) :] if output.startswith(_UTF8_BOM) else output
     if b"\x0b" in data or b"\x0c" in data:  # blanks to bytes.split, token characters to testlib
         return None
     tokens = data.split()
-    if len(tokens) != 2 + 4 * len(instance.pieces) or not _PLAIN_TOKENS.fullmatch(
-        b" ".join(tokens)
-    ):
+    if len(tokens) != 2 + 4 * len(instance.pieces):
         return None
-    values = list(map(int, tokens))
-    width, height = values[0], values[1]
+    joined = b" ".join(tokens)
+    if not _plain_integers(tokens, joined):
+        return None
+    values = np.fromstring(joined, dtype=np.int64, sep=" ")  # text mode: plain integers only
+    if values.size != len(tokens):
+        return None
+    width, height = int(values[0]), int(values[1])
     if not (1 <= width <= LIMIT and 1 <= height <= LIMIT) or width * height > INT64_MAX:
         return None
-    taken: set[int] = set()
-    for index in range(len(instance.pieces)):
-        dx, dy, rotations, flip = values[2 + 4 * index : 6 + 4 * index]
-        if not (-LIMIT <= dx <= LIMIT and -LIMIT <= dy <= LIMIT):
-            return None
-        if not (0 <= rotations <= 3 and 0 <= flip <= 1):
-            return None
-        cells, low_x, high_x, low_y, high_y = instance.orientation(index, flip, rotations)
-        if dx + low_x < 0 or dx + high_x >= width or dy + low_y < 0 or dy + high_y >= height:
-            return None
-        base = dx * height + dy
-        taken.update([base + x * height + y for x, y in cells])
-    if len(taken) != instance.total_cells:
+    dx, dy, rotations, flip = values[2:].reshape(-1, 4).T
+    if ((dx < -LIMIT) | (dx > LIMIT) | (dy < -LIMIT) | (dy > LIMIT)).any():
+        return None
+    if ((rotations < 0) | (rotations > 3) | (flip < 0) | (flip > 1)).any():
+        return None
+    cells = instance.flat
+    x, y = transform(cells.x, cells.y, rotations[cells.owner], flip[cells.owner])
+    x += dx[cells.owner]
+    y += dy[cells.owner]
+    if ((x < 0) | (x >= width) | (y < 0) | (y >= height)).any():
+        return None
+    keys = x * height + y
+    keys.sort()
+    if keys.size > 1 and (keys[1:] == keys[:-1]).any():
         return None  # an overlap: the slow reading names the first one
     return width, height
 
