@@ -3,6 +3,7 @@ and time the honest ones the plain way, writing every figure as JSON.
 
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
+                                           [--clocked-inputs]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -15,6 +16,8 @@ geometric means, their ratios, the wall clock of its judging and where that went
 (DIR/side_by_side.json). docs/task.md and docs/judge.md quote the figures it produced. Each
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
+`--trace` and `--clocked-inputs` judge a copy of the task whose package sets `trace_calls` or
+`clocked_inputs` (docs/judge.md).
 """
 
 from __future__ import annotations
@@ -79,6 +82,9 @@ def main() -> int:
     parser.add_argument("--trace", action="store_true",
                         help="judge a copy of the task whose package sets trace_calls: every "
                         "timed call's figures in the records (acceptance.json)")  # fmt: skip
+    parser.add_argument("--clocked-inputs", action="store_true",
+                        help="judge a copy of the task whose package sets clocked_inputs: each "
+                        "call's inputs copied after its clock starts, nothing frozen")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
@@ -91,7 +97,9 @@ def main() -> int:
         runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
-    task = traced_copy(state / "task") if args.trace else TASK
+    keys = {"trace_calls": True} if args.trace else {}
+    keys.update({"clocked_inputs": True} if args.clocked_inputs else {})
+    task = task_copy(state / "task", keys) if keys else TASK
     with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus,
                       startup_timeout=300) as judge:  # fmt: skip
         for at in range(0, len(runs), args.at_once):
@@ -124,8 +132,8 @@ def main() -> int:
     return 0
 
 
-def traced_copy(folder: Path) -> Path:
-    """A copy of the task whose judge package sets `trace_calls: true`."""
+def task_copy(folder: Path, keys: dict[str, Any]) -> Path:
+    """A copy of the task whose judge package sets `keys` (e.g. `trace_calls: true`)."""
     import shutil
 
     import yaml
@@ -133,7 +141,7 @@ def traced_copy(folder: Path) -> Path:
     copy = folder / TASK.name
     shutil.copytree(TASK, copy)
     config = copy / "judge" / "trimul" / "config.yaml"
-    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), "trace_calls": True}))
+    config.write_text(yaml.safe_dump({**yaml.safe_load(config.read_text()), **keys}))
     return copy
 
 

@@ -4,7 +4,7 @@
                             time, call_timeout, startup_timeout, memory, processes, tmpfs,
                             warmup_time, min_repeats, max_repeats, target_error,
                             benchmark_time, benchmark_wall, seed_step, determinism_check,
-                            peak_bandwidth, peak_flops, trace_calls
+                            peak_bandwidth, peak_flops, trace_calls, clocked_inputs
     <package>/cases.yaml    tests: [{generator arguments}], benchmarks: [{...}]
     <package>/<reference>   generate_input(device, **case) and ref_kernel(data); optional
                             minimum_work(**case) -> {"bytes", "flops"} (judges.gpu.limits)
@@ -54,6 +54,9 @@ _DEFAULTS: dict[str, Any] = {
     "peak_bandwidth": None,  # bytes/s for the hardware floor; None: the device's, queried
     "peak_flops": None,  # FLOP/s for the hardware floor; None: the device's, queried
     "trace_calls": False,  # each benchmark's timed calls, one by one, in the record (diagnostic)
+    # a timed call's inputs copied into the pool after the clock starts, the candidate never
+    # frozen for them (judges.gpu.session); false: frozen while they arrive, the clock after
+    "clocked_inputs": False,
 }
 _KNOWN = {"type", "language", *_DEFAULTS}
 
@@ -81,6 +84,7 @@ class GpuSettings:
     seed_step: int
     determinism_check: bool = False
     trace_calls: bool = False
+    clocked_inputs: bool = False
     peak_bandwidth: float | None = None
     peak_flops: float | None = None
 
@@ -181,7 +185,7 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             raise ProblemError(f"{where}: {key} must be a non-negative number, got {value!r}")
         floats[key] = float(value)
-    for key in ("determinism_check", "trace_calls"):
+    for key in ("determinism_check", "trace_calls", "clocked_inputs"):
         if not isinstance(values[key], bool):
             raise ProblemError(f"{where}: {key} must be true or false")
     peaks = {}
@@ -211,6 +215,7 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         seed_step=counts["seed_step"],
         determinism_check=values["determinism_check"],
         trace_calls=values["trace_calls"],
+        clocked_inputs=values["clocked_inputs"],
         **peaks,
     )
 

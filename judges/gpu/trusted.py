@@ -160,7 +160,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     phases.mark("testsPrepared")
     probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
     judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
-                          settings.rtol, settings.atol)  # fmt: skip
+                          settings.rtol, settings.atol, settings.clocked_inputs)  # fmt: skip
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
@@ -181,7 +181,8 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
                 calibrated_probe = probe.calibrate() if probe else None
                 calibration = {**judge.calibrate(), "cases": calibration["cases"]}
         results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),
-                      comparison=comparison)  # fmt: skip
+                      comparison=comparison,
+                      inputs="clocked" if settings.clocked_inputs else "frozen")  # fmt: skip
         phases.mark("calibrated")
         failed = [c for c in [calibration, *calibration.get("cases", {}).values()] if "failed" in c]
         if failed:

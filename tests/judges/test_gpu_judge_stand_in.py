@@ -72,6 +72,7 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]
     packages = small_package(root / "packages", call_timeout="8s")
     small_package(packages, call_timeout="8s", name="trimul_floor", peak_bandwidth=1000.0)
     small_package(packages, call_timeout="8s", name="trimul_traced", trace_calls=True)
+    small_package(packages, call_timeout="8s", name="trimul_clocked", clocked_inputs=True)
     gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
     with JudgeProcess(root / "state", "--problems", str(packages), "--gpu-cpu-stand-in",
                       "--gpus", gpus, "--workers", "1") as judge:  # fmt: skip
@@ -89,6 +90,7 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert all(3 <= case["timing"]["runs"] <= 5 for case in benchmarks)
     assert record["value"] > 0 and record["valueMean"] == "geometric"
     assert record["gpu"]["gpu"] == "none (CPU stand-in)" and record["warmup"]["calls"] >= 3
+    assert record["gpu"]["inputs"] == "frozen"  # the package's default protocol
     assert record["determinism"] == {"test": 1, "checked": True, "differing": 0,
                                      "identical": True, "maxDifference": 0.0}  # fmt: skip
     calibrated = record["gpu"]["calibration"]["cases"]  # each benchmark's own null calls
@@ -153,6 +155,33 @@ def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
         assert "within the limit of 8 s" in first_failure(record)
         honest = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text())
         assert verdict(honest) == "valid", first_failure(honest)
+
+
+# the attacks on what a call's clock covers, with the inputs copied after the clock starts
+CLOCKED_ATTACKS = ("checker_patch.py", "output_cache.py", "view_of_input.py", "early_done.py",
+                   "changes_after_check.py")  # fmt: skip
+
+
+def test_clocked_inputs_judge_an_honest_candidate(stand_in: JudgeProcess) -> None:
+    """`clocked_inputs`: the same full record, the protocol named in it; each call's inputs
+    are copied into the pool after its clock started, with the candidate running."""
+    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(),
+                           pid="trimul_clocked")  # fmt: skip
+    assert verdict(record) == "valid", first_failure(record)
+    assert record["gpu"]["inputs"] == "clocked"
+    assert [case["status"] for case in record["cases"]] == ["Correct"] * 5
+    assert all(3 <= case["timing"]["runs"] <= 5 for case in record["cases"][3:])
+    assert sorted(record["gpu"]["calibration"]["cases"]) == ["1", "2"]
+
+
+@pytest.mark.parametrize("program", CLOCKED_ATTACKS)
+def test_each_timing_attack_keeps_its_verdict_with_clocked_inputs(
+    stand_in: JudgeProcess, program: str
+) -> None:
+    record = judge_program(stand_in.url, (PROGRAMS / program).read_text(), pid="trimul_clocked")
+    assert verdict(record) == ATTACKS[program], first_failure(record)
+    if program == "early_done.py":  # its 0.2 s hold is charged through the window
+        assert all(case["timing"]["bestUs"] > 0.5 * 0.2e6 for case in record["cases"][3:])
 
 
 def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:

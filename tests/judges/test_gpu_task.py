@@ -228,3 +228,8 @@ def test_the_guards_keys_are_checked(tmp_path: Path) -> None:
     assert traced.settings.trace_calls and traced.settings.to_json()["trace_calls"] is True
     with pytest.raises(ProblemError, match="trace_calls must be true or false"):
         load_gpu_problem(package, {"type": "gpu", "trace_calls": 1}, "config.yaml")
+    assert not loaded.settings.clocked_inputs  # the inputs arrive frozen unless asked
+    clocked = load_gpu_problem(package, {"type": "gpu", "clocked_inputs": True}, "config.yaml")
+    assert clocked.settings.to_json()["clocked_inputs"] is True
+    with pytest.raises(ProblemError, match="clocked_inputs must be true or false"):
+        load_gpu_problem(package, {"type": "gpu", "clocked_inputs": "no"}, "config.yaml")
