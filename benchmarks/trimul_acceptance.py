@@ -97,8 +97,8 @@ def main() -> int:
         runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
-    keys = {"trace_calls": True} if args.trace else {}
-    keys.update({"clocked_inputs": True} if args.clocked_inputs else {})
+    asked = {"trace_calls": args.trace, "clocked_inputs": args.clocked_inputs}
+    keys = {key: True for key, on in asked.items() if on}
     task = task_copy(state / "task", keys) if keys else TASK
     with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus,
                       startup_timeout=300) as judge:  # fmt: skip
