@@ -138,17 +138,33 @@ def test_a_traced_package_gives_every_timed_calls_figures(stand_in: JudgeProcess
         assert steps["callsMs"] * 1e3 >= sum(calls["wallUs"]) - 1.0, (steps, calls["wallUs"])
 
 
+RECHECKED = "the last timed call's output changed after it was checked"
+
+
+def judge_attack(url: str, program: str, pid: str = "trimul", attempts: int = 3) -> dict:
+    """The attack's record. changes_after_check.py races the judge (it spoils the last call's
+    output after guessing that the judge has compared it): on a loaded host its guess can come
+    early, so the per-call check catches it, or late, after the second look. It is judged
+    again, as a new submission, until the second look is what caught it, up to `attempts`."""
+    code = (PROGRAMS / program).read_text()
+    record = judge_program(url, code, pid=pid)
+    for attempt in range(1, attempts if program == "changes_after_check.py" else 1):
+        if RECHECKED in first_failure(record):
+            break
+        record = judge_program(url, f"{code}\n# attempt {attempt}\n", pid=pid)
+    return record
+
+
 @pytest.mark.parametrize("program", sorted(ATTACKS))
 def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
                                                          program: str) -> None:  # fmt: skip
-    record = judge_program(stand_in.url, (PROGRAMS / program).read_text())
+    record = judge_attack(stand_in.url, program)
     assert verdict(record) == ATTACKS[program], first_failure(record)
     if program == "sandbox_probe.py":
         report = first_failure(record)
         assert "REACHABLE" not in report and '"judge reference files": "none visible"' in report
     if program == "changes_after_check.py":
-        assert "the last timed call's output changed after it was checked" in first_failure(
-            record)  # fmt: skip
+        assert RECHECKED in first_failure(record)
     if program == "nondeterministic.py":
         assert record["determinism"]["checked"] and not record["determinism"]["identical"]
     if program == "timeout_hang.py":
@@ -178,8 +194,10 @@ def test_clocked_inputs_judge_an_honest_candidate(stand_in: JudgeProcess) -> Non
 def test_each_timing_attack_keeps_its_verdict_with_clocked_inputs(
     stand_in: JudgeProcess, program: str
 ) -> None:
-    record = judge_program(stand_in.url, (PROGRAMS / program).read_text(), pid="trimul_clocked")
+    record = judge_attack(stand_in.url, program, pid="trimul_clocked")
     assert verdict(record) == ATTACKS[program], first_failure(record)
+    if program == "changes_after_check.py":
+        assert RECHECKED in first_failure(record)
     if program == "early_done.py":  # its 0.2 s hold is charged through the window
         assert all(case["timing"]["bestUs"] > 0.5 * 0.2e6 for case in record["cases"][3:])
 

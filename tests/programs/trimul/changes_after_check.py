@@ -1,9 +1,13 @@
 """Attack: an output that is right only at the moment the judge copies it. After each call a
-thread of the candidate waits until the judge has the output described (and copied it, a few
-microseconds later), then overwrites the output memory the judge reads with zeros, unless a
-newer call is already under way: every per-call check sees the right values, and only a second
-look at the last call's output finds them gone. Expected verdict: Wrong Answer ("the last timed
-call's output changed after it was checked")."""
+thread of the candidate waits until the judge has the output described, then until the judge
+has copied and compared it — which it knows for every call but the last, since the judge arms
+the next call only after that (the worker says ARMED) — and learns from those calls how long
+the judge takes. When no newer call comes within several times that (at least 20 ms, at most
+40 ms: the judge pauses 50 ms before its second look), it overwrites the output memory the
+judge reads with zeros: every per-call check sees the right values, and only a second look at
+the last call's output finds them gone. Expected verdict: Wrong Answer ("the last timed call's
+output changed after it was checked"). (A fixed 15 ms wait lost the race on a loaded CI host:
+the judge copied later, and its per-call check caught the zeros instead.)"""
 
 import gc
 import threading
@@ -37,18 +41,26 @@ def _compute(x, mask, w, config):
     return F.linear(t * F.linear(z, w["out_gate.weight"]).sigmoid(), w["to_out.weight"])
 
 
+_GAPS = []  # seconds from DESCRIBED to the next ARMED: the judge's copy and compare
+
+
 def _spoil(block, seq, target):
     deadline = time.monotonic() + 5
     while block.get(DESCRIBED) != seq and time.monotonic() < deadline:
         time.sleep(0.0002)
-    time.sleep(0.015)  # the judge has copied and compared by now
-    if block.get(ARMED) == seq:  # no newer call: spoil what the judge would read again
-        if target.is_cuda:
-            with torch.cuda.stream(torch.cuda.Stream()):
-                target.zero_()
-            torch.cuda.synchronize()
-        else:
+    described = time.monotonic()
+    wait = min(max(4 * max(_GAPS, default=0.0), 0.02), 0.04)
+    while block.get(ARMED) == seq and time.monotonic() < described + wait:
+        time.sleep(0.0002)
+    if block.get(ARMED) != seq:  # a newer call: the judge has compared this one
+        _GAPS.append(time.monotonic() - described)
+        return
+    if target.is_cuda:  # no newer call: spoil what the judge would read again
+        with torch.cuda.stream(torch.cuda.Stream()):
             target.zero_()
+        torch.cuda.synchronize()
+    else:
+        target.zero_()
 
 
 def custom_kernel(data):
