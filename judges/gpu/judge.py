@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from judges.gpu import devices, trial_process
+from judges.gpu import case_calibration, devices, trial_process
 from judges.gpu.package import GpuProblem
 from judges.gpu.record import build_record, judge_error_record, read_lines
 from judges.problems.package import Problem
@@ -102,6 +102,8 @@ class GpuJudge:
         self._finishing: set[asyncio.Future[None]] = set()  # trials whose processes still exit
         self._spares: dict[int, Any] = {}  # per GPU: its next trial, prepared (trial_process)
         self._spare_count = 0
+        # per (GPU, problem): the benchmarks' calibration its last measuring trial made
+        self._kept: dict[tuple[int, str], case_calibration.Kept] = {}
         self._closed = False
 
     @classmethod
@@ -252,7 +254,8 @@ class GpuJudge:
                 self._end_spare(trial)
                 trial = None
         if trial is None:
-            trial = trial_process.start(self, gpu, problem, workdir, code)
+            trial = trial_process.start(self, gpu, problem, workdir, code,
+                                        kept=self.kept_calibration(gpu, problem))  # fmt: skip
         self._running.add(trial.process.pid)
         try:
             limit = settings.wall_seconds + WALL_GRACE
@@ -270,6 +273,7 @@ class GpuJudge:
             log.error("GPU trial on GPU %d ended without a result: %s", gpu.index,
                       tail.decode("utf-8", "replace"))  # fmt: skip
         record = build_record(problem.gpu_cases, events, problem.suite.to_json())
+        self.keep_calibration(gpu, problem, events)
         if usage.killed_for_others:  # not the candidate's memory: never its verdict
             detail = judge_memory(usage.oom_kills, usage.peak_bytes, usage.limit_bytes)
             log.error("GPU trial on GPU %d: %s", gpu.index, detail)
@@ -315,12 +319,32 @@ class GpuJudge:
         self._spare_count += 1
         folder = self.sandbox.scratch / f"gpu-{gpu.index}-prepared-{self._spare_count}"
         try:
-            spare = trial_process.start(self, gpu, problem, folder, None, owns_workdir=True)
+            spare = trial_process.start(self, gpu, problem, folder, None, owns_workdir=True,
+                                        kept=self.kept_calibration(gpu, problem))  # fmt: skip
         except OSError as error:
             log.warning("GPU %d: cannot prepare its next trial (%s)", gpu.index, error)
             shutil.rmtree(folder, ignore_errors=True)
             return
         self._spares[gpu.index] = spare
+
+    def kept_calibration(self, gpu: devices.Gpu,
+                         problem: GpuProblem) -> case_calibration.Kept | None:  # fmt: skip
+        """The benchmarks' calibration kept for `problem` on `gpu`, while the package keeps it
+        (`keep_case_calibration`); None: the trial measures its own."""
+        kept = self._kept.get((gpu.index, problem.id))
+        keep = problem.settings.keep_case_calibration if problem.settings else 0.0
+        if kept is None or kept.age() >= keep:
+            return None
+        return kept
+
+    def keep_calibration(self, gpu: devices.Gpu, problem: GpuProblem,
+                         events: list[dict[str, Any]]) -> None:  # fmt: skip
+        """Keep what a trial measured itself of its benchmarks' calibration (its `startup`
+        line, written before its candidate was imported) for the GPU's next trials."""
+        startup = next((e for e in events if e.get("event") == "startup"), None)
+        measured = case_calibration.kept_from_startup(startup) if startup else None
+        if measured is not None:
+            self._kept[(gpu.index, problem.id)] = measured
 
     def _end_spare(self, spare: Any) -> None:
         with contextlib.suppress(ProcessLookupError):

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from judges.cgroups.groups import RunGroup
+from judges.gpu.case_calibration import Kept
 from judges.gpu.package import GpuProblem
 from judges.gpu.sandboxed import STAGED
 
@@ -94,9 +95,11 @@ class TrialProcess:
 
 
 def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | None,
-          owns_workdir: bool = False) -> TrialProcess:  # fmt: skip
+          owns_workdir: bool = False, kept: Kept | None = None) -> TrialProcess:  # fmt: skip
     """Start a trial's trusted process for `problem` on `gpu` (`judge` is the GpuJudge: its
-    sandbox, options and the sandbox's interpreter folders); a spare when `code` is None."""
+    sandbox, options and the sandbox's interpreter folders); a spare when `code` is None.
+    `kept`: the benchmarks' calibration an earlier trial on this GPU measured, to use instead
+    of measuring (`judges.gpu.case_calibration`)."""
     settings = problem.settings
     assert settings is not None and judge.sandbox.bound is not None
     box = stage(workdir, code)
@@ -118,6 +121,8 @@ def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | 
             if gpu.backend == "cuda" else {"OMP_NUM_THREADS": "1"},
         },
     }  # fmt: skip
+    if kept is not None:
+        spec["keptCalibration"] = kept.to_spec()
     if code is None:
         spec["spare"] = True
     else:

@@ -39,7 +39,7 @@ import itertools
 import json
 import platform
 import resource
-import secrets
+import select
 import signal
 import sys
 import time
@@ -47,6 +47,7 @@ import traceback
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from judges.gpu import case_calibration
 from judges.gpu.launch import CandidateProcess, LaunchSpec
 from judges.gpu.package import GpuCase, GpuSettings
 from judges.gpu.sandboxed.channel import Channel
@@ -167,17 +168,32 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         # the worker now waits for a message: the GPU is this process's alone
         calibrated_probe = probe.calibrate() if probe and started.passed else None
         calibration = judge.calibrate() if started.passed else {}
-        if started.passed and "failed" not in calibration:
-            calibration["cases"] = calibrate_cases(judge, reference, cases, device)
+        kept = case_calibration.Kept.from_spec(spec.get("keptCalibration"))
+        if kept is not None and not (
+            kept.covers(cases) and kept.age() < settings.keep_case_calibration
+        ):
+            kept = None  # fmt: skip
+        calibrating = started.passed and "failed" not in calibration
+        if calibrating:
+            calibration["cases"] = (
+                case_calibration.use(judge, kept)
+                if kept is not None
+                else case_calibration.measure(judge, reference, cases, device)
+            )
         phases.mark("casesCalibrated")
         if spec.get("spare"):  # prepared ahead (judges.gpu.trial_process): now the submission
             (Path(spec["workdir"]) / "waiting").touch()
-            go = sys.stdin.readline()
+            expires = None if kept is None else settings.keep_case_calibration - kept.age()
+            go = _wait_go(expires)
+            if go is None and calibrating:  # the kept ones expired, the GPU still idle
+                calibration["cases"] = case_calibration.measure(judge, reference, cases, device)
+            if go is None:
+                go = _wait_go(None)
             if not go:
                 raise NoSubmission
             spec.update(json.loads(go))
             phases.rebase(float(spec["origin"]))
-            if started.passed and "failed" not in calibration:  # the plain offsets, now
+            if calibrating:  # the plain offsets, now
                 calibrated_probe = probe.calibrate() if probe else None
                 calibration = {**judge.calibrate(), "cases": calibration["cases"]}
         results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),
@@ -216,28 +232,16 @@ TRACED_HOST = (*(f"{step}Us" for step in HOST_STEPS), "wallUs")
 # the timed calls, the second check (with the next benchmark's first inputs in its pause), the
 # pool's release
 BENCHMARK_STEPS = ("setup", "firstCall", "calls", "recheck", "release")
-CASE_CALIBRATION_CALLS = 7  # null calls per benchmark, each after that case's own work
 
 
-def calibrate_cases(judge: calls.Session, reference: Any, cases: list[GpuCase],
-                    device: str) -> dict[str, dict[str, Any]]:  # fmt: skip
-    """Each benchmark's own null calls (`Session.calibrate_case`), each made right after the
-    work a real call of it follows: its inputs generated (from a seed of this process's own,
-    never the submission's) and its reference output computed."""
-    found: dict[str, dict[str, Any]] = {}
-    for case in cases:
-        if case.kind != "benchmark":
-            continue
-        own = secrets.randbelow(1 << 30)
-
-        def prepare(step: int, case: GpuCase = case, own: int = own) -> Any:
-            seed = combine_seed(case.spec["seed"] + 13 * step, own)
-            data = reference.generate_input(device, **{**case.spec, "seed": seed})
-            reference.ref_kernel(data)
-            return data
-
-        found[str(case.index)] = judge.calibrate_case(case.index, prepare, CASE_CALIBRATION_CALLS)
-    return found
+def _wait_go(timeout: float | None) -> str | None:
+    """A spare's go line from the service (empty: its stdin closed), or None when `timeout`
+    seconds passed first."""
+    if timeout is not None:
+        ready, _, _ = select.select([sys.stdin], [], [], max(0.0, timeout))
+        if not ready:
+            return None
+    return sys.stdin.readline()
 
 
 def prepare_tests(reference: Any, cases: list[GpuCase], device: str, sync: Any) -> dict:

@@ -73,6 +73,7 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]
     small_package(packages, call_timeout="8s", name="trimul_floor", peak_bandwidth=1000.0)
     small_package(packages, call_timeout="8s", name="trimul_traced", trace_calls=True)
     small_package(packages, call_timeout="8s", name="trimul_clocked", clocked_inputs=True)
+    small_package(packages, call_timeout="8s", name="trimul_kept")  # judged by one test only
     gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
     with JudgeProcess(root / "state", "--problems", str(packages), "--gpu-cpu-stand-in",
                       "--gpus", gpus, "--workers", "1") as judge:  # fmt: skip
@@ -200,6 +201,39 @@ def test_each_timing_attack_keeps_its_verdict_with_clocked_inputs(
         assert RECHECKED in first_failure(record)
     if program == "early_done.py":  # its 0.2 s hold is charged through the window
         assert all(case["timing"]["bestUs"] > 0.5 * 0.2e6 for case in record["cases"][3:])
+
+
+def test_a_gpus_next_trials_keep_the_benchmarks_calibration_its_first_measured(
+    stand_in: JudgeProcess,
+) -> None:
+    """`keep_case_calibration` (600 s by default): the first trial of a problem on a GPU
+    measures each benchmark's null calls; the GPU's next trials (its spare, started when the
+    first one's processes were gone) use those differences instead, marked `kept`, and
+    measure only the plain null calls. Three judgings one after the other on two GPUs: by
+    the pigeonhole principle one GPU judges twice. `trimul_kept` is judged by no other test."""
+    code = (PROGRAMS / "honest.py").read_text()
+    first: dict[int, dict] = {}
+    kept = 0
+    for n in range(3):
+        record = judge_program(stand_in.url, f"{code}\n# kept {n}\n", pid="trimul_kept")
+        assert verdict(record) == "valid", first_failure(record)
+        gpu, calibration = record["timing"]["gpu"], record["gpu"]["calibration"]
+        cases = calibration["cases"]
+        assert sorted(cases) == ["1", "2"] and calibration["calls"] > 0  # plain ones, its own
+        if gpu not in first:  # nothing kept yet for this problem on this GPU: measured
+            assert not any(case.get("kept") for case in cases.values()), cases
+            assert all(len(case["deltaNs"]) == 3 and case["measuredAt"] > 0
+                       for case in cases.values())  # fmt: skip
+            first[gpu] = cases
+            continue
+        kept += 1
+        for index, case in cases.items():
+            measured = first[gpu][index]
+            assert case["kept"] is True and case["measuredAgoS"] >= 0
+            assert case["deltaNs"] == measured["deltaNs"]
+            assert case["measuredAt"] == measured["measuredAt"]
+            assert "clockOffsetUs" in case  # this trial's offsets, from its own plain calls
+    assert kept >= 1 and len(first) <= STAND_IN_GPUS
 
 
 def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:

@@ -26,7 +26,7 @@ import pytest
 import torch
 
 from harness.adapters.judge.verdict import Scoring, judge_verdict
-from judges.gpu import devices
+from judges.gpu import case_calibration, devices
 from judges.gpu.judge import _ended, _until_ended
 from judges.gpu.launch import LaunchSpec, gpu_bwrap_argv
 from judges.gpu.package import GpuCase
@@ -529,3 +529,51 @@ def test_a_gpu_trials_sandbox_gets_its_gpus_share_of_the_hosts_cpus(tmp_path: Pa
                 group.remove()
     finally:
         bound.close()
+
+
+def _startup(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    return {"event": "startup", "calibration": {"calls": 30, "cases": entries}}
+
+
+def test_only_a_trials_own_whole_benchmark_calibration_is_kept_for_the_next() -> None:
+    """`case_calibration.kept_from_startup`: what the service keeps from a trial's `startup`
+    line — every benchmark measured (`deltaNs`), none failed, none itself handed on."""
+    measured = {"1": {"calls": 7, "copyKernelUs": 0.0, "moreThanPlainUs": 2.5,
+                      "deltaNs": [2500, -10, 40], "measuredAt": 100.0, "clockOffsetUs": 9.0},
+                "2": {"calls": 7, "copyKernelUs": 0.0, "moreThanPlainUs": 1.0,
+                      "deltaNs": [1000, 0, 5], "measuredAt": 101.5}}  # fmt: skip
+    kept = case_calibration.kept_from_startup(_startup(measured))
+    assert kept is not None and kept.measured_at == 100.0
+    assert "clockOffsetUs" not in kept.entries["1"]  # the trial's own offsets stay its own
+    cases = [GpuCase("test", 1, {"seed": 1}), GpuCase("benchmark", 1, {"seed": 2}),
+             GpuCase("benchmark", 2, {"seed": 3})]  # fmt: skip
+    assert kept.covers(cases) and not kept.covers(cases[:2])
+    again = case_calibration.Kept.from_spec(json.loads(json.dumps(kept.to_spec())))
+    assert again == kept and kept.age(now=160.0) == 60.0
+    handed_on = {k: {**v, "kept": True, "measuredAgoS": 3.0} for k, v in measured.items()}
+    failed = {**measured, "2": {"failed": "the worker ended"}}
+    unmeasured = {"1": measured["1"], "2": {"calls": 7, "moreThanPlainUs": 1.0}}
+    for entries in (handed_on, failed, unmeasured, {}):
+        assert case_calibration.kept_from_startup(_startup(entries)) is None, entries
+    assert case_calibration.kept_from_startup({"event": "startup", "status": "Error"}) is None
+    broken = case_calibration.Kept({"1": {"deltaNs": [1, 2]}, "2": {"deltaNs": [1, 2, True]}}, 0)
+    assert not broken.covers(cases)
+    for spec in (None, [], {"entries": {}}, {"entries": [], "measuredAt": 1.0},
+                 {"entries": {}, "measuredAt": True}):  # fmt: skip
+        assert case_calibration.Kept.from_spec(spec) is None, spec
+
+
+def test_a_spare_waits_for_its_go_line_until_its_kept_calibration_expires(monkeypatch) -> None:
+    """`trusted._wait_go`: the go line; "" once the service closed the pipe; None when the
+    timeout (the kept calibration's remaining life) passed first."""
+    from judges.gpu import trusted
+
+    read, write = os.pipe()
+    with open(read) as stdin, open(write, "w") as writer:
+        monkeypatch.setattr(sys, "stdin", stdin)
+        assert trusted._wait_go(0.0) is None
+        writer.write('{"secret": 5}\n')
+        writer.flush()
+        assert trusted._wait_go(30.0) == '{"secret": 5}\n'
+        writer.close()
+        assert trusted._wait_go(None) == ""
