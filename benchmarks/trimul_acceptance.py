@@ -3,7 +3,8 @@ and time the honest ones the plain way, writing every figure as JSON.
 
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
-                                           [--clocked-inputs]
+                                           [--clocked-inputs] [--measure-every-trial]
+                                           [--early-spare]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -17,7 +18,9 @@ geometric means, their ratios, the wall clock of its judging and where that went
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
 `--trace` and `--clocked-inputs` judge a copy of the task whose package sets `trace_calls` or
-`clocked_inputs` (docs/judge.md).
+`clocked_inputs`, `--measure-every-trial` one whose package sets `keep_case_calibration: false`
+(every trial calibrates its benchmarks itself); `--early-spare` starts the judge with
+`--gpu-early-spare` (docs/judge.md).
 """
 
 from __future__ import annotations
@@ -85,6 +88,12 @@ def main() -> int:
     parser.add_argument("--clocked-inputs", action="store_true",
                         help="judge a copy of the task whose package sets clocked_inputs: each "
                         "call's inputs copied after its clock starts, nothing frozen")  # fmt: skip
+    parser.add_argument("--measure-every-trial", action="store_true",
+                        help="judge a copy of the task whose package sets keep_case_calibration: "
+                        "false: every trial calibrates its benchmarks itself")  # fmt: skip
+    parser.add_argument("--early-spare", action="store_true",
+                        help="start the judge with --gpu-early-spare: a GPU's next trial's "
+                        "processes start (the GPU untouched) when its trial starts")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
@@ -97,10 +106,12 @@ def main() -> int:
         runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
-    asked = {"trace_calls": args.trace, "clocked_inputs": args.clocked_inputs}
-    keys = {key: True for key, on in asked.items() if on}
+    asked = {("trace_calls", True): args.trace, ("clocked_inputs", True): args.clocked_inputs,
+             ("keep_case_calibration", False): args.measure_every_trial}  # fmt: skip
+    keys = {key: value for (key, value), on in asked.items() if on}
     task = task_copy(state / "task", keys) if keys else TASK
-    with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus,
+    flags = ["--gpu-early-spare"] if args.early_spare else []
+    with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus, *flags,
                       startup_timeout=300) as judge:  # fmt: skip
         for at in range(0, len(runs), args.at_once):
             batch = runs[at : at + args.at_once]

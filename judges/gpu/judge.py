@@ -54,6 +54,7 @@ class GpuOptions:
     python: str = sys.executable
     sandbox_uid: int = DEFAULT_SANDBOX_UID
     cpu_stand_in: bool = False
+    early_spare: bool = False
 
 
 def add_gpu_arguments(parser: Any) -> None:
@@ -75,10 +76,17 @@ def add_gpu_arguments(parser: Any) -> None:
         help="tests only: judge GPU problems on the CPU through the protocol's stand-in "
         "(no GPU, no CUDA IPC; default: off)",
     )  # fmt: skip
+    parser.add_argument(
+        "--gpu-early-spare", action="store_true",
+        help="start a GPU's next trial's processes when its trial starts: their interpreters "
+        "and torch imports run on the host's CPUs meanwhile, nothing of them touches the GPU "
+        "until that trial's processes are gone (default: off, started then)",
+    )  # fmt: skip
 
 
 def options_from(args: Any) -> GpuOptions:
-    return GpuOptions(args.gpus, args.gpu_python, args.gpu_sandbox_uid, args.gpu_cpu_stand_in)
+    return GpuOptions(args.gpus, args.gpu_python, args.gpu_sandbox_uid, args.gpu_cpu_stand_in,
+                      args.gpu_early_spare)  # fmt: skip
 
 
 class GpuJudge:
@@ -223,8 +231,9 @@ class GpuJudge:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._threads, finish)
-            # the GPU is idle now: its next trial comes up while no submission waits for it
-            await loop.run_in_executor(self._threads, self.prepare_spare, gpu, problem)
+            # the GPU is idle now: its next trial comes up (or, started early, goes on to its
+            # CUDA context) while no submission waits for it
+            await loop.run_in_executor(self._threads, self._release_or_prepare, gpu, problem)
         finally:
             self._release(gpu)
 
@@ -257,6 +266,8 @@ class GpuJudge:
             trial = trial_process.start(self, gpu, problem, workdir, code,
                                         kept=self.kept_calibration(gpu, problem))  # fmt: skip
         self._running.add(trial.process.pid)
+        if self.options.early_spare:  # its interpreters and imports while this trial runs
+            self.prepare_spare(gpu, problem, held=True)
         try:
             limit = settings.wall_seconds + WALL_GRACE
             text, timed_out = _until_ended(trial.process, trial.results, limit)
@@ -306,10 +317,25 @@ class GpuJudge:
         self._end_spare(spare)
         return None
 
-    def prepare_spare(self, gpu: devices.Gpu, problem: GpuProblem | None = None) -> None:
+    def _release_or_prepare(self, gpu: devices.Gpu, problem: GpuProblem) -> None:
+        """Once a trial's processes are gone: let the GPU's early spare go on, or start one."""
+        spare = self._spares.get(gpu.index)
+        if spare is not None and spare.held:
+            try:
+                spare.release()
+                return
+            except OSError as error:  # it ended meanwhile: a fresh one instead
+                log.warning("GPU %d: its early spare ended (%s)", gpu.index, error)
+                self._end_spare(self._spares.pop(gpu.index))
+        self.prepare_spare(gpu, problem)
+
+    def prepare_spare(self, gpu: devices.Gpu, problem: GpuProblem | None = None,
+                      held: bool = False) -> None:  # fmt: skip
         """Start GPU `gpu`'s spare for `problem` (by default: the only GPU problem served) —
         only when nothing else runs on that GPU (the service calls this at start and once a
-        trial's processes are gone)."""
+        trial's processes are gone), or `held` (`--gpu-early-spare`, while a trial runs on
+        it): then its processes import what they need and wait, the GPU untouched, until
+        `TrialProcess.release`."""
         if problem is None:
             if len(self.problems) != 1:
                 return
@@ -320,7 +346,8 @@ class GpuJudge:
         folder = self.sandbox.scratch / f"gpu-{gpu.index}-prepared-{self._spare_count}"
         try:
             spare = trial_process.start(self, gpu, problem, folder, None, owns_workdir=True,
-                                        kept=self.kept_calibration(gpu, problem))  # fmt: skip
+                                        kept=self.kept_calibration(gpu, problem),
+                                        held=held)  # fmt: skip
         except OSError as error:
             log.warning("GPU %d: cannot prepare its next trial (%s)", gpu.index, error)
             shutil.rmtree(folder, ignore_errors=True)
@@ -364,10 +391,13 @@ class GpuJudge:
             self._threads.shutdown(wait=False, cancel_futures=True)
 
     def _prepared(self, index: int) -> str | None:
-        """`waiting` (the GPU's next trial is ready), `preparing`, or None (no spare)."""
+        """`waiting` (the GPU's next trial is ready), `preparing`, `held` (an early spare
+        waiting for the GPU's trial to end), or None (no spare)."""
         spare = self._spares.get(index)
         if spare is None:
             return None
+        if spare.held:
+            return "held"
         return "waiting" if spare.waiting() else "preparing"
 
     def describe(self) -> dict[str, Any]:

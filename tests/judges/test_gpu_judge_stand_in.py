@@ -250,6 +250,36 @@ def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
 
 
+def test_an_early_spare_starts_beside_a_trial_and_touches_the_gpu_only_after_it(
+    tmp_path: Path,
+) -> None:
+    """`--gpu-early-spare`: a GPU's next trial's processes start when its trial starts and
+    import what they need meanwhile; they go on to the GPU (their `gpu` word, the CUDA
+    context) only once that trial's processes are gone, and the next submission uses them."""
+    missing = stand_in_missing()
+    if missing is not None:
+        pytest.skip(missing)
+    small_package(tmp_path / "packages", call_timeout="8s")
+    code = (PROGRAMS / "honest.py").read_text()
+    flags = ("--gpu-cpu-stand-in", "--gpu-early-spare", "--workers", "1")
+    with JudgeProcess(tmp_path / "state", "--problems", str(tmp_path / "packages"),
+                      *flags) as judge:  # fmt: skip
+        first = judge_program(judge.url, code)
+        second = judge_program(judge.url, f"{code}\n# second\n")
+        health = httpx.get(f"{judge.url}/health", timeout=10).json()
+    for record in (first, second):
+        assert verdict(record) == "valid", first_failure(record)
+        assert record["timing"]["prepared"] is True
+    phases, origin = second["timing"]["phases"], second["timing"]["startedAt"]
+    order = ["trustedStarted", "sandboxStarted", "imported", "released", "context",
+             "testsPrepared", "workerHello", "benchmarks"]  # fmt: skip
+    assert all(phases[a] <= phases[b] for a, b in itertools.pairwise(order)), phases
+    ended = first["timing"]["endedAt"]  # the first trial's end line read
+    assert origin + phases["trustedStarted"] < ended + 0.01  # started beside the first trial
+    assert origin + phases["released"] >= ended - 0.01  # the GPU only after it
+    assert health["gpu"]["gpus"][0]["prepared"] in ("held", "preparing", "waiting")
+
+
 def test_saying_done_early_is_charged_through_the_window(stand_in: JudgeProcess) -> None:
     """early_done.py writes DONE first, then works and holds each call for 0.2 s: whenever
     the judge saw DONE, the clock and the DONE -> DESCRIBED window together cover the hold,
