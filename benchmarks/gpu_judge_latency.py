@@ -1,7 +1,8 @@
 """Where a GPU judging's wall clock goes, and the judge against another tree's, side by side.
 
     python benchmarks/gpu_judge_latency.py --baseline-tree DIR [--stand-in] [--task harbor/trimul]
-                                           [--rounds 3] [--out FILE]
+                                           [--rounds 3] [--back-to-back N]
+                                           [--flag=--gpu-early-spare] [--out FILE]
 
 Starts two judges serving the same GPU package — this checkout's and the one in DIR (e.g.
 `git archive <commit> judges | tar -x -C DIR`) — and judges an honest candidate on each in
@@ -12,7 +13,10 @@ the sandbox's, the CUDA context, the tests' preparation, the worker's hello, the
 the candidate's import, the tests, the warm-up and the benchmarks. With `--stand-in` the GPU
 judge's CPU stand-in and the task's small test package (tests/gpu_judge_support.py) are used,
 so it runs anywhere (the figures then say how the start-up overlaps on this host's CPUs, not
-what an H200 takes); without it, `--task` (default harbor/trimul) on GPU 0.
+what an H200 takes); without it, `--task` (default harbor/trimul) on GPU 0. `--back-to-back N`:
+each round submits N candidates to each judge, each as soon as the last record is out (as a
+step's queue does), and counts only the 2nd to Nth, whose trials found no idle time before
+them; `--flag` (repeatable) adds a service flag to this tree's judge only.
 """
 
 from __future__ import annotations
@@ -47,6 +51,8 @@ def main() -> int:
     parser.add_argument("--stand-in", action="store_true")
     parser.add_argument("--task", type=Path, default=TASK)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--back-to-back", type=int, default=1, metavar="N")
+    parser.add_argument("--flag", action="append", default=[], help="for this tree's judge")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gpu-judge-latency-"))
@@ -60,19 +66,24 @@ def main() -> int:
     code = (PROGRAMS / "honest.py").read_text()
     trees = {"this tree": REPO, "baseline": args.baseline_tree.resolve()}
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-    judges = {name: JudgeProcess(root / name.replace(" ", "-"), *flags, cwd=tree,
+    extra = {"this tree": args.flag, "baseline": []}
+    judges = {name: JudgeProcess(root / name.replace(" ", "-"), *flags, *extra[name], cwd=tree,
                                  startup_timeout=600) for name, tree in trees.items()}  # fmt: skip
     for judge in judges.values():
         judge.start()
     try:
         for round_number in range(args.rounds):
             for name, judge in judges.items():
-                record = judge_program(judge.url, f"{code}\n# round {round_number}\n")
-                timing = record.get("timing") or {}
-                found[name].append({"passed": record.get("passed"), "value": record.get("value"),
-                                    "trialSeconds": timing.get("trialSeconds"),
-                                    "phases": deltas(timing.get("phases") or {})})  # fmt: skip
-                print(f"round {round_number + 1} {name}: {found[name][-1]}", flush=True)
+                for n in range(args.back_to_back):
+                    record = judge_program(judge.url, f"{code}\n# round {round_number} {n}\n")
+                    if n == 0 and args.back_to_back > 1:
+                        continue  # it found the judge idle
+                    timing = record.get("timing") or {}
+                    found[name].append({"passed": record.get("passed"),
+                                        "value": record.get("value"),
+                                        "trialSeconds": timing.get("trialSeconds"),
+                                        "phases": deltas(timing.get("phases") or {})})  # fmt: skip
+                    print(f"round {round_number + 1} {name}: {found[name][-1]}", flush=True)
     finally:
         for judge in judges.values():
             judge.stop()

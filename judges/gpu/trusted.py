@@ -126,6 +126,8 @@ def run(spec: dict[str, Any], results: Results, phases: Phases) -> None:
         workdir / "candidate.out", workdir / "candidate.err",
     )  # fmt: skip
     theirs.close()
+    if not spec.get("held"):  # the worker may make its CUDA context while this process does
+        link.send({"op": "gpu"})
     phases.mark("sandboxStarted")
     try:
         _judge(spec, settings, cases, launch, block, link, candidate, results, phases)
@@ -148,7 +150,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         if _wait_go(None) != "free\n":
             raise NoSubmission
         phases.mark("released")
-    link.send({"op": "gpu"})
+        link.send({"op": "gpu"})
     share = transports.make(launch.backend)
     device = share.device
     phases.mark("context")
