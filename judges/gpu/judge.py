@@ -44,6 +44,7 @@ log = logging.getLogger("judges.gpu")
 JUDGES_ROOT = trial_process.JUDGES_ROOT
 DEFAULT_SANDBOX_UID = 64000  # + the GPU's number: no other process runs as these uids
 WALL_GRACE = 60.0
+EARLY_SPARE_CPUS = 4  # fewer CPUs per GPU than this: --gpu-early-spare warns at start
 
 
 @dataclass(frozen=True)
@@ -136,6 +137,11 @@ class GpuJudge:
         for problem in served:
             problem.device.available, problem.device.detail = True, described
         log.info("GPU judge: problems %s on %d GPU(s): %s", names, len(judge.gpus), described)
+        if options.early_spare and judge.cpus_per_gpu < EARLY_SPARE_CPUS:
+            log.warning("GPU judge: --gpu-early-spare with %d CPU(s) per GPU: a next trial's "
+                        "imports share them with the running trial and slow it (docs/judge.md: "
+                        "1.41x on 2 CPUs); it pays off only with CPUs to spare",
+                        judge.cpus_per_gpu)  # fmt: skip
         for gpu in judge.gpus:  # nothing runs on them yet: each prepares its first trial
             judge.prepare_spare(gpu)
         return judge

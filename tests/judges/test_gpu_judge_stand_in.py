@@ -26,6 +26,7 @@ import httpx
 import pytest
 
 from harness.cli import task as task_command
+from judges.gpu.judge import EARLY_SPARE_CPUS
 from judges.service.process import JudgeProcess
 from tests.gpu_judge_support import (
     ATTACKS,
@@ -267,6 +268,9 @@ def test_an_early_spare_starts_beside_a_trial_and_touches_the_gpu_only_after_it(
         first = judge_program(judge.url, code)
         second = judge_program(judge.url, f"{code}\n# second\n")
         health = httpx.get(f"{judge.url}/health", timeout=10).json()
+        logged = judge.log_path.read_text()
+    warned = "--gpu-early-spare with" in logged  # only where a GPU's CPU share is small
+    assert warned == (first["timing"]["cpu"]["cpus"] < EARLY_SPARE_CPUS), logged[-2000:]
     for record in (first, second):
         assert verdict(record) == "valid", first_failure(record)
         assert record["timing"]["prepared"] is True
