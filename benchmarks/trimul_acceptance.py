@@ -72,6 +72,16 @@ def summary(label: str, record: dict[str, Any], seconds: float) -> dict[str, Any
     }  # fmt: skip
 
 
+#: flag -> the package key it sets in a copy of the task, its value, and what that does
+PACKAGE_FLAGS = {
+    "--trace": ("trace_calls", True, "every timed call's figures in the records"),
+    "--clocked-inputs": ("clocked_inputs", True,
+                         "each call's inputs copied after its clock starts, nothing frozen"),
+    "--measure-every-trial": ("keep_case_calibration", False,
+                              "every trial calibrates its benchmarks itself"),
+}  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -82,15 +92,9 @@ def main() -> int:
     parser.add_argument("--back-to-back", action="store_true",
                         help="submit each batch as soon as the last record is out, rather than "
                         "once every GPU is idle with its next trial prepared")  # fmt: skip
-    parser.add_argument("--trace", action="store_true",
-                        help="judge a copy of the task whose package sets trace_calls: every "
-                        "timed call's figures in the records (acceptance.json)")  # fmt: skip
-    parser.add_argument("--clocked-inputs", action="store_true",
-                        help="judge a copy of the task whose package sets clocked_inputs: each "
-                        "call's inputs copied after its clock starts, nothing frozen")  # fmt: skip
-    parser.add_argument("--measure-every-trial", action="store_true",
-                        help="judge a copy of the task whose package sets keep_case_calibration: "
-                        "false: every trial calibrates its benchmarks itself")  # fmt: skip
+    for flag, (key, value, effect) in PACKAGE_FLAGS.items():
+        parser.add_argument(flag, action="store_true", help=f"judge a copy of the task whose "
+                            f"package sets {key}: {str(value).lower()}: {effect}")  # fmt: skip
     parser.add_argument("--early-spare", action="store_true",
                         help="start the judge with --gpu-early-spare: a GPU's next trial's "
                         "processes start (the GPU untouched) when its trial starts")  # fmt: skip
@@ -106,9 +110,8 @@ def main() -> int:
         runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
-    asked = {("trace_calls", True): args.trace, ("clocked_inputs", True): args.clocked_inputs,
-             ("keep_case_calibration", False): args.measure_every_trial}  # fmt: skip
-    keys = {key: value for (key, value), on in asked.items() if on}
+    keys = {key: value for flag, (key, value, _) in PACKAGE_FLAGS.items()
+            if getattr(args, flag[2:].replace("-", "_"))}  # fmt: skip
     task = task_copy(state / "task", keys) if keys else TASK
     flags = ["--gpu-early-spare"] if args.early_spare else []
     with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus, *flags,
