@@ -6,7 +6,8 @@ what the program can see, is built by `judges.sandbox.argv`. Its stdin, stdout a
 report pipe are the descriptors of `judges.sandbox.streams`. This module builds the runner, starts
 and waits for each run, and turns what happened into a `RunOutcome`.
 
-Inside, `judge-runner` (judges/sandbox/runner.cpp, built at startup) is PID 1 of the sandbox, so the
+Inside, `judge-runner` (judges/sandbox/runner.cpp, built once per machine by
+`judges.sandbox.runner_build`) is PID 1 of the sandbox, so the
 program can neither kill nor stop it, and it is not dumpable, so its report descriptor is out of
 reach. It sets the rlimits on the program only — CPU seconds, address space (= the memory
 limit), stack, processes, file size (this also caps stdout and stderr, which are files opened by
@@ -70,6 +71,7 @@ from judges.sandbox.outcome import (
     memory_exceeded,
     starved,
 )
+from judges.sandbox.runner_build import RunnerBuildError, install_runner
 from judges.sandbox.streams import close_descriptors, drain, open_output, sealed_input
 
 log = logging.getLogger("judges.sandbox.runner")
@@ -77,8 +79,6 @@ log = logging.getLogger("judges.sandbox.runner")
 
 DEFAULT_SANDBOX_UID = 65534
 MIN_BWRAP_VERSION = (0, 8)
-RUNNER_SOURCE = Path(__file__).with_name("runner.cpp")
-RUNNER_LINK = ["-static"]  # tried first; without it where static libraries are missing
 _REPORT_FD_GRACE = 5.0  # seconds the judge waits past the backstop before killing bwrap
 
 
@@ -123,18 +123,12 @@ class Sandbox:
         self._closed = False
 
     def _build_runner(self) -> Path:
-        """Compile judge-runner: linked statically where the toolchain can (it starts twice
-        per run, and loading libstdc++ each time costs about 1 ms of CPU), else dynamically."""
-        binary = self.scratch / "judge-runner"
-        for link in (RUNNER_LINK, []):
-            command = ["g++", "-O2", *link, "-o", str(binary), str(RUNNER_SOURCE)]
-            result = subprocess.run(command, capture_output=True, text=True, check=False)
-            if result.returncode == 0:
-                break
-        if result.returncode != 0:
-            raise SandboxUnavailable(f"cannot build {RUNNER_SOURCE}: {result.stderr.strip()}")
-        binary.chmod(0o755)
-        return binary
+        """judge-runner in the scratch directory: the machine's cached build of runner.cpp,
+        compiled on the first start after the source or compiler changed (runner_build)."""
+        try:
+            return install_runner(self.scratch / "judge-runner")
+        except RunnerBuildError as error:
+            raise SandboxUnavailable(str(error)) from error
 
     def own(self, path: Path) -> None:
         """Give `path` and its direct children to the sandbox uid (a compile's writable dir)."""
