@@ -47,6 +47,8 @@ log = logging.getLogger(__name__)
 
 #: No event comes near this; a longer line means the file is damaged (or not an event log).
 MAX_EVENT_LINE_BYTES = 1 << 20
+#: How long closing a `Fanout` waits for the events already on their way to its sinks.
+CLOSE_WAIT_S = 5.0
 
 
 class EventSink(Protocol):
@@ -61,17 +63,40 @@ class NullSink:
 
 
 class Fanout:
-    """Sends each event to several sinks; a failing sink is logged and skipped."""
+    """Sends each event to several sinks; a failing sink is logged and skipped.
+
+    `close` is the first step of a run's shutdown: from then on events are dropped (a step's
+    rollouts may still be finishing on worker threads when a signal stops the run), and it
+    returns once the events already on their way have reached every sink, so the sinks can be
+    closed after it without a late event writing to a closed file."""
 
     def __init__(self, *sinks: EventSink) -> None:
         self.sinks = sinks
+        self._state = threading.Condition()
+        self._in_flight = 0
+        self._closed = False
 
     def emit(self, kind: str, **fields: Any) -> None:
-        for sink in self.sinks:
-            try:
-                sink.emit(kind, **fields)
-            except Exception:
-                log.exception("event sink %r failed on %s", sink, kind)
+        with self._state:
+            if self._closed:
+                return
+            self._in_flight += 1
+        try:
+            for sink in self.sinks:
+                try:
+                    sink.emit(kind, **fields)
+                except Exception:
+                    log.exception("event sink %r failed on %s", sink, kind)
+        finally:
+            with self._state:
+                self._in_flight -= 1
+                self._state.notify_all()
+
+    def close(self, timeout_s: float = CLOSE_WAIT_S) -> None:
+        """Stop forwarding events; wait (at most `timeout_s`) for those being forwarded."""
+        with self._state:
+            self._closed = True
+            self._state.wait_for(lambda: self._in_flight == 0, timeout=timeout_s)
 
 
 class EventLog:
@@ -104,6 +129,8 @@ class EventLog:
     def emit(self, kind: str, **fields: Any) -> None:
         line = json.dumps({"ts": time.time(), "event": kind, **fields}, default=str)
         with self._lock:
+            if self._file.closed:  # the run is shutting down: nothing more is logged
+                return
             self._file.write(line + "\n")
             self._file.flush()
 

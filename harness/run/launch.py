@@ -10,7 +10,8 @@ an experiment (`harness.cli.experiment`) — so every run gets the same things:
   when `observability.wandb` is enabled in the run's settings file (`harness.run.watchers`);
   a failing display or W&B never reaches the run (`Fanout`),
 - the spend limit, which `run_steps` checks at every step boundary,
-- and the closers, run whatever ends the run.
+- and the closers, run whatever ends the run: the events stop first (a rollout still in
+  flight when a signal stops the step emits nothing more), then the sinks and services close.
 
 Nothing else in `harness/` or `tttd/` builds a run's services (a test greps for it).
 """
@@ -79,7 +80,9 @@ def launch_run(
         watcher = wandb_sink(settings, prices=prices, models=models)  # None unless enabled
         if watcher is not None:
             services.closers.append(watcher.close)
-        services.events = Fanout(log_file, display, *([watcher] if watcher else []))
+        events = Fanout(log_file, display, *([watcher] if watcher else []))
+        services.events = events
+        services.closers.insert(0, events.close)  # no event reaches a sink once it closes
         return run_steps(
             settings,
             task_dir,

@@ -5,6 +5,7 @@ real rich Console writing into a buffer (force_terminal=True)."""
 from __future__ import annotations
 
 import io
+import logging
 import re
 import threading
 
@@ -179,6 +180,42 @@ def test_display_and_event_log_receive_the_same_events_through_fanout(tmp_path):
         "error",
     ]
     assert "error in step 0 g0r1: JudgeUnavailableError: down" in buffer.getvalue()
+
+
+def test_closing_the_fanout_first_lets_late_rollouts_emit_nothing_into_a_closed_log(
+    tmp_path, caplog
+):
+    """A signal stops a run while a step's rollouts still run on worker threads: the run closes
+    its Fanout before the sinks, waiting for an event already on its way; later events are
+    dropped, none reaches the closed log (no "I/O operation on closed file" logged)."""
+    log = EventLog(tmp_path / "events.jsonl")
+    entered, release = threading.Event(), threading.Event()
+
+    class Slow:
+        def emit(self, kind, **fields):
+            if kind == "rollout_stage":
+                entered.set()
+                release.wait(10)
+
+    sink = Fanout(Slow(), log)
+    worker = threading.Thread(
+        target=sink.emit, args=("rollout_stage",), kwargs={"step": 1, "stage": "judge"}
+    )
+    worker.start()
+    assert entered.wait(10)
+    closing = threading.Thread(target=sink.close)
+    closing.start()
+    closing.join(0.3)
+    assert closing.is_alive(), "close returned while an event was still on its way"
+    release.set()
+    closing.join(10)
+    worker.join(10)
+    log.close()
+    with caplog.at_level(logging.ERROR):
+        for _ in range(3):  # rollouts still finishing after the stop
+            sink.emit("rollout_finished", step=1, status="ok")
+    assert [e["event"] for e in read_events(tmp_path / "events.jsonl")] == ["rollout_stage"]
+    assert not caplog.records
 
 
 def test_summary_line_shows_cost_and_a_degenerate_step():
