@@ -175,6 +175,7 @@ class TrainedGate:
         while True:
             health = self._bridge.health()
             _fail_on_broken_training(step, health, expected)
+            _fail_on_another_steps_rollout(step, health, expected, recovered)
             page = self._read_status(step)
             if page is not None and _is_durable(health, step, expected, recovered):
                 return health
@@ -207,6 +208,13 @@ class TrainedGate:
         except ReefStatusUnavailable as exc:
             log.warning("step %d: Reef status unavailable, asking again: %s", step, exc)
             return None
+        if isinstance(page, Mapping) and page.get("error") == "":
+            # The reference refuses an `error` that is not a non-empty string (its
+            # run_controller.py `scenario_status`); Reef writes a text or null, never "".
+            raise RuntimeError(
+                f"Reef's status page carries an empty `error` while step {step} trains, which "
+                "Reef never writes (a text or null); is the stack's Reef the pinned version?"
+            )
         status = read_step_status(page, self.settings.scenario, step, strict=True)
         if status.error:
             raise RuntimeError(
@@ -242,6 +250,27 @@ def _fail_on_broken_training(step: int, health: Mapping[str, Any], expected: int
             f"Reef is ahead of this run: completed_train_steps {completed} (expected {expected}),"
             f" last_train_rollout_id {last} (step {step}); another harness reports to this scenario"
         )
+
+
+def _fail_on_another_steps_rollout(
+    step: int, health: Mapping[str, Any], expected: int, recovered: bool
+) -> None:
+    """Stop when the bridge counts the expected completed steps but its last trained rollout is
+    not this step, as the reference's barrier does (its run_controller.py): that count is never
+    reached again, so the step can never become durable. A restarted bridge of a recovered step
+    remembers no last rollout (None), which its checkpoint start then proves (`_is_durable`)."""
+    if health.get("completed_train_steps") != expected:
+        return
+    last = health.get("last_train_rollout_id")
+    if last == step or (recovered and last is None):
+        return
+    raise RuntimeError(
+        f"Reef trained another step's rollout: completed_train_steps is {expected}, the count "
+        f"expected once step {step} is trained, but last_train_rollout_id is {last!r}, not "
+        f"{step}; the step can never become durable — see "
+        "<state>/stack/slime-driver/slime-driver.log, and check that no other harness reports "
+        "to this scenario"
+    )
 
 
 def _is_durable(health: Mapping[str, Any], step: int, expected: int, recovered: bool) -> bool:

@@ -339,6 +339,82 @@ def test_bridge_state_contradicting_the_step_fails_at_once(
     assert rig.commits == []
 
 
+class ForgetfulBridge:
+    """The bridge fake, answering `last_train_rollout_id` None once a step is counted: a bridge
+    that counts a trained step without its rollout, as none outside recovery does."""
+
+    def __init__(self, bridge: FakeTrainingBridge) -> None:
+        self._bridge = bridge
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bridge, name)
+
+    def health(self) -> dict[str, Any]:
+        health = self._bridge.health()
+        if health["completed_train_steps"]:
+            health["last_train_rollout_id"] = None
+        return health
+
+
+class HealthLog:
+    """Wraps a bridge and keeps every `health()` answer, in order."""
+
+    def __init__(self, bridge: Any) -> None:
+        self._bridge = bridge
+        self.answers: list[dict[str, Any]] = []
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._bridge, name)
+
+    def health(self) -> dict[str, Any]:
+        self.answers.append(self._bridge.health())
+        return self.answers[-1]
+
+
+@pytest.mark.parametrize(
+    ("step", "found"),
+    [(1, "0"), (0, "None")],
+    ids=["another-steps-rollout", "no-rollout"],
+)
+def test_the_right_count_with_another_steps_rollout_stops_within_one_poll(
+    rig: Rig, step: int, found: str
+) -> None:
+    """Reference harness/run_controller.py `wait_for_training_step`: with
+    `completed_train_steps` at the expected count and `last_train_rollout_id` another step's,
+    it raises at once ("durable training completed the wrong rollout"), whatever the phase.
+    The count is never reached again, so waiting could only end at the 4-hour deadline."""
+    if found == "None":
+        watched = HealthLog(ForgetfulBridge(rig.new_bridge()))
+    else:  # step 0 trains as it should; step 1 is counted with step 0's rollout
+        watched = HealthLog(rig.new_bridge(faults=BridgeFaults(at_step=1, rollout_id_shift=-1)))
+    rig.bridge = watched  # type: ignore[assignment]
+    controller = rig.controller(deadline_s=3600.0)
+    controller.begin()
+    if step == 1:
+        rig.run_step(controller, 0)
+    watched.answers.clear()
+    with pytest.raises(RuntimeError, match="another step's rollout") as caught:
+        rig.run_step(controller, step)
+    message = str(caught.value)
+    assert f"step {step}" in message and f"last_train_rollout_id is {found}" in message
+    counted = [a for a in watched.answers if a["completed_train_steps"] == step + 1]
+    assert counted == [watched.answers[-1]], "it stops on the first poll that shows the count"
+    assert counted[0]["phase"] == "awaiting_commit"
+    assert [c["step"] for c in rig.commits] == list(range(step))
+
+
+def test_an_empty_error_on_the_status_page_stops_the_step(rig: Rig) -> None:
+    """Reference harness/run_controller.py `scenario_status`: an `error` that is not null must be
+    a non-empty string ("Reef returned an invalid training error"); Reef writes a text or null."""
+    rig.page["error"] = ""
+    rig.new_bridge(polls_per_phase=50)
+    controller = rig.controller(deadline_s=3600.0)
+    controller.begin()
+    with pytest.raises(RuntimeError, match="empty `error` while step 0 trains"):
+        rig.run_step(controller, 0)
+    assert rig.commits == [] and not rig.resume_state.exists()
+
+
 def test_wrong_rollout_count_fails_the_gate(rig: Rig) -> None:
     rig.new_bridge()
     controller = rig.controller()
