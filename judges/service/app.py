@@ -79,6 +79,7 @@ from judges.service.requests import (
 from judges.service.setup import add_extra_arguments, open_verdict_cache, start_remote
 from judges.service.sources import absolute_path, add_problem_arguments, load_served_problems
 from judges.verdicts.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
+from judges.verdicts.state_lock import hold_state_dir
 from judges.verdicts.store import SubmissionStore
 
 log = logging.getLogger("judges.service.app")
@@ -338,6 +339,7 @@ async def serve(args: argparse.Namespace) -> None:
         raise ValueError(
             f"--state-dir {state} is a file, not a directory; move it away or choose another path"
         )
+    state_lock = hold_state_dir(state)  # one judge per state directory, before anything there
     port_taken(args.host, args.port)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -428,6 +430,7 @@ async def serve(args: argparse.Namespace) -> None:
         shutil.rmtree(scratch, ignore_errors=True)
         if bound is not None:
             bound.close()
+        state_lock.release()
 
 
 def port_taken(host: str, port: int) -> None:
