@@ -40,6 +40,7 @@ from harness.settings.copies import (
 )
 from harness.settings.paths import REPO_ROOT, RUN_SH
 from harness.settings.run_settings import scenario_name
+from harness.storage.command_lock import EXPERIMENT_LOCK, holding
 from harness.storage.resume_state import RESUME_STATE, ResumeState
 
 
@@ -55,8 +56,14 @@ def _finished(state: Path, steps: int) -> bool:
 def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
     """Run every run of `plan` under `directory` (`plan.parallel` at once), keeping
     `experiment.json` current and printing a line as each run ends; returns each run's outcome
-    by its directory (`finished`, or why not)."""
+    by its directory (`finished`, or why not). The directory's lock is taken first
+    (`harness.storage.command_lock`): a second experiment there starts nothing."""
     directory.mkdir(parents=True, exist_ok=True)
+    with holding(directory, "guidance-ttt experiment", EXPERIMENT_LOCK):
+        return _run_all(plan, directory, console)
+
+
+def _run_all(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
     planned = plan.runs()
     status: dict[str, str] = {}
     write_index(directory, plan, status)
@@ -137,7 +144,7 @@ class _StandInRunner:
         )
         quiet = self.plan.parallel > 1  # interleaved live displays help no one
         console = Console(file=io.StringIO()) if quiet else self.console
-        rehearse_run(self._stack, state, options, console)
+        rehearse_run(self._stack, state, options, console, "guidance-ttt experiment")
 
 
 def run_settings_document(plan: Plan, item: PlannedRun, state: Path) -> dict[str, Any]:
@@ -184,25 +191,24 @@ def _settings_run(plan: Plan, item: PlannedRun, state: Path, console: Console) -
     state.mkdir(parents=True, exist_ok=True)
     document = run_settings_document(plan, item, state)
     frozen = is_frozen(document)
-    path = write_copy(document, state / ("serve-frozen.yaml" if frozen else "serve.yaml"))
-    if not frozen:
-        from harness.adapters.child_process import start_tied
-
-        # Tied to this command (a session of its own, SIGTERM if the experiment dies): a stop
-        # of the experiment stops the trained run's whole stack with it.
-        trained = start_tied(
-            [str(RUN_SH)], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)}
-        )
-        try:
-            returncode = trained.wait()
-        except BaseException:
-            trained.terminate()
-            raise
-        if returncode != 0:
-            raise RuntimeError(f"./run.sh exited with {returncode} for {path}")
+    if frozen:  # this process runs it: its lock first (./run.sh takes its own)
+        with holding(state, "guidance-ttt experiment"):
+            path = write_copy(document, state / "serve-frozen.yaml")
+            _frozen_run(RunSettings.load(path, base_dir=REPO_ROOT), path, console)
         return
-    settings = RunSettings.load(path, base_dir=REPO_ROOT)
-    _frozen_run(settings, path, console)
+    path = write_copy(document, state / "serve.yaml")
+    from harness.adapters.child_process import start_tied
+
+    # Tied to this command (a session of its own, SIGTERM if the experiment dies): a stop
+    # of the experiment stops the trained run's whole stack with it.
+    trained = start_tied([str(RUN_SH)], env={**os.environ, "GUIDANCE_TTT_SERVE_YAML": str(path)})
+    try:
+        returncode = trained.wait()
+    except BaseException:
+        trained.terminate()
+        raise
+    if returncode != 0:
+        raise RuntimeError(f"./run.sh exited with {returncode} for {path}")
 
 
 def _frozen_run(settings: Any, path: Path, console: Console) -> None:

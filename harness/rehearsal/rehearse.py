@@ -49,9 +49,11 @@ from harness.run.runner import RunResult
 from harness.settings.copies import RunValues, fill_run, load_document, write_copy
 from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
 from harness.settings.run_settings import RunSettings, scenario_name
+from harness.storage.command_lock import holding
 from harness.storage.resume_state import RESUME_STATE, ResumeState
 
 SETTINGS_FILE = "serve-frozen.yaml"
+COMMAND = "guidance-ttt rehearse"
 TOKEN = "reef-local"
 #: The third guidance call answers with two <guidance> blocks: the display and the records show
 #: how a malformed answer is handled (reward 0, executor skipped, still reported).
@@ -190,7 +192,8 @@ def stand_in_stack(
                 if options.task is None
                 else judge_flags(options, task)
             )
-            judge_url = stack.enter_context(LocalJudge(Path(directory) / "judge", *flags)).url
+            judge = LocalJudge(Path(directory) / "judge", *flags, with_token=True)
+            judge_url = stack.enter_context(judge).url
         reply = executor_reply
         if options.task is not None:
             seed = json.loads((task / options.seed_record).read_text(encoding="utf-8"))
@@ -238,16 +241,22 @@ def rehearse(
     refuse_finished(state_dir, options.steps)
     state_dir.mkdir(parents=True, exist_ok=True)
     console = console or Console(stderr=True)
-    stack = stand_in_stack(state_dir, options.cases, options.judge_seed, console, options)
-    with stack as stand_ins:
-        return rehearse_run(stand_ins, state_dir, options, console)
+    with holding(state_dir, COMMAND):  # first: a second command here starts nothing
+        stack = stand_in_stack(state_dir, options.cases, options.judge_seed, console, options)
+        with stack as stand_ins:
+            return rehearse_run(stand_ins, state_dir, options, console)
 
 
 def rehearse_run(
-    stand_ins: StandInStack, state_dir: Path, options: RehearsalOptions, console: Console
+    stand_ins: StandInStack,
+    state_dir: Path,
+    options: RehearsalOptions,
+    console: Console,
+    command: str = COMMAND,
 ) -> RunResult:
-    """One rehearsal run against running stand-ins: write its settings file, start `reef serve`
-    when the arm calls the guidance model, run (or resume) it, stop what it started."""
+    """One rehearsal run against running stand-ins: take the state directory's lock (in the
+    name of `command`), write its settings file, start `reef serve` when the arm calls the
+    guidance model, run (or resume) it, stop what it started."""
     state_dir = Path(state_dir).resolve()
     refuse_finished(state_dir, options.steps)
     state_dir.mkdir(parents=True, exist_ok=True)
@@ -255,6 +264,7 @@ def rehearse_run(
     load_contract(task)  # a broken task stops here, before any process starts
     guided = options.arm == "guidance-ttt"
     with ExitStack() as stack:
+        stack.enter_context(holding(state_dir, command))
         port = free_port()
         settings_path = state_dir / SETTINGS_FILE
         guidance_url = "http://127.0.0.1:9"  # never called by an arm without guidance

@@ -1,12 +1,18 @@
 """`guidance-ttt run` (and ./run.sh, a thin wrapper over it): the one way to start a run.
 
+0. The state directory's lock (`harness.storage.command_lock`), before anything else: a second
+   command on a directory in use is refused in one line naming the holder, having started and
+   written nothing.
 1. The run's own settings copy: the settings file (`--config`, default `$GUIDANCE_TTT_SERVE_YAML`,
    else serve.yaml) with what the command line changed, in the run's state directory
    (`harness.settings.run_copy`); the run, `status`, `resume` and `export` read it.
 2. The judge: when the run names none (`$FRONTIERCS_JUDGE_URL`, `--judge-url`, or a URL written
    in the file), the project's local judge for the configured task (`python -m judges`: the
    task's own `judge/` packages, else the bundled Polyomino problem), its log in
-   `<state>/judge.log`, shown as the preflight's "local judge" row, stopped on exit.
+   `<state>/judge.log`, shown as the preflight's "local judge" row, stopped on exit; it has a
+   fresh access token of its own, given to the stack through the environment only.
+   A `reef.port` some process already listens on is refused here, naming the port and the
+   process, before the judge starts.
 3. The stack (`scripts/run-stack.sh`, the preflight table, `reef serve -c <copy>`, the episode:
    a Harbor trial with `harness:HarborAgent`, which runs the steps through the one run
    launcher), started in a session of its own and tied to this process
@@ -31,11 +37,13 @@ from typing import Any
 
 from harness.adapters.child_process import start_tied
 from harness.adapters.judge.process import LocalJudge
+from harness.adapters.reef.ownership import describe_owner
 from harness.observe.wandb_sink import name_wandb_runs
 from harness.settings.document import RunSettingsError
 from harness.settings.run_copy import judge_url_given, run_section, write_run_copy
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings, scenario_name
 from harness.settings.task_dirs import task_dir_of
+from harness.storage.command_lock import holding
 from harness.storage.resume_state import RESUME_STATE, ResumeState, RunIdentity
 
 REPO = Path(__file__).resolve().parents[2]
@@ -68,12 +76,17 @@ def settings_file(config: Path | None, environ: Mapping[str, str]) -> Path:
     return Path(DEFAULT_SERVE_YAML).resolve()
 
 
+def state_dir_of(request: FrontDoor, environ: Mapping[str, str]) -> Path:
+    """The run's state directory: `--state-dir`, else the settings file's `state_dir`."""
+    if request.state_dir is not None:
+        return Path(request.state_dir)
+    return RunSettings.load(settings_file(request.config, environ), environ=environ).state_dir
+
+
 def prepare(request: FrontDoor, environ: Mapping[str, str]) -> tuple[Path, RunSettings]:
     """Write the run's settings copy and load it; `RunSettingsError` names a wrong key."""
     config = settings_file(request.config, environ)
-    state_dir = request.state_dir
-    if state_dir is None:
-        state_dir = RunSettings.load(config, environ=environ).state_dir
+    state_dir = state_dir_of(request, environ)
     copy = write_run_copy(
         config,
         Path(state_dir),
@@ -117,6 +130,19 @@ def same_identity(settings: RunSettings) -> None:
         )
 
 
+def refuse_taken_reef_port(settings: RunSettings, copy: Path) -> None:
+    """RuntimeError in one line, before the judge or Reef starts, when a process already
+    listens on the run's `reef.port`: the run would reach that process (another run's Reef,
+    say) instead of its own (its own `reef serve` also confirms, once healthy, that the
+    listener is itself: scripts/reef-stack.sh)."""
+    owner = describe_owner(settings.reef_port)
+    if owner is not None:
+        raise RuntimeError(
+            f"reef.port {settings.reef_port} (in {copy}) is in use by {owner}: this run's Reef "
+            "needs a port of its own; stop that process or pass --set reef.port=FREE_PORT"
+        )
+
+
 def judge_flags(task_dir: Path) -> list[str]:
     """The local judge's flags for the task: its own `judge/` packages when it has them, else
     none (the judge's bundled Polyomino problem, the template task's)."""
@@ -133,9 +159,14 @@ def local_judge(settings: RunSettings, copy: Path, environ: Mapping[str, str]) -
     task = task_dir_of(settings)
     log = settings.state_dir / "judge.log"
     print(f"guidance-ttt run: no judge URL given: starting the local judge (log {log})", flush=True)
-    with LocalJudge(settings.state_dir / "judge", *judge_flags(task), log=log) as judge:
+    judge = LocalJudge(settings.state_dir / "judge", *judge_flags(task), log=log, with_token=True)
+    with judge:
         row = f"started by guidance-ttt run: {judge.describe()} at {judge.url}; log {log}"
-        yield {"FRONTIERCS_JUDGE_URL": judge.url, "GUIDANCE_TTT_LOCAL_JUDGE": row}
+        yield {
+            "FRONTIERCS_JUDGE_URL": judge.url,
+            "GUIDANCE_TTT_LOCAL_JUDGE": row,
+            **judge.token_environment(),  # its clients' token: the environment only
+        }
 
 
 def run_stack(copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, str]) -> int:
@@ -173,7 +204,11 @@ def _stop(stack: subprocess.Popen[Any]) -> None:
 def start(request: FrontDoor, environ: Mapping[str, str] | None = None) -> int:
     """Start (or resume) the run `request` describes; returns the stack's exit status."""
     environ = dict(os.environ if environ is None else environ)
-    copy, settings = prepare(request, environ)
-    print(f"guidance-ttt run: settings {copy} (state in {settings.state_dir})", flush=True)
-    with local_judge(settings, copy, environ) as judge_env:
-        return run_stack(copy, judge_env, environ)
+    state_dir = state_dir_of(request, environ).resolve()
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with holding(state_dir, "guidance-ttt run"):  # first: a second command here starts nothing
+        copy, settings = prepare(request, environ)
+        print(f"guidance-ttt run: settings {copy} (state in {settings.state_dir})", flush=True)
+        refuse_taken_reef_port(settings, copy)
+        with local_judge(settings, copy, environ) as judge_env:
+            return run_stack(copy, judge_env, environ)
