@@ -5,7 +5,9 @@
 #   start_reef LOG COMMAND...        start COMMAND in the background; sets reef_pid
 #   wait_for_reef URL DEADLINE_S LOG poll URL/healthz until it answers 200 (0), the stack exits
 #                                    (1), or DEADLINE_S seconds pass (1: the stack is stopped);
-#                                    on failure the end of LOG goes to stderr
+#                                    on failure the end of LOG goes to stderr; a 200 counts only
+#                                    when the port's listener is reef_pid or a descendant (else
+#                                    1, naming the port's holder: the stack is stopped)
 #   stop_reef                        SIGTERM the stack and wait for it (safe to call twice)
 #   run_episode COMMAND...           run COMMAND in the background and wait for it, so that a
 #                                    signal to run.sh is handled at once; returns its status
@@ -67,6 +69,12 @@ wait_for_reef() {
         fi
         sleep "${REEF_HEALTH_POLL_S:-5}"
     done
+    # A healthy answer counts only from the reef serve started here (another run's Reef on the
+    # same port answers too): the port's listener must be reef_pid or a descendant of it.
+    if ! "$python" -m harness.adapters.reef.ownership "$url" "$reef_pid"; then
+        stop_reef >&2
+        return 1
+    fi
 }
 
 _stop_pid() {

@@ -178,6 +178,7 @@ def _reevaluate(args: argparse.Namespace, console: Console) -> int:
                     generated[2],
                     "--seed",
                     generated[1],
+                    with_token=True,
                 )
             )
             url = judge.url

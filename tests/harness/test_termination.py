@@ -19,10 +19,13 @@ import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 import yaml
 
+from harness.adapters.judge.token import TOKEN_ENV
 from harness.rehearsal.stand_ins import task_dir
+from harness.settings.run_settings import RunSettings
 from harness.storage.store import read_committed, read_in_flight
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
@@ -129,12 +132,15 @@ def _journaled(state: Path) -> dict[tuple[int, int], tuple[str, float | None]]:
     return _step_one(root, [r.entry for r in read_in_flight(root, 1)])
 
 
-def _stop_mid_step(state: Path, process: subprocess.Popen[str], *signals: int) -> str:
-    """Wait until step 1 (of a 2×2 grid) has a journaled rollout, send `signals` back to back,
-    return stderr after the exit; no output of the run may hold a traceback."""
+def _stop_mid_step(state: Path, process: subprocess.Popen[str], *signals: int, along=None) -> str:
+    """Wait until step 1 (of a 2×2 grid) has a journaled rollout, call `along()` (checks of the
+    running rehearsal), send `signals` back to back, return stderr after the exit; no output
+    of the run may hold a traceback."""
     try:
         _wait_for(lambda: _events(state).count(b'"rollout_finished"') >= 5, 300, "step 1")
         assert _processes_under(state), "the rehearsal started no process"
+        if along is not None:
+            along()
         for signum in signals:
             process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=120)
@@ -167,11 +173,67 @@ def _resume_to_the_end(state: Path, kept: dict) -> None:
     assert not _processes_under(state)
 
 
+def _judge_of(state: Path) -> tuple[str, str]:
+    """The rehearsal's own judge: its URL (the run's settings copy) and the access token in its
+    environment (readable in /proc by its owner only)."""
+    url = RunSettings.load(state / "serve-frozen.yaml", environ={}, base_dir=state).judge_url
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"judges" in command and str(state / "judge").encode() in command:
+            for item in environ:
+                if item.startswith(TOKEN_ENV.encode() + b"="):
+                    return url, item.split(b"=", 1)[1].decode()
+            pytest.fail(f"the rehearsal's judge has no {TOKEN_ENV} in its environment")
+    pytest.fail("the rehearsal's judge is not running")
+
+
+def _only_the_run_reaches_its_judge_and_its_directory(
+    state: Path, process: subprocess.Popen[str], tokens: list[str]
+) -> None:
+    """While the rehearsal runs: its judge answers 401 without its token and 200 with it, and
+    a second `rehearse` on its directory is refused in one line naming the holder's pid,
+    having started nothing."""
+    url, token = _judge_of(state)
+    tokens.append(token)
+    assert httpx.get(url + "/problems", timeout=30).status_code == 401
+    wrong = {"Authorization": "Bearer " + "x" * 43}
+    assert httpx.get(url + "/problems", headers=wrong, timeout=30).status_code == 401
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(url + "/problems", headers=bearer, timeout=30).status_code == 200
+    before = _processes_under(state)
+    second = subprocess.run(
+        [*CLI, "rehearse", str(state), "--steps", "2", *GRID],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in (second.stdout + second.stderr).splitlines() if line.strip()]
+    assert second.returncode == 2, lines
+    assert len(lines) == 1 and f"{state} is in use by pid {process.pid}" in lines[0], lines
+    assert "guidance-ttt rehearse" in lines[0]
+    assert len(_processes_under(state)) <= len(before), "the refused command started something"
+
+
 def test_ctrl_c_mid_step_stops_in_one_line_and_the_resumed_run_loses_nothing(tmp_path: Path):
     state = tmp_path / "state"
     process = _rehearse(state, steps=2)
-    stderr = _stop_mid_step(state, process, signal.SIGINT)
+    tokens: list[str] = []
+    stderr = _stop_mid_step(
+        state,
+        process,
+        signal.SIGINT,
+        along=lambda: _only_the_run_reaches_its_judge_and_its_directory(state, process, tokens),
+    )
     assert process.returncode == 130, stderr[-2000:]
+    (token,) = tokens
+    assert token not in stderr
+    holding = [p for p in state.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert not holding, f"the judge's token was written to {holding}"
     lines = [line for line in stderr.splitlines() if line.strip()]
     resume = f"guidance-ttt rehearse {state} --steps 2 {' '.join(GRID)}"
     assert lines == [

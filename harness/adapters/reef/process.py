@@ -8,7 +8,9 @@ experiment's frozen run does. Without it, it runs Reef's record-only mode from c
 in front of the OpenAI-compatible ``upstream`` it is given, with the record-only tttd recipe by
 default: Reef proxies inference to the upstream, returns real receipts, validates reports with
 the tttd report contract and stores records (``harness.rehearsal.reef_process`` adds a scripted
-upstream for the rehearsal and the tests). It waits for ``GET /healthz``, yields a
+upstream for the rehearsal and the tests). It waits for ``GET /healthz`` from the process it
+started (the port's listener must be that process or a descendant,
+``harness.adapters.reef.ownership``: another Reef's answer is refused), yields a
 :class:`ReefService`, and stops Reef (SIGTERM to its process group, then SIGKILL after a grace
 period).
 
@@ -36,6 +38,7 @@ from typing import Any, Protocol
 import httpx
 
 from harness.adapters.child_process import start_tied
+from harness.adapters.reef.ownership import describe_owner, owned_by
 
 #: The recipe that validates tttd reports without training (no GPU, no Ray).
 RECORD_ONLY_RECIPE = "tttd.recipe:TTTDReportsRecipe"
@@ -198,7 +201,14 @@ def _wait_healthy(service: ReefService, timeout_s: float) -> None:
             )
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(service.url + "/healthz", timeout=2.0).status_code == 200:
-                return
+                if owned_by(service.port, service.process.pid):
+                    return
+                raise RuntimeError(
+                    f"port {service.port} answers /healthz but is held by "
+                    f"{describe_owner(service.port) or 'another process'}, not by the reef "
+                    f"serve started here (pid {service.process.pid}); stop that process or "
+                    f"choose a free port:\n{service.log_text()}"
+                )
         time.sleep(0.2)
     raise RuntimeError(f"reef serve was not healthy within {timeout_s}s:\n{service.log_text()}")
 
