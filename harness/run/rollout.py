@@ -12,13 +12,15 @@ step is the same code for every arm.
 
 `run_rollout` does the network work through three small interfaces (`GuidanceSource`, `Executor`,
 `Scorer`) and returns a `FinishedRollout`; journaling and reporting are the caller's job, in
-that order. Executor exceptions become `execution_error`; a judge infrastructure fault
+that order. Executor exceptions, and scorer exceptions other than a judge infrastructure fault,
+become `execution_error`, as in the reference; a judge infrastructure fault
 (`JudgeUnavailableError`) propagates, because that slot must not be journaled or reported.
 """
 
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -31,7 +33,7 @@ from harness.arms import ADDS_TO_TREE, UNGUIDED_INSTRUCTION, Arm
 from harness.contract import TaskContract
 from harness.endpoints import RequestShape, valid_data, valid_text
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
-from harness.scorer import Scorer
+from harness.scorer import JudgeUnavailableError, Scorer
 from harness.search import GuidanceFormatError, extract_solution, extract_summary, parse_guidance
 from harness.search import rollout_entry as build_entry
 from harness.state import (
@@ -49,6 +51,8 @@ SUMMARY_SEMANTICS = "canonical_full_candidate"
 ALGORITHM = "ttt-discover"
 #: The reference's parse_error message (its harness/agent.py), for the task's language tag.
 NO_SOLUTION_MESSAGE = "no {language} code block found in <solution>"
+
+log = logging.getLogger(__name__)
 
 
 class NonFiniteRewardError(RuntimeError):
@@ -222,8 +226,9 @@ def _execute(
     on_stage: Callable[[str], None],
     timings: dict[str, float],
 ) -> _Candidate:
-    """Executor call, solution extraction, judge. Executor exceptions are `execution_error`, a
-    missing program is `parse_error`; the scorer's infrastructure error and an executor that
+    """Executor call, solution extraction, judge. Executor exceptions and any scorer exception
+    but its infrastructure error are `execution_error` (the reference's catch-all around both),
+    a missing program is `parse_error`; the scorer's infrastructure error and an executor that
     refuses the key or the account (401/402/403) propagate."""
     contract = settings.contract
     prompt = executor_prompt(contract, settings.problem, task.parent_entry, guidance_text)
@@ -248,8 +253,15 @@ def _execute(
         return _Candidate(failure, result, None, raw_summary)
     on_stage("judge")
     mark = time.monotonic()
-    verification = scorer(solution)
-    timings["judge_s"] = time.monotonic() - mark
+    try:
+        verification = scorer(solution)
+    except JudgeUnavailableError:
+        raise  # no verdict: the slot is neither journaled nor reported (harness.run.step)
+    except Exception as exc:  # as the reference: the rollout's execution_error, reward 0
+        log.exception("%s: the scorer raised; the rollout is an execution_error", slot)
+        verification = VerificationResult.failure(EXECUTION_ERROR, f"{type(exc).__name__}: {exc}")
+    finally:
+        timings["judge_s"] = time.monotonic() - mark
     return _Candidate(verification, result, solution, raw_summary)
 
 

@@ -17,22 +17,29 @@ from pathlib import Path
 import pytest
 from judge_fakes import LocalJudge, closed_port_url
 
+from harness.adapters.executor.backends import backend_from_name
+from harness.adapters.executor.client import ExecutionClient
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.reef.channel import ReefChannel
+from harness.arms import Arm
+from harness.contract import load_contract
 from harness.library import Archive
 from harness.observe.events import read_events
 from harness.run.crash_hook import ENV_VAR
-from harness.run.rollout import report_body
+from harness.run.rollout import RolloutSettings, RolloutTask, Slot, report_body, run_rollout
 from harness.run.runner import run_steps
+from harness.run.services import NoReef
 from harness.run.step import RESUME_HINT, StepInterrupted, step_outcome
+from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
-from harness.state import ArchiveConfig, LibraryEntry
+from harness.state import ArchiveConfig, LibraryEntry, VerificationResult
 from harness.storage.run_files import event_log_path
 from tests.bridge_fake import FakeTrainingBridge
 from tests.openai_fixture import OpenAIFixture, RecordedRequest, Reply
 from tests.reef_fixtures import ReefService, running_reef
 from tests.rehearsal_support import (
     POLL_S,
+    REPO,
     GuidanceScript,
     ReefReports,
     executor_reply,
@@ -129,6 +136,59 @@ def test_step_outcome_refuses_an_incomplete_step() -> None:
     archive.submit(0, 0, entry(parent=parent.id, step=0, group=0, rollout=0, reward=1.0))
     with pytest.raises(RuntimeError, match="incomplete"):
         step_outcome(archive, 0, elapsed_s=0.0)
+
+
+class RaisingScorer:
+    """A scorer whose call raises `error`: a bug in a scorer or a task's case check."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+    def __call__(self, code: str) -> VerificationResult:
+        raise self.error
+
+    def suite(self) -> str:
+        return "public"
+
+
+@pytest.mark.parametrize(
+    ("error", "stops"),
+    [(ValueError("case check broke"), False), (JudgeUnavailableError("down", attempts=4), True)],
+    ids=["scorer-bug", "judge-unavailable"],
+)
+def test_a_scorer_exception_is_the_rollouts_execution_error_unless_the_judge_is_unavailable(
+    error: Exception, stops: bool
+) -> None:
+    """Reference harness/agent.py: one `except Exception` around the executor and the scorer
+    makes any exception the rollout's `execution_error`, "<Type>: <message>", reward 0. Ours
+    does that too, except for `JudgeUnavailableError`, which stops the step unreported
+    (differences row 10)."""
+    archive = seeded_archive()
+    parent = archive.select_parents(0)[0]
+    program = "int main() { return 0; }"
+    answer = f"<solution>\n```cpp\n{program}\n```\n</solution>\n<summary>A plain loop.</summary>"
+    settings = RolloutSettings(
+        contract=load_contract(REPO / "harbor" / "polyomino_packing"),
+        problem="Pack the pieces.",
+        model="Qwen/Qwen3-8B",
+        guidance_max_tokens=64,
+        groups_per_step=2,
+        rollouts_per_group=2,
+        arm=Arm(name="unguided"),  # no guidance call: the executor and the judge only
+    )
+    task = RolloutTask(Slot(0, 0, 0), parent, archive.entries[parent.entry_id])
+    with OpenAIFixture(answer) as executor_service:
+        backend = backend_from_name("gpt_oss_120b", base_url=executor_service.v1_url)
+        with ExecutionClient(backend) as executor:
+            if stops:
+                with pytest.raises(JudgeUnavailableError):
+                    run_rollout(task, settings, NoReef("s"), executor, RaisingScorer(error))
+                return
+            finished = run_rollout(task, settings, NoReef("s"), executor, RaisingScorer(error))
+    entry = finished.entry
+    assert (entry.verifier_status, entry.verifier_reward) == ("execution_error", 0.0)
+    assert entry.verifier_message == "ValueError: case check broke"
+    assert entry.solution == program
 
 
 @pytest.mark.parametrize(("spec", "killed"), [("here:2", True), ("here:3", False), ("", False)])

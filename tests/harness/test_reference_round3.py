@@ -25,6 +25,7 @@ from harness.adapters.executor.client import ExecutionResult
 from harness.adapters.judge.frontiercs import SUBMISSION_TOO_LARGE, FrontierCSScorer
 from harness.adapters.reef.status import read_step_status
 from harness.run.candidate_file import DELIMITER, EXEC_COMMAND_LIMIT, write_candidate
+from harness.scorer import JudgeUnavailableError
 
 REPO = Path(__file__).resolve().parents[2]
 TASK_DIR = REPO / "harbor" / "polyomino_packing"
@@ -74,6 +75,27 @@ def test_no_failure_message_carries_what_a_case_or_compile_log_said() -> None:
         assert MARKER in kept and len(kept) <= 600
 
 
+@pytest.mark.parametrize(
+    "answer",
+    [
+        {"status": "error", "message": "Compilation Error", "logs": f"solution.cpp:1: {MARKER}"},
+        {"status": "error", "message": "compile failed", "stderr": f"solution.cpp:1: {MARKER}"},
+        {"status": "error", "message": f"compile error: {MARKER}", "error": "Error"},
+    ],
+    ids=["message-and-logs", "message-and-stderr", "message-before-error"],
+)
+def test_an_error_answer_is_read_from_message_then_error(answer: dict[str, Any]) -> None:
+    """Reference harness/scorer.py reads an `error` answer's text from `message`, then `error`,
+    and its logs from `logs`, then `stderr`: a compile failure carried in `message` (another
+    go-judge front than FrontierCS, which answers in `error`) is the candidate's `invalid`, its
+    logs in `judge_logs`, not a judge fault retried until the step stops."""
+    with FakeJudge([SUBMITTED], [Reply(200, answer)]) as judge:
+        verdict = scorer_for(judge.url)(PROGRAM)
+    assert (verdict.status, verdict.reward, verdict.raw_score) == ("invalid", 0.0, None)
+    assert verdict.artifacts["judge_status"] == "error" and MARKER not in verdict.message
+    assert MARKER in verdict.artifacts["judge_logs"] and judge.count("submit") == 1
+
+
 def test_a_submission_refused_as_too_large_is_an_environment_error() -> None:
     """Reference harness/scorer.py: any HTTP error on submit raises JudgeUnavailableError, which
     `JudgeScorer.__call__` turns into `environment_error` with reward 0 and artifacts
@@ -83,6 +105,28 @@ def test_a_submission_refused_as_too_large_is_an_environment_error() -> None:
     assert (verdict.status, verdict.reward, verdict.raw_score) == ("environment_error", 0.0, None)
     assert verdict.message == SUBMISSION_TOO_LARGE and verdict.artifacts == {"code": PROGRAM}
     assert judge.count("submit") == 1
+
+
+@pytest.mark.parametrize(
+    ("submit", "result", "submits"),
+    [
+        (Reply(503, {"error": "busy"}), Reply(404, {}), 2),
+        (Reply(400, {"error": "unknown problem"}), Reply(404, {}), 1),
+        (SUBMITTED, Reply(500, {"error": "database locked"}), 2),
+    ],
+    ids=["submit-5xx", "submit-400", "poll-500"],
+)
+def test_a_failed_submit_or_poll_error_stops_where_the_reference_scores_it(
+    submit: Reply, result: Reply, submits: int
+) -> None:
+    """Reference harness/scorer.py: a failed submit (any HTTP error, a transport fault, no sid)
+    and a poll answered with an HTTP error other than 404 raise JudgeUnavailableError, which its
+    `JudgeScorer.__call__` makes the candidate's `environment_error`, reward 0. Ours gives no
+    verdict (differences row 10): a 5xx is retried (here 2 attempts), a 4xx refusal is not,
+    then the scorer raises and the step stops before the slot is reported."""
+    with FakeJudge([submit], [result]) as judge, pytest.raises(JudgeUnavailableError):
+        scorer_for(judge.url, deadline_s=0.3)(PROGRAM)
+    assert judge.count("submit") == submits
 
 
 def test_a_timed_out_evaluation_records_judge_status_timeout() -> None:

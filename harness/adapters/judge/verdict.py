@@ -13,9 +13,10 @@ decides (docs/task.md, "Score hardening"):
   candidate (the reference's; FrontierCS results carry no message) and a sentence of ours for a
   failure. What the candidate can write into a judge answer (a failed case's stderr, a compile
   log quoting its source, the text a case check quotes) goes only into the verdict's artifacts,
-  bounded to `DETAIL_LIMIT` characters: `case_detail` (the per-case summary), `judge_logs` (the
-  judge's error text, the reference's key) and `score_check`. Those stay in the archive entry's
-  `verification_artifacts` and reach neither Reef nor a prompt (docs/differences.md, row 37).
+  bounded to `DETAIL_LIMIT` characters: `case_detail` (the per-case summary), `judge_logs` (an
+  error answer's `logs` or `stderr`, else its text; the reference's key) and `score_check`.
+  Those stay in the archive entry's `verification_artifacts` and reach neither Reef nor a
+  prompt (docs/differences.md, row 37).
 * **Answers only a broken judge produces** raise `harness.scorer.JudgeFault` (infrastructure,
   retried by the client): a body missing its fields, a judge-side exception (an `error` answer
   that is not the candidate's compile failure, e.g. "checker compile failed").
@@ -106,12 +107,15 @@ def judge_verdict(
     if isinstance(cache, Mapping) and isinstance(cache.get("hit"), bool):
         artifacts = {**artifacts, "judge_cache_hit": cache["hit"]}
     if status == "error":
-        message = str(answer.get("error", ""))
+        # Read as the reference reads an error answer (its harness/scorer.py): the text is
+        # `message`, else `error` (FrontierCS answers in `error`), the logs `logs`, else `stderr`.
+        message = str(answer.get("message") or answer.get("error") or "")
+        logs = answer.get("logs") or answer.get("stderr")
         kind = answer.get("errorKind")  # the local judge labels its errors; FrontierCS does not
         if kind == "compile" or (kind is None and is_candidate_compile_failure(message)):
-            logs = _clip(message, DETAIL_LIMIT)
+            kept = _clip(str(logs) if logs else message, DETAIL_LIMIT)
             return VerificationResult.failure(
-                INVALID, COMPILE_FAILED, **artifacts, judge_status="error", judge_logs=logs
+                INVALID, COMPILE_FAILED, **artifacts, judge_status="error", judge_logs=kept
             )
         raise JudgeFault(f"judge-side exception: {_clip(message)}")
     cases, score = answer.get("cases"), answer.get("score")
