@@ -25,6 +25,7 @@ from harness.arms import Arm
 from harness.contract import load_contract
 from harness.library import Archive
 from harness.observe.events import read_events
+from harness.rehearsal.stand_ins import apply_variant, parent_program, seed_source
 from harness.run.crash_hook import ENV_VAR
 from harness.run.rollout import RolloutSettings, RolloutTask, Slot, report_body, run_rollout
 from harness.run.runner import run_steps
@@ -454,8 +455,14 @@ def test_reported_receipts_reads_every_page_of_reefs_reports(stack: Stack) -> No
 
 def surrogate_answer(request: RecordedRequest) -> Reply:
     """The stand-in executor's answer with a lone UTF-16 surrogate and a NUL in it: the JSON body
-    carries `"\\ud800"` (the fixture writes JSON with ASCII escapes, as many servers do)."""
-    answer = executor_reply(request)
+    carries `"\\ud800"` (the fixture writes JSON with ASCII escapes, as many servers do). Always
+    a program (the parent annotated), whatever the guidance asks: the module's guidance script is
+    shared, so where in its cycle (which holds a refusal) this test's calls fall depends on the
+    tests run before it."""
+    program, _ = apply_variant("annotated", parent_program(request, seed_source()))
+    answer = Reply(
+        content=f"<solution>\n```cpp\n{program}\n```\n</solution>\n\n<summary>\nAnnotated.\n</summary>"
+    )
     content = answer.content.replace("<summary>", "<summary>\ud800 lone half \x00 ", 1)
     return replace(answer, content=content + "\n\ud800", reasoning="thinking \udfff here")
 
