@@ -7,9 +7,11 @@ This module reproduces those facts (written from testlib's documented behaviour,
 
 - tokens are separated by space, tab, CR and LF only; a leading UTF-8 BOM of the output is skipped;
 - integers: optional `-`, digits, no leading zeros (`0` only alone, no `-0`), at most 20
-  characters, must fit in int64 (`int32` for `readInt`), otherwise "wrong output format";
+  characters, must fit in int64, otherwise "wrong output format Expected integer, but … found"
+  (with " (it contains \\0)" after a token holding a NUL); a `readInt` value outside int32 is
+  "Expected int32, but … found";
 - a value outside the requested range is "wrong answer Integer parameter [name=…] equals to …,
-  violates the range [min, max]";
+  violates the range [min, max]", a bound with 7 or more trailing zeros printed as `4*10^12`;
 - a missing token is "wrong output format Unexpected end of file - int64 expected" (`int32` for
   `readInt`): testlib maps unexpected EOF to a presentation error;
 - partial points print `points <p>` where p is `%.10f` without trailing zeros (keeping one digit
@@ -152,41 +154,45 @@ def _in_range(value: int, low: int, high: int, name: str) -> int:
         return value
     raise quit_with(
         Outcome.WRONG_ANSWER,
-        f"Integer parameter [name={name}] equals to {value}, violates the range [{low}, {high}]",
+        f"Integer parameter [name={name}] equals to {value}, violates the range "
+        f"[{human_readable(low)}, {human_readable(high)}]",
     )
 
 
-def _wrap64(value: int) -> int:
-    value &= (1 << 64) - 1
-    return value - (1 << 64) if value >= 1 << 63 else value
+def human_readable(value: int) -> str:
+    """testlib's toHumanReadableString for a range's bounds: a number with 7 or more trailing
+    zeros as `d*10^k` (`10^k`, `-10^k` for d = 1, -1), any other as it is."""
+    if value == 0:
+        return "0"
+    digits = str(abs(value))
+    zeros = len(digits) - len(digits.rstrip("0"))
+    if zeros < 7:
+        return str(value)
+    mantissa = value // 10**zeros
+    if mantissa in (1, -1):
+        return f"{'-' if mantissa < 0 else ''}10^{zeros}"
+    return f"{mantissa}*10^{zeros}"
 
 
 def _parse_int64(token: str) -> int:
-    """testlib's stringToLongLong, including its wrap-around overflow detection."""
+    """testlib's stringToLongLong: a token with a NUL is refused saying so; then at most 20
+    characters, an optional `-` and digits, a value within int64 (`std::stoll`), no leading
+    zero (`0` only alone, no `-0`)."""
     if _PLAIN_INTEGER.fullmatch(token):  # at most 18 digits: no overflow, same value as testlib
         return int(token)
-    if token == "-9223372036854775808":
-        return INT64_MIN
-
-    def bad() -> CheckerQuit:
-        excerpt = token_excerpt(token)
-        return quit_with(Outcome.PRESENTATION_ERROR, f'Expected integer, but "{excerpt}" found')
-
+    excerpt = token_excerpt(token)
+    if "\0" in token:
+        raise quit_with(
+            Outcome.PRESENTATION_ERROR,
+            f'Expected integer, but "{excerpt}" found (it contains \\0)',
+        )
+    bad = quit_with(Outcome.PRESENTATION_ERROR, f'Expected integer, but "{excerpt}" found')
     minus = len(token) > 1 and token[0] == "-"
-    if len(token) > 20:
-        raise bad()
     digits = token[1:] if minus else token
-    if not digits or any(not "0" <= ch <= "9" for ch in digits):
-        raise bad()
-    value = 0
-    for ch in digits:  # int64 arithmetic that wraps, as in C
-        value = _wrap64(value * 10 + ord(ch) - 48)
+    if len(token) > 20 or not digits or any(not "0" <= ch <= "9" for ch in digits):
+        raise bad
+    value = -int(digits) if minus else int(digits)
     zeroes = len(digits) - len(digits.lstrip("0"))
-    if value < 0 or (zeroes > 0 and (value != 0 or minus)) or zeroes > 1:
-        raise bad()
-    value = -value if minus else value
-    if len(token) < 19 or str(value) == token:
-        return value
-    raise quit_with(
-        Outcome.PRESENTATION_ERROR, f'Expected int64, but "{token_excerpt(token)}" found'
-    )
+    if not INT64_MIN <= value <= INT64_MAX or (zeroes > 0 and (value != 0 or minus)) or zeroes > 1:
+        raise bad
+    return value

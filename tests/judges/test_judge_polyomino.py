@@ -184,24 +184,24 @@ CHECKER_TABLE = [
     (
         "w_zero",
         replace_line(0, "0 2"),
-        WA + "Integer parameter [name=W] equals to 0, violates the range [1, 4000000000000]\n",
+        WA + "Integer parameter [name=W] equals to 0, violates the range [1, 4*10^12]\n",
     ),
     (
         "h_negative",
         replace_line(0, "52 -2"),
-        WA + "Integer parameter [name=H] equals to -2, violates the range [1, 4000000000000]\n",
+        WA + "Integer parameter [name=H] equals to -2, violates the range [1, 4*10^12]\n",
     ),
     (
         "w_above_4e12",
         replace_line(0, "4000000000001 2"),
         WA + "Integer parameter [name=W] equals to 4000000000001, violates the range "
-        "[1, 4000000000000]\n",
+        "[1, 4*10^12]\n",
     ),
     (
         "x_above_4e12",
         replace_line(1, "4000000000001 0 0 0"),
         WA + "Integer parameter [name=X_i] equals to 4000000000001, violates the range "
-        "[-4000000000000, 4000000000000]\n",
+        "[-4*10^12, 4*10^12]\n",
     ),
     (
         "area_above_int64",
@@ -220,12 +220,23 @@ CHECKER_TABLE = [
     (
         "int64_wraps_positive",
         replace_line(0, "18446744073709551617 2"),
-        PE + 'Expected int64, but "18446744073709551617" found\n',
+        PE + 'Expected integer, but "18446744073709551617" found\n',
     ),
     (
         "r_beyond_int32",
         replace_line(1, "0 0 4294967296 0"),
         PE + 'Expected int32, but "4294967296" found\n',
+    ),
+    (
+        "nul_in_token",
+        replace_line(0, "52\0 2"),
+        PE + 'Expected integer, but "52~" found (it contains \\0)\n',
+    ),
+    (
+        "y_below_minus_4e12",
+        replace_line(1, "0 -4000000000001 0 0"),
+        WA + "Integer parameter [name=Y_i] equals to -4000000000001, violates the range "
+        "[-4*10^12, 4*10^12]\n",
     ),
     (
         "long_garbage_token",
