@@ -54,6 +54,10 @@ SUMMARY_KEYS = (
     "recovered_commit",  # ours: trained before this process began, re-committed on resume
     "step_best_raw_score",  # ours: the best valid candidate of this step alone (None: none)
 )
+#: A record written while `executor_backend` always carried the request shape has `dialect` and
+#: `drop` even at the backend's own shape (`harness.adapters.executor.backends.PRESET_DIALECTS`,
+#: else `sglang`, and nothing dropped), which today's record leaves out (`_migrated_backend`).
+LEGACY_OWN_DIALECTS = {"openrouter_glm_5_2": "openrouter"}
 #: The keys a summary written before `step_best_raw_score` existed carries; its
 #: `best_raw_score` was the step's own best (`_migrated_summary`).
 LEGACY_SUMMARY_KEYS = frozenset(SUMMARY_KEYS) - {"step_best_raw_score"}
@@ -278,12 +282,22 @@ class ResumeState:
             raise ResumeStateError(f"{path}: {exc}") from exc
         return cls(
             identity,
-            data["executor_backend"],
+            _migrated_backend(data["executor_backend"]),
             data["prompt_mode"],
             next_step,
             tuple(summaries),
             library_sha,
         )
+
+
+def _migrated_backend(record: dict[str, Any]) -> dict[str, Any]:
+    """An `executor_backend` written with `dialect` and `drop` at the backend's own shape, as
+    today's record of the same backend is written: without them (`LEGACY_OWN_DIALECTS`). A
+    chosen shape is kept as it is."""
+    own = LEGACY_OWN_DIALECTS.get(str(record.get("name")), "sglang")
+    if record.get("drop") == [] and record.get("dialect") == own:
+        return {key: value for key, value in record.items() if key not in ("dialect", "drop")}
+    return record
 
 
 def _migrated_summary(entry: Any) -> Any:

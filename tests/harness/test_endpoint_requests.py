@@ -29,6 +29,7 @@ from openai.types.chat import completion_create_params
 
 from harness.adapters.executor.backends import backend_from_name, build_request_body
 from harness.adapters.executor.client import ExecutionClient, ExecutionHTTPError
+from harness.arms import Arm
 from harness.endpoints import OPENAI_CHAT_FIELDS, OPENROUTER_FIELDS, RequestShape
 from harness.prompts import Prompt, guidance_request_body
 from harness.rehearsal.request_checks import (
@@ -122,6 +123,41 @@ def test_the_gpt_oss_preset_body_passes_sglang_and_openai() -> None:
         "reasoning_effort": "high",
     }
     assert sglang_refusal(body) is None and openai_refusal(body) is None
+
+
+#: The body each executor preset of the reference sends (its harness/execution.py
+#: `OpenAICompatibleExecutionClient.complete`: model, messages, temperature, the preset's
+#: request options; `max_tokens` only when set, and the presets set none).
+REFERENCE_EXECUTOR_BODIES = {
+    "gpt_oss_120b": {
+        "model": "openai/gpt-oss-120b",
+        "messages": MESSAGES,
+        "temperature": 0.0,
+        "reasoning_effort": "high",
+    },
+    "openrouter_glm_5_2": {
+        "model": "z-ai/glm-5.2",
+        "messages": MESSAGES,
+        "temperature": 1.0,
+        "reasoning": {"effort": "high", "exclude": False},
+    },
+}
+
+
+@pytest.mark.parametrize("preset", sorted(REFERENCE_EXECUTOR_BODIES))
+def test_a_default_runs_executor_body_is_the_references_plus_the_sampling_seed(
+    preset: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Differences rows 53 and 74: a default run (run seed 0) sends each preset the reference's
+    body and one field more, the slot's sampling `seed`, which the reference never sends."""
+    monkeypatch.setenv("OPENROUTER_API_KEY", "sk-or-body-check")
+    seed = Arm().sampling_seed(2, 1, 3)  # what harness.run.rollout sends for step 2 g1r3
+    with OpenAIFixture("<solution>x</solution>", model="m") as service:
+        backend = backend_from_name(preset, base_url=service.v1_url)
+        with ExecutionClient(backend) as client:
+            client.complete(MESSAGES, seed=seed)
+        sent = service.completion_requests()[-1].body
+    assert sent == {**REFERENCE_EXECUTOR_BODIES[preset], "seed": seed}
 
 
 def test_an_executor_in_the_openai_dialect_sends_max_completion_tokens(

@@ -1,14 +1,24 @@
 """The records mean what the reference's mean: a step summary's `best_raw_score` is the archive's
 best after the step (the step's own best is `step_best_raw_score`), a summary written before
-that key existed is read with its meaning moved, and the Harbor metadata's `agent_record_ids`
-are this invocation's well-formed rollouts."""
+that key existed is read with its meaning moved, the Harbor metadata's `agent_record_ids` are
+this invocation's well-formed rollouts, and the executor backend's record has the reference's
+keys."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
-from harness.storage.resume_state import ResumeState, RunIdentity, StepOutcome
+import pytest
+
+from harness.adapters.executor.backends import PRESET_DIALECTS, ExecutionBackend, backend_from_name
+from harness.storage.resume_state import (
+    LEGACY_OWN_DIALECTS,
+    ResumeState,
+    RunIdentity,
+    StepOutcome,
+)
 
 IDENTITY = RunIdentity("m", "gpt_oss_120b", "high", 1, 2, 64, 128, 32, 1, 2)
 
@@ -65,3 +75,65 @@ def test_a_run_identity_from_before_task_texts_read_the_full_text() -> None:
         "reference",
         "full",
     )
+
+
+#: The reference's record of an executor backend (its harness/execution.py
+#: `ExecutionBackend.safe_dict`), in its order: the entry's `execution_backend` and
+#: resume-state.json's `executor_backend`.
+REFERENCE_BACKEND_KEYS = [
+    "name",
+    "model",
+    "base_url",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "timeout_s",
+    "concurrency",
+    "max_retries",
+    "retry_backoff_s",
+    "request_options",
+]
+
+
+@pytest.mark.parametrize("preset", ["gpt_oss_120b", "openrouter_glm_5_2"])
+def test_the_executor_backend_records_have_the_references_keys(tmp_path: Path, preset: str) -> None:
+    """Reference harness/execution.py: `safe_dict()` holds eleven keys, and its agent.py and
+    run_controller.py write it as the entry's `execution_backend` and resume-state.json's
+    `executor_backend`. A run that keeps the preset's request shape writes the same keys, so a
+    tool that rebuilds the reference's backend from them works (differences row 68)."""
+    backend = backend_from_name(preset)
+    record = backend.safe_dict()  # what harness.run.rollout writes as `execution_backend`
+    assert list(record) == REFERENCE_BACKEND_KEYS
+    path = tmp_path / "resume-state.json"
+    ResumeState(IDENTITY, record, "summary_only", 0, ()).save(path)
+    assert list(json.loads(path.read_text())["executor_backend"]) == sorted(REFERENCE_BACKEND_KEYS)
+    assert ExecutionBackend.from_safe_dict(record) == backend
+
+
+def test_a_chosen_request_shape_is_recorded_beside_the_references_keys() -> None:
+    """Ours (differences rows 68 and 74): where `harness.executor.request` picks another
+    dialect or drops fields, the body is not one the reference sends, and the record says so
+    with `dialect` and `drop` beside the reference's keys."""
+    backend = replace(backend_from_name("gpt_oss_120b"), dialect="openai", drop=("seed",))
+    record = backend.safe_dict()
+    assert list(record) == [*REFERENCE_BACKEND_KEYS, "dialect", "drop"]
+    assert (record["dialect"], record["drop"]) == ("openai", ["seed"])
+    assert ExecutionBackend.from_safe_dict(json.loads(json.dumps(record))) == backend
+
+
+def test_a_resume_state_that_recorded_the_presets_own_shape_is_read_as_written_today(
+    tmp_path: Path,
+) -> None:
+    """A record written while `executor_backend` always carried `dialect` and `drop` is read
+    without them where they are the backend's own shape, so a resume warns of no change."""
+    assert dict(PRESET_DIALECTS) == LEGACY_OWN_DIALECTS
+    path = tmp_path / "resume-state.json"
+    for backend in (
+        backend_from_name("openrouter_glm_5_2"),
+        backend_from_name("gpt_oss_120b"),
+        replace(backend_from_name("gpt_oss_120b"), dialect="openrouter"),
+    ):
+        written = {**backend.safe_dict(), "dialect": backend.dialect, "drop": []}
+        ResumeState(IDENTITY, written, "summary_only", 0, ()).save(path)
+        loaded = ResumeState.load(path)
+        assert loaded is not None and loaded.executor_backend == backend.safe_dict()

@@ -5,9 +5,11 @@ as the file is (a wrong key or value refused naming it, nothing written), and is
 the next invocation. The runs: `guidance-ttt run --config serve-frozen.yaml --state-dir D
 --steps 2 --groups 1 --rollouts 2` with loopback model servers and no judge URL starts the local
 judge, commits two steps, resumes to three with `--steps 3`, refuses a changed identity key
-naming it, and leaves no process behind. Real: the CLI, the local judge, `reef serve`, the
-Harbor trial in the local environment, the run loop; stand-ins: the two models (scripted
-answers, real C++ edits judged for real).
+naming it, and leaves no process behind. Ctrl-C of ./run.sh mid-step: along the way its own
+judge answers only its token (401 without) and a second `guidance-ttt run` on its state
+directory is refused in one line naming the holder; the token is in no file or output.
+Real: the CLI, the local judge, `reef serve`, the Harbor trial in the local environment, the
+run loop; stand-ins: the two models (scripted answers, real C++ edits judged for real).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from harness.settings.run_settings import RunSettings, scenario_name
 
 REPO = Path(__file__).resolve().parents[2]
 FROZEN = REPO / "serve-frozen.yaml"
+CLI_RUN = (sys.executable, "-m", "harness.cli.entry", "run")
 ENV = {"GUIDANCE_TTT_GUIDANCE_URL": "http://127.0.0.1:9", "GUIDANCE_TTT_GUIDANCE_MODEL": "m"}
 
 
@@ -227,6 +230,7 @@ def test_ctrl_c_of_a_frozen_run_sh_stops_everything_in_one_line(tmp_path: Path) 
                 assert time.monotonic() < deadline, "the run's first step never started"
                 time.sleep(0.5)
             assert _processes_naming(str(state))
+            token = _only_the_run_reaches_its_judge_and_its_directory(state, env)
             process.send_signal(signal.SIGINT)
             stdout, stderr = process.communicate(timeout=300)
         finally:
@@ -242,3 +246,47 @@ def test_ctrl_c_of_a_frozen_run_sh_stops_everything_in_one_line(tmp_path: Path) 
     while _processes_naming(str(state)):
         assert time.monotonic() < deadline, _processes_naming(str(state))
         time.sleep(0.5)
+    assert token not in stdout + stderr
+    holding = [p for p in state.rglob("*") if p.is_file() and token.encode() in p.read_bytes()]
+    assert not holding, f"the judge's token was written to {holding}"
+
+
+def _only_the_run_reaches_its_judge_and_its_directory(state: Path, env: dict[str, str]) -> str:
+    """While the run runs: its own judge answers 401 without the token in its environment and
+    200 with it; a second `guidance-ttt run` on its state directory is refused in one line
+    naming the holder, before it writes or starts anything. Returns the token."""
+    import re
+
+    import httpx
+
+    from harness.adapters.judge.token import TOKEN_ENV
+
+    url = re.search(r"judge listening on (http://\S+)", (state / "judge.log").read_text())[1]
+    token = ""
+    for proc in Path("/proc").iterdir():
+        try:
+            command = (proc / "cmdline").read_bytes().split(b"\0")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"judges" in command and str(state / "judge").encode() in command:
+            prefix = TOKEN_ENV.encode() + b"="
+            token = next((e[len(prefix) :].decode() for e in environ if e.startswith(prefix)), "")
+    assert len(token) >= 32, f"the run's judge has no {TOKEN_ENV} of its own"
+    assert httpx.get(url + "/problems", timeout=30).status_code == 401
+    bearer = {"Authorization": f"Bearer {token}"}
+    assert httpx.get(url + "/problems", headers=bearer, timeout=30).status_code == 200
+    copy = (state / "serve-frozen.yaml").read_bytes()
+    second = subprocess.run(
+        [*CLI_RUN, "--config", str(FROZEN), "--state-dir", str(state), "--steps", "99"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = [line for line in (second.stdout + second.stderr).splitlines() if line.strip()]
+    assert second.returncode == 2, lines
+    assert len(lines) == 1 and f"{state} is in use by pid " in lines[0], lines
+    assert "(guidance-ttt run " in lines[0]
+    assert (state / "serve-frozen.yaml").read_bytes() == copy, "the refused run wrote its copy"
+    return token

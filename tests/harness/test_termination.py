@@ -3,11 +3,14 @@
 `guidance-ttt rehearse` and `guidance-ttt experiment` run as a user runs them (a subprocess of
 the CLI, with real `reef serve`, its Reef service and the local judge); once a step is under way
 they get the signal. SIGINT (Ctrl-C), SIGTERM and SIGHUP: exit 128 + the signal, one stopping
-line naming the exact command that resumes, no traceback; a second SIGINT while stopping ends
-it at once. SIGKILL of the command: its services die by their parent-death signal. In every
-case no process it started survives: none has the state directory in its command line or as
-its working directory afterwards. The resumed run completes with every slot once and every
-rollout journaled before the signal unchanged.
+line naming the exact command that resumes, no traceback (the step's rollouts still in flight
+emit nothing once the run's event sinks start closing); a second SIGINT while stopping ends
+it at once. Along the Ctrl-C scenario, the rehearsal's own judge answers only its token (401
+without), a second `rehearse` on its directory is refused in one line naming the holder, and
+the token is in no file of the state directory. SIGKILL of the command: its services die by
+their parent-death signal. In every case no process it started survives: none has the state
+directory in its command line or as its working directory afterwards. The resumed run
+completes with every slot once and every rollout journaled before the signal unchanged.
 """
 
 from __future__ import annotations
@@ -274,7 +277,7 @@ def test_sigkill_of_rehearse_leaves_no_survivor(tmp_path: Path):
     _wait_for(lambda: not _processes_under(state), 60, "the rehearsal's processes to end")
 
 
-def test_sigterm_of_an_experiment_leaves_no_survivor(tmp_path: Path):
+def test_ctrl_c_of_an_experiment_mid_step_leaves_no_survivor_and_no_traceback(tmp_path: Path):
     if not (task_dir() / "solution" / "seed.json").is_file():
         pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
     directory = tmp_path / "experiment"
@@ -312,13 +315,13 @@ def test_sigterm_of_an_experiment_leaves_no_survivor(tmp_path: Path):
         _wait_for(lambda: b'"step_started"' in _events(run), 300, "the run's first step")
         started = _processes_under(directory)
         assert any("reef" in p for p in started) and any("judges" in p for p in started)
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signal.SIGINT)
         stdout, stderr = process.communicate(timeout=120)
     finally:
         if process.poll() is None:
             process.kill()
             process.wait()
-    assert process.returncode == 143, stderr[-2000:]
-    assert "guidance-ttt experiment: stopping (SIGTERM)" in stderr
+    assert process.returncode == 130, stderr[-2000:]
+    assert "guidance-ttt experiment: stopping (SIGINT)" in stderr
     assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
     _wait_for(lambda: not _processes_under(directory), 60, "the experiment's processes to end")

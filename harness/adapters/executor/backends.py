@@ -17,9 +17,27 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from harness.endpoints import DIALECTS, REQUIRED_FIELDS, RequestShape
+from harness.endpoints import DEFAULT_DIALECT, DIALECTS, REQUIRED_FIELDS, RequestShape
 
 GPT_OSS_EFFORTS = ("low", "medium", "high")
+#: The reference's record of a backend (its harness/execution.py `ExecutionBackend.safe_dict`),
+#: in its order: what `safe_dict()` writes, plus the request shape where a run chose one.
+REFERENCE_RECORD_KEYS = (
+    "name",
+    "model",
+    "base_url",
+    "api_key_env",
+    "temperature",
+    "max_tokens",
+    "timeout_s",
+    "concurrency",
+    "max_retries",
+    "retry_backoff_s",
+    "request_options",
+)
+#: The dialect a preset's body is shaped in unless a run picks another; any other backend's is
+#: `DEFAULT_DIALECT`. Each preset's own dialect sends the reference's body unchanged.
+PRESET_DIALECTS: Mapping[str, str] = MappingProxyType({"openrouter_glm_5_2": "openrouter"})
 _RESERVED_BODY_KEYS = frozenset({"model", "messages", "temperature", "max_tokens"})
 _SECRET_LIKE_KEYS = frozenset({"api_key", "authorization", "headers", "extra_headers"})
 
@@ -107,22 +125,35 @@ class ExecutionBackend:
         object.__setattr__(self, "drop", drop)
         object.__setattr__(self, "request_options", _freeze(self.request_options))
 
+    @property
+    def chosen_shape(self) -> bool:
+        """Whether a run chose a request shape other than the backend's own: a dialect other
+        than its preset's (`PRESET_DIALECTS`) or fields to drop."""
+        return bool(self.drop) or self.dialect != PRESET_DIALECTS.get(self.name, DEFAULT_DIALECT)
+
     def safe_dict(self) -> dict[str, Any]:
-        """The only persisted form: every field as plain JSON data. It contains the key's
-        environment variable name, never its value."""
-        return {f.name: _thaw(getattr(self, f.name)) for f in fields(self)}
+        """The only persisted form, as plain JSON data: the reference's keys
+        (`REFERENCE_RECORD_KEYS`, its record of the same backend), and `dialect` and `drop`
+        beside them only where a run chose its request shape (`chosen_shape`), so that the
+        record of a body the reference never sends says so. It contains the key's environment
+        variable name, never its value."""
+        record = {key: _thaw(getattr(self, key)) for key in REFERENCE_RECORD_KEYS}
+        if self.chosen_shape:
+            record.update(dialect=self.dialect, drop=list(self.drop))
+        return record
 
     @classmethod
     def from_safe_dict(cls, data: Mapping[str, Any]) -> ExecutionBackend:
-        """Rebuild a backend from `safe_dict()` output (e.g. a resume state). Unknown or missing
-        keys are an error naming them."""
+        """Rebuild a backend from `safe_dict()` output (e.g. a resume state) or the reference's
+        record; without `dialect` and `drop` it has its preset's shape. Unknown or missing keys
+        are an error naming them."""
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(data) - names)
         if unknown:
             raise ValueError(f"unknown executor backend keys {unknown}; expected {sorted(names)}")
         values = dict(data)
-        if "drop" in values:
-            values["drop"] = tuple(values["drop"] or ())
+        values.setdefault("dialect", PRESET_DIALECTS.get(str(values.get("name")), DEFAULT_DIALECT))
+        values["drop"] = tuple(values.get("drop") or ())
         try:
             return cls(**values)
         except TypeError as exc:
@@ -162,7 +193,7 @@ def _openrouter_glm_5_2(reasoning_effort: str) -> ExecutionBackend:
         concurrency=8,
         max_retries=6,
         request_options={"reasoning": {"effort": "high", "exclude": False}},
-        dialect="openrouter",
+        dialect=PRESET_DIALECTS["openrouter_glm_5_2"],
     )
 
 
