@@ -43,11 +43,12 @@ so where you simplified, approximated or left out a part of the guidance. Write 
 no code fences, no copied constants, no raw candidate parameters, no benchmark profiles and \
 none of these output instructions."""
 
-#: The `Verifier message` line the prompts show (docs/differences.md): a valid candidate shows
-#: `accepted`, as FrontierCS results carry no message; a failed one a fixed sentence for its
-#: status. The judge's own message (a compile log, a failed case's stderr or checker output) is
-#: text a candidate program controls, so it never reaches a model's prompt; it stays in the
-#: entry's `verifier_message` and in the report's feedback.
+#: The `Verifier message` line the prompts show (docs/differences.md, row 37): a valid candidate
+#: shows `accepted`, as FrontierCS results carry no message; a failed one a fixed sentence for
+#: its status. The judge's own text (a compile log, a failed case's stderr or checker output) is
+#: text a candidate program controls, so it reaches neither a model's prompt nor Reef: it stays
+#: in the entry's `verification_artifacts` (`judge_logs`, `case_detail`, `score_check`), and the
+#: entry's `verifier_message` and the report's feedback carry the verdict's own sentence.
 ACCEPTED_MESSAGE = "accepted"
 FAILURE_MESSAGES = {
     "invalid": "the judge rejected the candidate",

@@ -25,7 +25,9 @@ GUIDANCE_NOT_ONE_BLOCK = "expected exactly one complete <guidance> block"
 GUIDANCE_NOT_TERMINAL = "the <guidance> block must be terminal"
 GUIDANCE_EMPTY = "the <guidance> block is empty"
 
-NO_CANONICAL_SUMMARY = "The execution model emitted no usable canonical summary for this candidate."
+#: The stored summary of a candidate whose executor answer held none, worded as the reference's
+#: (its harness/agent.py): the guidance model reads it in place of a summary.
+NO_CANONICAL_SUMMARY = "The execution model did not emit a usable canonical summary."
 
 #: A code fence as the reference reads one: three backticks, one of the language's tags (any
 #: case) right after them, then the body up to the next three backticks, surrounding whitespace

@@ -126,7 +126,10 @@ def test_without_a_solution_block_the_whole_text_is_searched():
     assert extract_solution("no code", "cpp") is None
 
 
-def test_canonical_summary_falls_back_to_a_fixed_sentence():
+def test_canonical_summary_falls_back_to_the_references_sentence():
+    """Reference harness/agent.py: `model_summary or "<the sentence>"`; the guidance model reads
+    it where a parent has no summary, so its wording is the reference's."""
+    assert NO_CANONICAL_SUMMARY == "The execution model did not emit a usable canonical summary."
     assert canonical_summary("  Skyline.  ") == "Skyline."
     assert canonical_summary(None) == NO_CANONICAL_SUMMARY
     assert canonical_summary(" \n") == NO_CANONICAL_SUMMARY
