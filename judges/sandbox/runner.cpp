@@ -9,7 +9,8 @@
 // It runs as PID 1 of the sandbox's PID namespace (bwrap --as-pid-1), so orphans are re-parented
 // to it and the program cannot signal it. It sets the rlimits on the program only (CPU seconds
 // soft/hard, address space when AS > 0, processes, file size, stack when STACK > 0, no core
-// dumps) and makes the program the first victim of an out-of-memory kill, runs it, then kills
+// dumps), refuses it the kernel's keyrings (seccomp: add_key, keyctl and request_key fail with
+// EPERM) and makes the program the first victim of an out-of-memory kill, runs it, then kills
 // and reaps every leftover process and writes one report line to REPORT_FD, after a first line
 // `started` written as soon as the sandbox is up:
 //   exit=<status|-1> signal=<number|0> cpu_ns=<n> wall_ns=<n> maxrss_kb=<n> timed_out=<0|1>
@@ -49,7 +50,13 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <grp.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
 #include <string>
+#include <sys/syscall.h>
+#include <sys/xattr.h>
 #include <sys/ipc.h>
 #include <sys/msg.h>
 #include <sys/sem.h>
@@ -324,6 +331,50 @@ struct RunSpec {
     char** command = nullptr;
 };
 
+// The kernel's keyrings (user, user-session, persistent) live as long as the user namespace,
+// and their quota is kept per uid across every sandbox: no run may touch them. A seccomp filter
+// makes add_key, keyctl and request_key fail with EPERM, for every system call convention a
+// program can use here (on x86-64 also the i386 one of `int 0x80` and x32's numbers).
+#if defined(__x86_64__)
+static const unsigned NATIVE_ARCH = AUDIT_ARCH_X86_64;
+static const unsigned NATIVE_KEYS[3] = {248, 249, 250};  // add_key, request_key, keyctl
+static const unsigned NATIVE_MASK = ~0x40000000U;        // x32's numbers are these | 0x40000000
+#define COMPAT_ARCH AUDIT_ARCH_I386
+static const unsigned COMPAT_KEYS[3] = {286, 287, 288};
+#elif defined(__aarch64__)
+static const unsigned NATIVE_ARCH = AUDIT_ARCH_AARCH64;
+static const unsigned NATIVE_KEYS[3] = {217, 218, 219};
+static const unsigned NATIVE_MASK = ~0U;
+#define COMPAT_ARCH AUDIT_ARCH_ARM
+static const unsigned COMPAT_KEYS[3] = {309, 310, 311};
+#else
+#error "judge-runner: add this architecture's add_key, request_key and keyctl numbers"
+#endif
+static_assert(SYS_add_key == 248 || SYS_add_key == 217, "the key system calls' numbers");
+
+static bool refuse_keyrings() {
+    const unsigned deny = SECCOMP_RET_ERRNO | (EPERM & SECCOMP_RET_DATA);
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_ARCH, 0, 5),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_STMT(BPF_ALU | BPF_AND | BPF_K, NATIVE_MASK),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_KEYS[0], 8, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_KEYS[1], 7, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, NATIVE_KEYS[2], 6, 5),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_ARCH, 0, 4),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_KEYS[0], 3, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_KEYS[1], 2, 0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, COMPAT_KEYS[2], 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_RET | BPF_K, deny),
+    };
+    struct sock_fprog program = {(unsigned short)(sizeof filter / sizeof filter[0]), filter};
+    return prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) == 0 &&
+           prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &program) == 0;
+}
+
 static bool write_zero_to_each(const std::vector<int>& fds) {
     for (int fd : fds) {
         if (write(fd, "0", 1) != 1) return false;
@@ -364,6 +415,10 @@ static std::string supervise(RunSpec& spec) {
         if (spec.stack > 0) limit(RLIMIT_STACK, spec.stack, spec.stack);
         limit(RLIMIT_NPROC, spec.processes, spec.processes);
         limit(RLIMIT_MSGQUEUE, 0, 0);  // no POSIX message queue outlives a case (sessions)
+        if (!refuse_keyrings()) {
+            perror("judge-runner: seccomp");
+            _exit(125);
+        }
         // Under a memory bound, the kernel's OOM killer picks the program, not this supervisor.
         int adjust = open("/proc/self/oom_score_adj", O_WRONLY);
         if (adjust >= 0) {
@@ -460,9 +515,11 @@ static std::string supervise(RunSpec& spec) {
 // group's CPU counter (when HAS_CPU_FD is 1) and NGROUPS cgroup.procs descriptors attached. The
 // program enters those groups before it executes (only it: this supervisor stays in the
 // session's group), runs as above, and every process it left is killed. Then the sandbox is
-// put back as it was before the case: everything under /tmp removed and /tmp's mode restored,
-// every System V shared memory segment, semaphore set and message queue removed (POSIX queues
-// cannot be made: RLIMIT_MSGQUEUE is 0). The answer is the report line with ` clean=1`, or
+// put back as it was before the case: everything under /tmp removed, /tmp's extended
+// attributes removed, its mode restored and its times set to now, every System V shared memory
+// segment, semaphore set and message queue removed (POSIX queues cannot be made: RLIMIT_MSGQUEUE
+// is 0; keyrings cannot be used: seccomp). PIDs, inode numbers, System V ids and the loopback's
+// counters go on from where the case left them: see judges/MEASUREMENTS.md. The answer is the report line with ` clean=1`, or
 // ` clean=0` when anything could not be removed: the judge then ends the session, and the next
 // case gets a fresh sandbox. The first message, at start, is `started`. End of file on
 // CONTROL_FD ends the session.
@@ -538,12 +595,31 @@ static int remove_shm(int id) { return shmctl(id, IPC_RMID, nullptr); }
 static int remove_sem(int id) { return semctl(id, 0, IPC_RMID); }
 static int remove_msg(int id) { return msgctl(id, IPC_RMID, nullptr); }
 
+// Remove every extended attribute of the directory `dir` (user.* values and POSIX ACLs: the
+// only ones a program without capabilities can set, and their memory is nobody's once the
+// case's cgroup is gone). False when one stays.
+static bool remove_xattrs(int dir) {
+    static char names[65536];
+    ssize_t length = flistxattr(dir, names, sizeof names);
+    if (length < 0) return errno == ENOTSUP;
+    bool clean = true;
+    for (ssize_t at = 0; at < length; at += (ssize_t)strlen(names + at) + 1) {
+        if (fremovexattr(dir, names + at) != 0 && errno != ENODATA) clean = false;
+    }
+    return clean && flistxattr(dir, names, sizeof names) == 0;
+}
+
+// /tmp as a fresh sandbox has it: empty, without extended attributes (it is also the working
+// directory), its mode and its access and modification times those of now; no System V IPC
+// object. (What is not put back, and why, is in judges/MEASUREMENTS.md.)
 static bool reset_sandbox(mode_t tmp_mode) {
     if (chmod("/tmp", 0700) != 0) return false;  // the program may have closed it (mode 0)
     int tmp = open("/tmp", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (tmp < 0) return false;
     bool clean = remove_contents(tmp, 0);
+    clean = remove_xattrs(tmp) && clean;
     clean = fchmod(tmp, tmp_mode) == 0 && clean;
+    clean = futimens(tmp, nullptr) == 0 && clean;
     close(tmp);
     clean = remove_ipc("/proc/sysvipc/shm", remove_shm) && clean;
     clean = remove_ipc("/proc/sysvipc/sem", remove_sem) && clean;

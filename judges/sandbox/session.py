@@ -11,11 +11,16 @@ reported exactly as a run of its own is (`judges.sandbox.runner.outcome_of` read
 cgroup of its own made by the judge for that run, which only the program enters: the memory, process
 and CPU bounds, the peak, the OOM kills and the CPU counter are that run's alone.
 
-Between two cases nothing of the first is left: every process it started is killed, everything
-under /tmp (the only writable place) is removed and /tmp's mode restored, and every System V
-IPC object is removed; POSIX message queues cannot be made (RLIMIT_MSGQUEUE is 0 for every
-run). A runner that cannot put all of that back says so (`clean=0`), and that sandbox is
-ended: the next case gets a fresh one. So does any run whose runner stopped answering, died,
+Between two cases the runner puts back what a case can change: every process it started is
+killed, everything under /tmp (the only writable place, and the working directory) is removed,
+/tmp's extended attributes and ACLs removed (their memory with them), its mode restored and its
+times set anew, and every System V IPC object is removed; POSIX message queues cannot be made
+(RLIMIT_MSGQUEUE is 0 for every run) nor the kernel's keyrings used (seccomp, every run). A
+runner that cannot put all of that back says so (`clean=0`), and that sandbox is ended: the
+next case gets a fresh one. What a kept sandbox cannot put back cheaply — the PID counter,
+tmpfs inode numbers, System V ids, the loopback's counters, measured in judges/MEASUREMENTS.md —
+still carries numbers from one case to the next, so a verdict could depend on the cases before
+it; a sandbox per run carries nothing. So does any run whose runner stopped answering, died,
 or answered what the judge cannot read. A sandbox is never shared between submissions.
 
 `SessionPool` keeps a submission's idle sandboxes (one per case running at once, at most the
