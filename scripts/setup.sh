@@ -2,8 +2,8 @@
 # Set this checkout up for one of its two commands, idempotently (./run.sh and ./test.sh call it):
 #
 #   scripts/setup.sh run     system packages for a run, a Python >= 3.12 virtualenv in .venv,
-#                            the project with the extras a run needs (reef: reef serve, reef-eval,
-#                            Harbor)
+#                            the project with the extras a run and its look afterwards need
+#                            (reef: reef serve, reef-eval, Harbor; plot: guidance-ttt plot)
 #   scripts/setup.sh test    the same with the test tools' system packages (shellcheck,
 #                            chromium) and every extra the suite needs
 #
@@ -17,7 +17,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 purpose=${1:?usage: scripts/setup.sh run|test}
 case "$purpose" in
-run) extras=(reef) ;;
+run) extras=(reef plot) ;;
 test) extras=(reef torch plot test watch cluster) ;;
 *)
     echo "error: scripts/setup.sh $purpose: use run or test" >&2

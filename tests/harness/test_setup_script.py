@@ -75,7 +75,8 @@ def test_a_fresh_clone_picks_the_newest_python_and_installs_what_the_command_nee
     run = _setup(root, "run", path)
     assert run.returncode == 0, run.stderr
     assert f"would create .venv with {chosen} (Python 3.12.0)" in run.stdout
-    assert "would install .[reef] into .venv" in run.stdout
+    # the README's No-GPU path ends with `guidance-ttt plot`: the run set-up installs its extra
+    assert "would install .[reef,plot] into .venv" in run.stdout
     test = _setup(root, "test", path)
     assert test.returncode == 0, test.stderr
     assert "would install .[reef,torch,plot,test,watch,cluster] into .venv" in test.stdout
@@ -140,7 +141,7 @@ def test_a_set_up_checkout_installs_nothing_and_a_changed_pyproject_reinstalls(
     with (root / "pyproject.toml").open("a") as changed:
         changed.write("\n# changed\n")
     done = _setup(root, "run", path)
-    assert "would install .[reef] into .venv" in done.stdout
+    assert "would install .[reef,plot] into .venv" in done.stdout
 
 
 def test_a_venv_of_an_old_python_is_named_with_the_fix(tmp_path: Path) -> None:
