@@ -53,6 +53,18 @@ def test_the_repository_file_is_a_frozen_run_without_training_settings() -> None
     assert settings.executor_backend == "gpt_oss_120b"  # the ${VAR:-default} form works here
 
 
+@pytest.mark.parametrize("name", ["serve.yaml", "serve-frozen.yaml"])
+def test_every_settings_file_judges_the_task_s_own_problem_by_default(name: str) -> None:
+    """No settings file names a problem id of its own: empty is the task's (its contract.json),
+    so a run on a new task judges that task, not Polyomino (problem 0)."""
+    settings = RunSettings.load(REPO / name, environ=ENV, base_dir=REPO)
+    assert settings.judge_problem_id == ""
+    override = RunSettings.load(
+        REPO / name, environ={**ENV, "FRONTIERCS_PROBLEM_ID": "7"}, base_dir=REPO
+    )
+    assert override.judge_problem_id == "7"
+
+
 def test_the_guidance_endpoint_must_come_from_the_environment() -> None:
     with pytest.raises(RunSettingsError, match="GUIDANCE_TTT_GUIDANCE_URL"):
         RunSettings.load(FROZEN, environ={"GUIDANCE_TTT_GUIDANCE_MODEL": "m"}, base_dir=REPO)
