@@ -2,9 +2,16 @@
 # Set up everything on a fresh machine (scripts/setup.sh test: system packages with the test
 # tools, a Python >= 3.12 venv in .venv, the project with all extras) and run the whole test
 # suite: ruff, shellcheck, pytest.
-# Extra arguments go to pytest (e.g. ./test.sh -k archive).
+# Extra arguments go to pytest (e.g. ./test.sh -k archive). ./test.sh --quick leaves out the
+# tests marked slow (real stacks, full runs, clusters): for iteration, never instead of the suite.
 set -euo pipefail
 cd "$(dirname "$0")"
+
+selection=()
+if [ "${1:-}" = "--quick" ]; then
+    shift
+    selection=(-m "not slow")
+fi
 
 bash scripts/setup.sh test  # idempotent: installs nothing once set up (scripts/setup.sh)
 echo "using .venv ($(.venv/bin/python --version))"
@@ -18,7 +25,7 @@ shellcheck -x test.sh run.sh scripts/*.sh .ci/run
 
 echo "== pytest"
 status=0
-.venv/bin/python -m pytest "$@" || status=$?
+.venv/bin/python -m pytest "${selection[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
     echo "error: pytest collected no tests (exit 5) — the suite is missing or the selection is empty" >&2
     exit 1
