@@ -1,8 +1,7 @@
 """Where a GPU judging's wall clock goes, and the judge against another tree's, side by side.
 
     python benchmarks/gpu_judge_latency.py --baseline-tree DIR [--stand-in] [--task harbor/trimul]
-                                           [--rounds 3] [--back-to-back N]
-                                           [--flag=--gpu-early-spare] [--out FILE]
+                                           [--rounds 3] [--back-to-back N] [--out FILE]
 
 Starts two judges serving the same GPU package — this checkout's and the one in DIR (e.g.
 `git archive <commit> judges | tar -x -C DIR`) — and judges an honest candidate on each in
@@ -13,10 +12,11 @@ the sandbox's, the CUDA context, the tests' preparation, the worker's hello, the
 the candidate's import, the tests, the warm-up and the benchmarks. With `--stand-in` the GPU
 judge's CPU stand-in and the task's small test package (tests/gpu_judge_support.py) are used,
 so it runs anywhere (the figures then say how the start-up overlaps on this host's CPUs, not
-what an H200 takes); without it, `--task` (default harbor/trimul) on GPU 0. `--back-to-back N`:
-each round submits N candidates to each judge, each as soon as the last record is out (as a
-step's queue does), and counts only the 2nd to Nth, whose trials found no idle time before
-them; `--flag` (repeatable) adds a service flag to this tree's judge only.
+what an H200 takes; a tree older than the judge's test mode, `judges.service.testing`, gets
+the stand-in by its former flag); without it, `--task` (default harbor/trimul) on GPU 0.
+`--back-to-back N`: each round submits N candidates to each judge, each as soon as the last
+record is out (as a step's queue does), and counts only the 2nd to Nth, whose trials found no
+idle time before them.
 """
 
 from __future__ import annotations
@@ -45,6 +45,15 @@ def deltas(phases: dict[str, float]) -> dict[str, float]:
     return found
 
 
+def stand_in_judge(state: Path, flags: list[str], tree: Path) -> JudgeProcess:
+    """A judge of `tree` on the GPU judge's CPU stand-in: its test mode, or in a tree from
+    before the test mode its former flag."""
+    if (tree / "judges" / "service" / "testing.py").exists():
+        return JudgeProcess(state, *flags, cwd=tree, startup_timeout=600,
+                            test_mode=("gpu-cpu-stand-in",))  # fmt: skip
+    return JudgeProcess(state, *flags, "--gpu-cpu-stand-in", cwd=tree, startup_timeout=600)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--baseline-tree", type=Path, required=True)
@@ -52,7 +61,6 @@ def main() -> int:
     parser.add_argument("--task", type=Path, default=TASK)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--back-to-back", type=int, default=1, metavar="N")
-    parser.add_argument("--flag", action="append", default=[], help="for this tree's judge")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     root = Path(tempfile.mkdtemp(prefix="gpu-judge-latency-"))
@@ -60,15 +68,16 @@ def main() -> int:
         packages = small_package(root / "packages")
         config = packages / "trimul" / "config.yaml"  # without the keys an older tree lacks
         config.write_text(config.read_text().replace("determinism_check: true\n", ""))
-        flags = ["--problems", str(packages), "--gpu-cpu-stand-in"]
+        flags = ["--problems", str(packages)]
     else:
         flags = ["--task", str(args.task.resolve()), "--gpus", "0"]
     code = (PROGRAMS / "honest.py").read_text()
     trees = {"this tree": REPO, "baseline": args.baseline_tree.resolve()}
     found: dict[str, list[dict[str, Any]]] = {name: [] for name in trees}
-    extra = {"this tree": args.flag, "baseline": []}
-    judges = {name: JudgeProcess(root / name.replace(" ", "-"), *flags, *extra[name], cwd=tree,
-                                 startup_timeout=600) for name, tree in trees.items()}  # fmt: skip
+    judges = {name: stand_in_judge(root / name.replace(" ", "-"), flags, tree)
+              if args.stand_in else
+              JudgeProcess(root / name.replace(" ", "-"), *flags, cwd=tree, startup_timeout=600)
+              for name, tree in trees.items()}  # fmt: skip
     for judge in judges.values():
         judge.start()
     try:

@@ -19,13 +19,14 @@ imports: about 10 MiB, which an earlier version counted in the drop) is not meas
 judge first judges one harmless program (`--no-warm-up` skips it), so that its one-off first-use
 growth (lazily built code paths, allocator arenas: about 1 MiB) is not counted per case.
 
-`--cgroup off` starts the judge with per-process rlimits only (`--accept-per-process-limits`),
+`--cgroup off` starts the judge with per-process rlimits only (its test mode `cgroup=off`,
+`judges.service.testing`, and `--accept-per-process-limits`),
 to show what the attacks take without the cgroup bound: expect about 2 GiB per running case
 (keep `--workers` small on a shared machine). The host is shared, so other processes move
 MemAvailable too (by a few hundred MiB over a minute on a busy one): run it on a quiet machine,
 compare the two modes, and read the precise figure printed with a cgroup, the peak of all the
 judge's runs together (the judge's parent group, which holds every run's group; it includes the
-compiler runs, bounded by `--compile-memory`, 1 GiB each).
+compiler runs, bounded by `--limit compile-memory`, 1 GiB each).
 """
 
 from __future__ import annotations
@@ -171,10 +172,10 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="judge-memory-bound-") as temporary:
         root = Path(temporary)
         flags = ["--problems", str(package(root, args.cases)), "--workers", str(args.workers)]
-        flags += ["--cgroup", args.cgroup]
         if args.cgroup == "off":
             flags.append("--accept-per-process-limits")
-        with JudgeProcess(root / "state", *flags) as judge, httpx.Client() as client:
+        judge = JudgeProcess(root / "state", *flags, test_mode=(f"cgroup={args.cgroup}",))
+        with judge, httpx.Client() as client:
             bound = [
                 line.split("sandbox bound: ", 1)[1]
                 for line in judge.log_path.read_text().splitlines()

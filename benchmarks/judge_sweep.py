@@ -149,7 +149,7 @@ def my_children() -> set[int]:
 
 def per_case_cost(flags: list[str], pid: str, lang: str, variants: Variants) -> float:
     """Seconds per case of one worker running the cases one after another."""
-    judge = Judge([*flags, "--workers", "1", "--verdict-cache-mb", "0"])
+    judge = Judge([*flags, "--workers", "1", "--limit", "verdict-cache-mb=0"])
     try:
         batch(judge.url, pid, lang, variants.next(1))
         _, (record,) = batch(judge.url, pid, lang, variants.next(1))
@@ -193,7 +193,7 @@ def step_with_duplicates(
     try:
         for label, megabytes in (("off", "0"), ("on", "1024")):
             judges[label] = Judge([*flags, f"--state-dir={state}-{label}",
-                                   "--verdict-cache-mb", megabytes])  # fmt: skip
+                                   "--limit", f"verdict-cache-mb={megabytes}"])  # fmt: skip
         for _ in range(options.rounds):
             for label, judge in judges.items():
                 earlier = variants.next(repeats)
@@ -220,7 +220,8 @@ def start_judges(options: argparse.Namespace, flags: list[str], scratch: str, cl
     judges = {}
     for label, cache in (("single process, cache off", "0"), ("single process, cache on", "1024")):
         judges[label] = Judge([*flags, f"--state-dir={scratch}/cache-{label[-3:]}",
-                               "--workers", cores, "--verdict-cache-mb", cache])  # fmt: skip
+                               "--workers", cores,
+                               "--limit", f"verdict-cache-mb={cache}"])  # fmt: skip
     if options.baseline_tree is not None:
         label = f"single process, {options.baseline_tree.name}"
         judges[label] = Judge([*flags, f"--state-dir={scratch}/baseline", "--workers", cores],

@@ -3,8 +3,6 @@ and time the honest ones the plain way, writing every figure as JSON.
 
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
-                                           [--clocked-inputs] [--measure-every-trial]
-                                           [--early-spare]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -17,10 +15,7 @@ geometric means, their ratios, the wall clock of its judging and where that went
 (DIR/side_by_side.json). docs/task.md and docs/judge.md quote the figures it produced. Each
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
-`--trace` and `--clocked-inputs` judge a copy of the task whose package sets `trace_calls` or
-`clocked_inputs`, `--measure-every-trial` one whose package sets `keep_case_calibration: false`
-(every trial calibrates its benchmarks itself); `--early-spare` starts the judge with
-`--gpu-early-spare` (docs/judge.md).
+`--trace` judges a copy of the task whose package sets `trace_calls` (docs/judge.md).
 """
 
 from __future__ import annotations
@@ -75,11 +70,7 @@ def summary(label: str, record: dict[str, Any], seconds: float) -> dict[str, Any
 #: flag -> the package key it sets in a copy of the task, its value, and what that does
 PACKAGE_FLAGS = {
     "--trace": ("trace_calls", True, "every timed call's figures in the records"),
-    "--clocked-inputs": ("clocked_inputs", True,
-                         "each call's inputs copied after its clock starts, nothing frozen"),
-    "--measure-every-trial": ("keep_case_calibration", False,
-                              "every trial calibrates its benchmarks itself"),
-}  # fmt: skip
+}
 
 
 def main() -> int:
@@ -95,9 +86,6 @@ def main() -> int:
     for flag, (key, value, effect) in PACKAGE_FLAGS.items():
         parser.add_argument(flag, action="store_true", help=f"judge a copy of the task whose "
                             f"package sets {key}: {str(value).lower()}: {effect}")  # fmt: skip
-    parser.add_argument("--early-spare", action="store_true",
-                        help="start the judge with --gpu-early-spare: a GPU's next trial's "
-                        "processes start (the GPU untouched) when its trial starts")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
@@ -113,8 +101,7 @@ def main() -> int:
     keys = {key: value for flag, (key, value, _) in PACKAGE_FLAGS.items()
             if getattr(args, flag[2:].replace("-", "_"))}  # fmt: skip
     task = task_copy(state / "task", keys) if keys else TASK
-    flags = ["--gpu-early-spare"] if args.early_spare else []
-    with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus, *flags,
+    with JudgeProcess(state / "judge", "--task", str(task), "--gpus", args.gpus,
                       startup_timeout=300) as judge:  # fmt: skip
         for at in range(0, len(runs), args.at_once):
             batch = runs[at : at + args.at_once]

@@ -278,7 +278,7 @@ def detect(mode: str = "auto") -> CgroupBound:
     if mode not in MODES:
         raise ValueError(f"cgroup mode {mode!r} is not one of {', '.join(MODES)}")
     if mode == "off":
-        raise CgroupUnavailable("cgroups are turned off (--cgroup off)")
+        raise CgroupUnavailable("cgroups are turned off (test mode cgroup=off)")
     mounts = cgroup_mounts()
     own = own_paths()
     reasons = []

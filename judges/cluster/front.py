@@ -3,10 +3,11 @@
 `RayJudge.start` connects to the cluster (shipping the `judges` package to every node through
 the job's runtime environment, so the nodes judge with exactly the front's code), lists the
 nodes the selection allows — every alive node with a CPU, or those offering a custom resource
-(`--ray-resource`) or carrying a label (`--ray-label`) — and runs a probe on each: the node sets
-up and tries its sandbox (`judges.cluster.node.probe`). A node that cannot is refused, by host,
-address and id, with the reason, and no task is ever scheduled there: every task's label
-selector lists the accepted node ids. Nodes that join later are probed within REFRESH_S.
+(`--ray-option resource=NAME`) or carrying a label (`--ray-option label=KEY=VALUE`) — and runs a
+probe on each: the node sets up and tries its sandbox (`judges.cluster.node.probe`). A node that
+cannot is refused, by host, address and id, with the reason, and no task is ever scheduled there:
+every task's label selector lists the accepted node ids. Nodes that join later are probed within
+REFRESH_S.
 
 `judge` runs the candidate's compile as one task and its cases as tasks of a few cases each
 (`cases_per_task`; by default enough tasks for four per accepted CPU, at most
@@ -135,7 +136,7 @@ class RayJudge:
                 refused = "; ".join(f"{n.name()}: {n.refused}" for n in judge.nodes.values())
                 raise SandboxUnavailable(
                     f"no node of the Ray cluster at {address} can judge ("
-                    f"{refused or 'no node is selected: check --ray-resource and --ray-label'})"
+                    f"{refused or 'no node is selected: check --ray-option resource= and label='})"
                 )
             gpu_problems = [p for p in problems.values() if isinstance(p, GpuProblem)]
             for pid, problem in problems.items():
@@ -144,7 +145,9 @@ class RayJudge:
                     judge._bundles[pid] = (bundle, ray.put(bundle))
             if gpu_problems:
                 if judge.gpu_nodes is None:
-                    raise SandboxUnavailable("GPU problems need the GPU placement (--ray-gpu-*)")
+                    raise SandboxUnavailable(
+                        "GPU problems need the GPU placement (--ray-option gpu-resource=NAME)"
+                    )
                 judge.gpu_nodes.publish(gpu_problems)
                 judge.gpu_nodes.check()
             else:

@@ -2,8 +2,8 @@
 
 A GPU submission is one Ray task that takes one GPU of a node — Ray's `GPU` resource
 (`num_gpus=1`; Ray gives the task a GPU id of its own) or one unit of a custom resource
-(`--ray-gpu-resource NAME`, one unit per GPU) — on a node that carries the label
-`--ray-gpu-label KEY=VALUE` where one is given. On the node the task runs the very trial the
+(`--ray-option gpu-resource=NAME`, one unit per GPU) — on a node that carries the label
+`--ray-option gpu-label=KEY=VALUE` where one is given. On the node the task runs the very trial the
 local GPU judge runs (`judges.gpu.judge.GpuJudge._trial`: the trusted process, the candidate's
 sandbox bound to that GPU's device nodes), after taking the GPU's lock in the node folder, so
 that two tasks never judge on one GPU at once even where Ray's accounting would allow it (two
@@ -13,8 +13,8 @@ once what GPU judging needs (root, a cgroup, the interpreter, the device nodes:
 at start and refuses, by name and with the reason, a node that cannot, and no GPU node at all
 is a start-up error naming the resource and label asked for.
 
-A lost worker or node is an infrastructure fault: Ray runs the task again (`--ray-retries`),
-then the submission is a `judge` error — never a verdict, never a reward.
+A lost worker or node is an infrastructure fault: Ray runs the task again (`--ray-option
+retries=N`), then the submission is a `judge` error — never a verdict, never a reward.
 
 The package travels as its files (`GpuBundle`: config.yaml, the cases, the reference module),
 written once per node under `<node dir>/gpu-problems/<digest>/<id>` and loaded there.

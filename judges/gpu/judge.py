@@ -44,7 +44,6 @@ log = logging.getLogger("judges.gpu")
 JUDGES_ROOT = trial_process.JUDGES_ROOT
 DEFAULT_SANDBOX_UID = 64000  # + the GPU's number: no other process runs as these uids
 WALL_GRACE = 60.0
-EARLY_SPARE_CPUS = 4  # fewer CPUs per GPU than this: --gpu-early-spare warns at start
 
 
 @dataclass(frozen=True)
@@ -54,8 +53,7 @@ class GpuOptions:
     gpus: str = "all"
     python: str = sys.executable
     sandbox_uid: int = DEFAULT_SANDBOX_UID
-    cpu_stand_in: bool = False
-    early_spare: bool = False
+    cpu_stand_in: bool = False  # the test switch gpu-cpu-stand-in (judges.service.testing)
 
 
 def add_gpu_arguments(parser: Any) -> None:
@@ -72,22 +70,12 @@ def add_gpu_arguments(parser: Any) -> None:
         "--gpu-sandbox-uid", type=int, default=DEFAULT_SANDBOX_UID,
         help="first uid of GPU candidates; GPU k runs them as this + k (default: %(default)s)",
     )  # fmt: skip
-    parser.add_argument(
-        "--gpu-cpu-stand-in", action="store_true",
-        help="tests only: judge GPU problems on the CPU through the protocol's stand-in "
-        "(no GPU, no CUDA IPC; default: off)",
-    )  # fmt: skip
-    parser.add_argument(
-        "--gpu-early-spare", action="store_true",
-        help="start a GPU's next trial's processes when its trial starts: their interpreters "
-        "and torch imports run on the host's CPUs meanwhile, nothing of them touches the GPU "
-        "until that trial's processes are gone (default: off, started then)",
-    )  # fmt: skip
 
 
-def options_from(args: Any) -> GpuOptions:
-    return GpuOptions(args.gpus, args.gpu_python, args.gpu_sandbox_uid, args.gpu_cpu_stand_in,
-                      args.gpu_early_spare)  # fmt: skip
+def options_from(args: Any, switches: Any) -> GpuOptions:
+    """The GPU judge's options from the service's flags and its test switches
+    (`judges.service.testing.Switches`)."""
+    return GpuOptions(args.gpus, args.gpu_python, args.gpu_sandbox_uid, switches.gpu_cpu_stand_in)
 
 
 class GpuJudge:
@@ -137,11 +125,6 @@ class GpuJudge:
         for problem in served:
             problem.device.available, problem.device.detail = True, described
         log.info("GPU judge: problems %s on %d GPU(s): %s", names, len(judge.gpus), described)
-        if options.early_spare and judge.cpus_per_gpu < EARLY_SPARE_CPUS:
-            log.warning("GPU judge: --gpu-early-spare with %d CPU(s) per GPU: a next trial's "
-                        "imports share them with the running trial and slow it (docs/judge.md: "
-                        "1.41x on 2 CPUs); it pays off only with CPUs to spare",
-                        judge.cpus_per_gpu)  # fmt: skip
         for gpu in judge.gpus:  # nothing runs on them yet: each prepares its first trial
             judge.prepare_spare(gpu)
         return judge
@@ -237,9 +220,8 @@ class GpuJudge:
         loop = asyncio.get_running_loop()
         try:
             await loop.run_in_executor(self._threads, finish)
-            # the GPU is idle now: its next trial comes up (or, started early, goes on to its
-            # CUDA context) while no submission waits for it
-            await loop.run_in_executor(self._threads, self._release_or_prepare, gpu, problem)
+            # the GPU is idle now: its next trial comes up while no submission waits for it
+            await loop.run_in_executor(self._threads, self.prepare_spare, gpu, problem)
         finally:
             self._release(gpu)
 
@@ -272,8 +254,6 @@ class GpuJudge:
             trial = trial_process.start(self, gpu, problem, workdir, code,
                                         kept=self.kept_calibration(gpu, problem))  # fmt: skip
         self._running.add(trial.process.pid)
-        if self.options.early_spare:  # its interpreters and imports while this trial runs
-            self.prepare_spare(gpu, problem, held=True)
         try:
             limit = settings.wall_seconds + WALL_GRACE
             text, timed_out = _until_ended(trial.process, trial.results, limit)
@@ -323,25 +303,10 @@ class GpuJudge:
         self._end_spare(spare)
         return None
 
-    def _release_or_prepare(self, gpu: devices.Gpu, problem: GpuProblem) -> None:
-        """Once a trial's processes are gone: let the GPU's early spare go on, or start one."""
-        spare = self._spares.get(gpu.index)
-        if spare is not None and spare.held:
-            try:
-                spare.release()
-                return
-            except OSError as error:  # it ended meanwhile: a fresh one instead
-                log.warning("GPU %d: its early spare ended (%s)", gpu.index, error)
-                self._end_spare(self._spares.pop(gpu.index))
-        self.prepare_spare(gpu, problem)
-
-    def prepare_spare(self, gpu: devices.Gpu, problem: GpuProblem | None = None,
-                      held: bool = False) -> None:  # fmt: skip
+    def prepare_spare(self, gpu: devices.Gpu, problem: GpuProblem | None = None) -> None:
         """Start GPU `gpu`'s spare for `problem` (by default: the only GPU problem served) —
         only when nothing else runs on that GPU (the service calls this at start and once a
-        trial's processes are gone), or `held` (`--gpu-early-spare`, while a trial runs on
-        it): then its processes import what they need and wait, the GPU untouched, until
-        `TrialProcess.release`."""
+        trial's processes are gone)."""
         if problem is None:
             if len(self.problems) != 1:
                 return
@@ -352,8 +317,7 @@ class GpuJudge:
         folder = self.sandbox.scratch / f"gpu-{gpu.index}-prepared-{self._spare_count}"
         try:
             spare = trial_process.start(self, gpu, problem, folder, None, owns_workdir=True,
-                                        kept=self.kept_calibration(gpu, problem),
-                                        held=held)  # fmt: skip
+                                        kept=self.kept_calibration(gpu, problem))  # fmt: skip
         except OSError as error:
             log.warning("GPU %d: cannot prepare its next trial (%s)", gpu.index, error)
             shutil.rmtree(folder, ignore_errors=True)
@@ -362,11 +326,10 @@ class GpuJudge:
 
     def kept_calibration(self, gpu: devices.Gpu,
                          problem: GpuProblem) -> case_calibration.Kept | None:  # fmt: skip
-        """The benchmarks' calibration kept for `problem` on `gpu`, while the package keeps it
-        (`keep_case_calibration`); None: the trial measures its own."""
+        """The benchmarks' calibration kept for `problem` on `gpu`, for
+        `case_calibration.KEPT_FOR_S` seconds; None: the trial measures its own."""
         kept = self._kept.get((gpu.index, problem.id))
-        keep = problem.settings.keep_case_calibration if problem.settings else 0.0
-        if kept is None or kept.age() >= keep:
+        if kept is None or kept.age() >= case_calibration.KEPT_FOR_S:
             return None
         return kept
 
@@ -397,13 +360,10 @@ class GpuJudge:
             self._threads.shutdown(wait=False, cancel_futures=True)
 
     def _prepared(self, index: int) -> str | None:
-        """`waiting` (the GPU's next trial is ready), `preparing`, `held` (an early spare
-        waiting for the GPU's trial to end), or None (no spare)."""
+        """`waiting` (the GPU's next trial is ready), `preparing`, or None (no spare)."""
         spare = self._spares.get(index)
         if spare is None:
             return None
-        if spare.held:
-            return "held"
         return "waiting" if spare.waiting() else "preparing"
 
     def describe(self) -> dict[str, Any]:

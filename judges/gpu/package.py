@@ -4,8 +4,7 @@
                             time, call_timeout, startup_timeout, memory, processes, tmpfs,
                             warmup_time, min_repeats, max_repeats, target_error,
                             benchmark_time, benchmark_wall, seed_step, determinism_check,
-                            peak_bandwidth, peak_flops, trace_calls, clocked_inputs,
-                            keep_case_calibration
+                            peak_bandwidth, peak_flops, trace_calls
     <package>/cases.yaml    tests: [{generator arguments}], benchmarks: [{...}]
     <package>/<reference>   generate_input(device, **case) and ref_kernel(data); optional
                             minimum_work(**case) -> {"bytes", "flops"} (judges.gpu.limits)
@@ -55,12 +54,6 @@ _DEFAULTS: dict[str, Any] = {
     "peak_bandwidth": None,  # bytes/s for the hardware floor; None: the device's, queried
     "peak_flops": None,  # FLOP/s for the hardware floor; None: the device's, queried
     "trace_calls": False,  # each benchmark's timed calls, one by one, in the record (diagnostic)
-    # a timed call's inputs copied into the pool after the clock starts, the candidate never
-    # frozen for them (judges.gpu.session); false: frozen while they arrive, the clock after
-    "clocked_inputs": False,
-    # how long one trial's per-benchmark calibration serves the GPU's next trials
-    # (judges.gpu.case_calibration); false: every trial measures its own
-    "keep_case_calibration": "600s",
 }
 _KNOWN = {"type", "language", *_DEFAULTS}
 
@@ -88,8 +81,6 @@ class GpuSettings:
     seed_step: int
     determinism_check: bool = False
     trace_calls: bool = False
-    clocked_inputs: bool = False
-    keep_case_calibration: float = 0.0  # seconds; 0: never kept
     peak_bandwidth: float | None = None
     peak_flops: float | None = None
 
@@ -190,7 +181,7 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         if not isinstance(value, int | float) or isinstance(value, bool) or value < 0:
             raise ProblemError(f"{where}: {key} must be a non-negative number, got {value!r}")
         floats[key] = float(value)
-    for key in ("determinism_check", "trace_calls", "clocked_inputs"):
+    for key in ("determinism_check", "trace_calls"):
         if not isinstance(values[key], bool):
             raise ProblemError(f"{where}: {key} must be true or false")
     peaks = {}
@@ -220,20 +211,8 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         seed_step=counts["seed_step"],
         determinism_check=values["determinism_check"],
         trace_calls=values["trace_calls"],
-        clocked_inputs=values["clocked_inputs"],
-        keep_case_calibration=_keep(values["keep_case_calibration"], where),
         **peaks,
     )
-
-
-def _keep(value: Any, where: str) -> float:
-    """`keep_case_calibration`: false (never kept) or a positive duration."""
-    if value is False:
-        return 0.0
-    if value is True:
-        raise ProblemError(f"{where}: keep_case_calibration must be false or a duration like "
-                           "'600s', got true")  # fmt: skip
-    return parse_time_limit(value, where)
 
 
 def load_cases(path: Path, directory: Path | None = None) -> tuple[GpuCase, ...]:

@@ -5,14 +5,9 @@ computed, in its own memory):
 
 1. `arm`: the worker builds the call's tensors (views of the pool) and says it is spinning;
 2. freeze the candidate's processes, copy the inputs into the case's shared pool, check that
-   the GPU is idle (the "early" probe below), thaw them; start the clock and write GO. With
-   the package's `clocked_inputs`, nothing is frozen: check that the GPU is idle, start the
-   clock, copy the inputs into the pool (an elementwise kernel) and wait for it, write GO.
-   Either way nothing of the candidate can use the inputs before the clock starts (frozen
-   while they arrive, or they arrive after it); the clocked copy is in every call's clock, the
-   calibration's null calls' too, so it is subtracted with the protocol's own cost, and the
-   worker, never stopped, sees GO at once (a thawed process may first have to be woken: on
-   the H200's virtual machines that hand-off varied by tens of microseconds, docs/judge.md);
+   the GPU is idle (the "early" probe below), thaw them; start the clock and write GO. Nothing
+   of the candidate runs while the inputs arrive, so nothing can use them before the clock
+   starts;
 3. spin until the worker writes DONE (or the call's time limit passes, or the sandbox dies);
    stop the clock;
 4. while the worker exports the output's memory, and until the GPU is idle, probe it (the
@@ -190,7 +185,6 @@ class Session:
         call_timeout: float,
         rtol: float,
         atol: float,
-        clocked_inputs: bool = False,
     ) -> None:
         self.transport = transport
         self.block = block
@@ -199,7 +193,6 @@ class Session:
         self.probe = probe  # None: no early/late charge (the CPU stand-in)
         self.call_timeout = call_timeout
         self.rtol, self.atol = rtol, atol
-        self.clocked_inputs = clocked_inputs  # the inputs' copy inside the clock, no freezing
         self.seq = 0
         self._case: dict[str, Any] | None = None
         # the null calls' medians (clock, late probes, window) from `calibrate`, and per case
@@ -405,27 +398,16 @@ class Session:
                 )
             )
         step = self._step("arm", step)
-        if self.clocked_inputs:
-            # The inputs arrive after the clock starts: nothing computed before it can use them.
-            # They arrive by an elementwise kernel, not a DMA copy: a kernel of the candidate's
-            # process never runs beside a kernel of this one (two CUDA contexts do not share the
-            # SMs at once), so no work of the candidate can hide under the delivery that the
-            # calibration subtracts; work it left running only delays it, inside the clock.
-            early = self.probe.until_idle(self.call_timeout) if self.probe else 0
-            clock_start = self._step("before", step)
-            torch.bitwise_or(case["staging"], 0, out=case["pool"])
-            self.transport.synchronize()
-        else:
-            # The worker spins for GO; its processes are stopped while the inputs arrive, so
-            # none of its code runs between the inputs' arrival and the clock's start.
-            frozen = self.candidate.freeze()
-            case["pool"].copy_(case["staging"])
-            self.transport.synchronize()
-            early = self.probe.until_idle(self.call_timeout) if self.probe else 0
-            self.candidate.thaw()
-            if not frozen and not self.candidate.alive():
-                return self._ended("before the call")
-            clock_start = self._step("before", step)
+        # The worker spins for GO; its processes are stopped while the inputs arrive, so none
+        # of its code runs between the inputs' arrival and the clock's start.
+        frozen = self.candidate.freeze()
+        case["pool"].copy_(case["staging"])
+        self.transport.synchronize()
+        early = self.probe.until_idle(self.call_timeout) if self.probe else 0
+        self.candidate.thaw()
+        if not frozen and not self.candidate.alive():
+            return self._ended("before the call")
+        clock_start = self._step("before", step)
         self.block.set(ctl.GO, seq)
         finished = self.block.wait(ctl.DONE, seq, self.call_timeout, self.candidate.alive)
         clock_ns = time.perf_counter_ns() - clock_start

@@ -14,11 +14,7 @@ spare serves one submission.
 
 The service starts a GPU's spare when that GPU's previous trial has ended and its processes
 are gone (`judges.gpu.judge`), so a spare's preparation never overlaps anything timed on that
-GPU. With `--gpu-early-spare` it starts the spare *held* when the previous trial starts: its
-interpreters import torch and wait, the GPU untouched (the worker waits for its `gpu` word, the
-trusted process for `free` on its stdin), until `TrialProcess.release` once that trial's
-processes are gone. A spare that died or failed while it prepared is removed and the
-submission starts cold.
+GPU. A spare that died or failed while it prepared is removed and the submission starts cold.
 """
 
 from __future__ import annotations
@@ -59,7 +55,6 @@ class TrialProcess:
     problem_id: str
     spare: bool  # waiting for `begin`
     owns_workdir: bool  # a spare's folder is its own, removed by `end`
-    held: bool = False  # an early spare, not to touch the GPU until `release`
 
     def ready_to_begin(self) -> bool:
         """A spare still waiting: alive, and nothing (a failure) in its results."""
@@ -70,13 +65,6 @@ class TrialProcess:
     def waiting(self) -> bool:
         """A spare that finished preparing and waits for its submission."""
         return self.spare and (self.workdir / "waiting").exists() and self.ready_to_begin()
-
-    def release(self) -> None:
-        """Let an early spare go on to the GPU: its last trial's processes are gone."""
-        assert self.held and self.process.stdin is not None
-        self.process.stdin.write(b"free\n")
-        self.process.stdin.flush()
-        self.held = False
 
     def begin(self, code: str, origin: float) -> None:
         """Hand a spare its submission: the candidate into /box, then the go with the secret."""
@@ -107,13 +95,11 @@ class TrialProcess:
 
 
 def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | None,
-          owns_workdir: bool = False, kept: Kept | None = None,
-          held: bool = False) -> TrialProcess:  # fmt: skip
+          owns_workdir: bool = False, kept: Kept | None = None) -> TrialProcess:  # fmt: skip
     """Start a trial's trusted process for `problem` on `gpu` (`judge` is the GpuJudge: its
     sandbox, options and the sandbox's interpreter folders); a spare when `code` is None.
     `kept`: the benchmarks' calibration an earlier trial on this GPU measured, to use instead
-    of measuring (`judges.gpu.case_calibration`). `held`: an early spare, which imports what it
-    needs and waits for `TrialProcess.release` before anything of it touches the GPU."""
+    of measuring (`judges.gpu.case_calibration`)."""
     settings = problem.settings
     assert settings is not None and judge.sandbox.bound is not None
     box = stage(workdir, code)
@@ -139,7 +125,6 @@ def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | 
         spec["keptCalibration"] = kept.to_spec()
     if code is None:
         spec["spare"] = True
-        spec["held"] = held
     else:
         spec.update(secret=secrets.randbelow(1 << 30), origin=time.time())
     (workdir / "spec.json").write_text(json.dumps(spec))
@@ -162,7 +147,7 @@ def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | 
     finally:
         group.close_fds()
     return TrialProcess(process, group, workdir, box, results, problem.id, code is None,
-                        owns_workdir, held and code is None)  # fmt: skip
+                        owns_workdir)  # fmt: skip
 
 
 def stage(workdir: Path, code: str | None) -> Path:

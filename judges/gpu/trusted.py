@@ -126,8 +126,6 @@ def run(spec: dict[str, Any], results: Results, phases: Phases) -> None:
         workdir / "candidate.out", workdir / "candidate.err",
     )  # fmt: skip
     theirs.close()
-    if not spec.get("held"):  # the worker may make its CUDA context while this process does
-        link.send({"op": "gpu"})
     phases.mark("sandboxStarted")
     try:
         _judge(spec, settings, cases, launch, block, link, candidate, results, phases)
@@ -145,12 +143,6 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     from judges.gpu import session as calls
     from judges.gpu.sandboxed import transport as transports
 
-    if spec.get("held"):  # an early spare: nothing touches the GPU until its last trial is gone
-        phases.mark("imported")
-        if _wait_go(None) != "free\n":
-            raise NoSubmission
-        phases.mark("released")
-        link.send({"op": "gpu"})
     share = transports.make(launch.backend)
     device = share.device
     phases.mark("context")
@@ -169,7 +161,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     phases.mark("testsPrepared")
     probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
     judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
-                          settings.rtol, settings.atol, settings.clocked_inputs)  # fmt: skip
+                          settings.rtol, settings.atol)  # fmt: skip
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
@@ -178,7 +170,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         calibration = judge.calibrate() if started.passed else {}
         kept = case_calibration.Kept.from_spec(spec.get("keptCalibration"))
         if kept is not None and not (
-            kept.covers(cases) and kept.age() < settings.keep_case_calibration
+            kept.covers(cases) and kept.age() < case_calibration.KEPT_FOR_S
         ):
             kept = None  # fmt: skip
         calibrating = started.passed and "failed" not in calibration
@@ -191,7 +183,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         phases.mark("casesCalibrated")
         if spec.get("spare"):  # prepared ahead (judges.gpu.trial_process): now the submission
             (Path(spec["workdir"]) / "waiting").touch()
-            expires = None if kept is None else settings.keep_case_calibration - kept.age()
+            expires = None if kept is None else case_calibration.KEPT_FOR_S - kept.age()
             go = _wait_go(expires)
             if go is None and calibrating:  # the kept ones expired, the GPU still idle
                 calibration["cases"] = case_calibration.measure(judge, reference, cases, device)
@@ -205,8 +197,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
                 calibrated_probe = probe.calibrate() if probe else None
                 calibration = {**judge.calibrate(), "cases": calibration["cases"]}
         results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),
-                      comparison=comparison,
-                      inputs="clocked" if settings.clocked_inputs else "frozen")  # fmt: skip
+                      comparison=comparison)  # fmt: skip
         phases.mark("calibrated")
         failed = [c for c in [calibration, *calibration.get("cases", {}).values()] if "failed" in c]
         if failed:

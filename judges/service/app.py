@@ -4,11 +4,12 @@
                      [--frontiercs DIR] [--problems DIR] [--task DIR] [--public-cases DIR]
                      [--testlib DIR] [--generated-cases N --seed S]
 
-    python -m judges --ray [ADDRESS] [--ray-resource NAME] [--ray-label KEY=VALUE] ...
-    python -m judges --verdict-cache-mb MB
+    python -m judges --ray [ADDRESS] [--ray-option resource=NAME] [--ray-option label=K=V] ...
+    python -m judges --limit max-queue=64 --limit verdict-cache-mb=512 ...
 
 (problem sources: `judges.service.sources`; the verdict cache and Ray workers:
-`judges.service.setup`)
+`judges.service.setup`; the `--limit` settings: `LIMITS` below; the test-only switches, no
+flags: `judges.service.testing`)
 
 | call                  | answer                                                          |
 |-----------------------|-----------------------------------------------------------------|
@@ -52,12 +53,12 @@ from pathlib import Path
 
 from aiohttp import web
 
-from judges.cgroups.groups import MODES
 from judges.gpu.judge import GpuJudge, add_gpu_arguments, options_from
 from judges.problems.folders import STATEMENT_LIMIT, read_statement
 from judges.problems.package import ProblemError, parse_memory_limit
 from judges.sandbox.bounds import memory_bound
 from judges.sandbox.runner import DEFAULT_SANDBOX_UID, Sandbox, SandboxUnavailable
+from judges.service import testing
 from judges.service.access_log import add_access_log_argument, route_access_log
 from judges.service.auth import (
     authorized,
@@ -68,6 +69,7 @@ from judges.service.auth import (
 )
 from judges.service.connections import descriptor_budget, error_middleware, listen
 from judges.service.engine import DISPATCHERS, EngineSettings, JudgeEngine, SubmissionRefused
+from judges.service.named_flags import Named, add_named_flag
 from judges.service.requests import (
     BODY_TIMEOUT_S,
     MAX_BODY_BYTES,
@@ -76,8 +78,9 @@ from judges.service.requests import (
     refuse_oversize,
     submission_fields,
 )
-from judges.service.setup import add_extra_arguments, open_verdict_cache, start_remote
+from judges.service.setup import add_ray_arguments, open_verdict_cache, start_remote
 from judges.service.sources import absolute_path, add_problem_arguments, load_served_problems
+from judges.verdicts.cache import CACHE_FILE, DEFAULT_LIMIT_MB
 from judges.verdicts.judging import OUTPUT_FIELD_CAP, STDOUT_CAP, CompileLimits
 from judges.verdicts.state_lock import hold_state_dir
 from judges.verdicts.store import SubmissionStore
@@ -239,63 +242,12 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
     parser.add_argument(
         "--seed", type=int, default=0, help="seed of the generated suite (default: %(default)s)"
     )
-    parser.add_argument(
-        "--max-queue", type=int, default=64, help="waiting submissions (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--max-connections",
-        type=int,
-        default=256,
-        help="connections served at once; more are answered 503, and fewer where the "
-        "descriptor limit needs it (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--body-timeout",
-        type=float,
-        default=BODY_TIMEOUT_S,
-        help="seconds a request body may take to arrive, then 408 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--idle-timeout",
-        type=float,
-        default=10.0,
-        help="seconds before an idle connection, or one still sending its request head, is "
-        "closed (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--sandbox-per-run",
-        action="store_true",
-        help="start a fresh sandbox for every run, as before sessions; by default a "
-        "submission's cases share one kept sandbox, put back as it was after each case "
-        "(docs/judge.md, 'The sandbox')",
-    )
-    parser.add_argument(
-        "--output-field-bytes",
-        type=int,
-        default=OUTPUT_FIELD_CAP,
-        help="stdout bytes kept in a case's stored `output`; the rest is summarised by its "
-        "size and sha256 (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--compile-time",
-        type=float,
-        default=10.0,
-        help="compiler CPU seconds (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--compile-memory", default="1g", help="compiler address space (default: %(default)s)"
-    )
+    add_named_flag(parser, "--limit", LIMITS, "a bound of the service, NAME=VALUE")
     parser.add_argument(
         "--sandbox-uid",
         type=int,
         default=DEFAULT_SANDBOX_UID,
         help="user id candidates run as inside the sandbox (default: %(default)s)",
-    )
-    parser.add_argument(
-        "--cgroup",
-        choices=MODES,
-        default="auto",
-        help="cgroup version bounding each run's memory and processes (default: v2, else v1)",
     )
     parser.add_argument(
         "--accept-per-process-limits",
@@ -304,12 +256,53 @@ def build_parser(prog: str = "guidance-ttt-judge") -> argparse.ArgumentParser:
         "(a candidate's processes together can then exceed its memory limit; default: off)",
     )
     add_gpu_arguments(parser)
-    add_extra_arguments(parser)
+    add_ray_arguments(parser)
     add_access_log_argument(parser)
-    parser.add_argument(
-        "--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR (default: %(default)s)"
-    )
     return parser
+
+
+# `--limit NAME=VALUE`: bounds of the service that few operators change, one flag for all
+LIMITS = {
+    "max-queue": Named("max_queue", int, 64, "submissions waiting; beyond it /submit answers 503"),
+    "max-connections": Named(
+        "max_connections",
+        int,
+        256,
+        "connections served at once; more are answered 503, fewer where the descriptor limit "
+        "needs it",
+    ),
+    "idle-timeout": Named(
+        "idle_timeout",
+        float,
+        10.0,
+        "seconds before an idle connection, or one still sending its request head, is closed",
+        "S",
+    ),
+    "body-timeout": Named(
+        "body_timeout",
+        float,
+        BODY_TIMEOUT_S,
+        "seconds a request body may take to arrive, then 408",
+        "S",
+    ),
+    "output-field-bytes": Named(
+        "output_field_bytes",
+        int,
+        OUTPUT_FIELD_CAP,
+        "stdout bytes kept in a case's stored output; the rest is summarised by its size and "
+        "sha256",
+    ),
+    "compile-time": Named("compile_time", float, 10.0, "compiler CPU seconds", "S"),
+    "compile-memory": Named("compile_memory", str, "1g", "compiler address space", "SIZE"),
+    "verdict-cache-mb": Named(
+        "verdict_cache_mb",
+        float,
+        DEFAULT_LIMIT_MB,
+        "size bound of the verdict cache (compressed records, least recently used out) in "
+        f"<state-dir>/{CACHE_FILE}; 0 turns it off",
+        "MB",
+    ),
+}
 
 
 def _cores() -> int:
@@ -322,16 +315,18 @@ async def serve(args: argparse.Namespace) -> None:
     A signal during startup ends the service as soon as the current startup step is done.
     """
     if args.workers < 1 or args.max_queue < 1 or args.generated_cases < 1:
-        raise ValueError("--workers, --max-queue and --generated-cases must be at least 1")
+        raise ValueError("--workers, --generated-cases and --limit max-queue=N must be at least 1")
     if min(args.idle_timeout, args.body_timeout) <= 0 or args.max_connections < 1:
         raise ValueError(
-            "--idle-timeout and --body-timeout must be positive, --max-connections at least 1"
+            "--limit idle-timeout=S and body-timeout=S must be positive, max-connections=N at "
+            "least 1"
         )
     cap = descriptor_budget(args.max_connections, args.workers)
     if not 0 <= args.output_field_bytes <= STDOUT_CAP:
         raise ValueError(
-            f"--output-field-bytes {args.output_field_bytes} is outside 0..{STDOUT_CAP}"
+            f"--limit output-field-bytes={args.output_field_bytes} is outside 0..{STDOUT_CAP}"
         )
+    switches = testing.read()
     token = token_from_env()
     require_token_off_loopback(args.host, token)
     state = Path(args.state_dir)
@@ -351,7 +346,7 @@ async def serve(args: argparse.Namespace) -> None:
     bound = None  # with --ray, every node sets up its own bound and sandbox
     if args.ray is None:
         bound = await asyncio.to_thread(
-            memory_bound, args.cgroup, args.accept_per_process_limits, args.workers
+            memory_bound, switches.cgroup, args.accept_per_process_limits, args.workers
         )
     scratch = Path(tempfile.mkdtemp(prefix="guidance-ttt-judge-"))
     remote = verdicts = None
@@ -360,28 +355,30 @@ async def serve(args: argparse.Namespace) -> None:
             sandbox = await asyncio.to_thread(Sandbox, scratch, args.sandbox_uid, None, bound)
             await asyncio.to_thread(sandbox.check)
         else:
-            sandbox, remote = None, await asyncio.to_thread(start_remote, args, problems)
+            sandbox, remote = None, await asyncio.to_thread(start_remote, args, problems, switches)
         if stop.is_set():
             return
         settings = EngineSettings(
             workers=args.workers,
             max_queue=args.max_queue,
             output_field_bytes=args.output_field_bytes,
-            sandbox_sessions=not args.sandbox_per_run,
+            sandbox_sessions=not switches.sandbox_per_run,
             compile_limits=CompileLimits(
                 cpu_seconds=args.compile_time,
-                memory_bytes=parse_memory_limit(args.compile_memory, "--compile-memory"),
+                memory_bytes=parse_memory_limit(args.compile_memory, "--limit compile-memory"),
             ),
             dispatchers=remote.dispatchers if remote is not None else DISPATCHERS,
         )
-        verdicts = await asyncio.to_thread(open_verdict_cache, args, problems, settings, bound)
+        verdicts = await asyncio.to_thread(
+            open_verdict_cache, args, problems, settings, bound, switches.cgroup
+        )
         engine = JudgeEngine(
             problems, store, sandbox, settings, remote=remote, verdicts=verdicts, scratch=scratch
         )
         remote = None  # the engine closes it when it stops
         if sandbox is not None:  # with --ray no GPU problem is served (judges.service.setup)
             engine.gpu_judge = await asyncio.to_thread(
-                GpuJudge.start, problems, options_from(args), sandbox, args.state_dir
+                GpuJudge.start, problems, options_from(args, switches), sandbox, args.state_dir
             )
         await engine.start()
         runner = web.AppRunner(
@@ -473,7 +470,7 @@ def main(argv: list[str] | None = None, prog: str = "guidance-ttt-judge") -> Non
     """
     args = build_parser(prog).parse_args(argv)
     logging.basicConfig(
-        level=args.log_level.upper(),
+        level=logging.INFO,
         stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )

@@ -2,8 +2,8 @@
 
 - Idle or slow connections: aiohttp's keep-alive timer runs from the moment a connection opens
   and after every response, and closes a connection still waiting for a complete request head
-  when it fires; the service sets it to `--idle-timeout` seconds, so a client that connects and
-  sends nothing, or trickles a partial request head, is dropped after that long. A body that
+  when it fires; the service sets it to `--limit idle-timeout=S` seconds, so a client that connects
+  and sends nothing, or trickles a partial request head, is dropped after that long. A body that
   does not arrive in time is a 408 (`judges.service.requests`).
 - Overload: at most `cap` connections are served at once. One more is answered at once with
   `503 Service Unavailable` and `Retry-After` and closed, never left hanging.

@@ -5,7 +5,10 @@
 
 The service is started with `--port 0`; its announced line `judge listening on http://…` gives
 the URL. `stop()` sends SIGTERM and returns the exit status (0 for a clean stop).
-`cgroup_missing()` says whether runs can be bounded by a cgroup here.
+`cgroup_missing()` says whether runs can be bounded by a cgroup here. `test_mode` sets the
+judge's test-only switches (`judges.service.testing`), e.g.
+
+    JudgeProcess(state_dir, "--problems", "p", test_mode=("gpu-cpu-stand-in", "sandbox-per-run"))
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from pathlib import Path
 from types import TracebackType
 
 from judges.cgroups.groups import CgroupUnavailable, detect
+from judges.service import testing
 
 _ANNOUNCE = re.compile(r"judge listening on (http://\S+)")
 
@@ -38,12 +42,19 @@ class JudgeProcess:
     """`python -m judges --port 0 --state-dir <state_dir> [args]` in a child process."""
 
     def __init__(
-        self, state_dir: Path, *args: str, startup_timeout: float = 120.0, cwd: Path | None = None
+        self,
+        state_dir: Path,
+        *args: str,
+        startup_timeout: float = 120.0,
+        cwd: Path | None = None,
+        test_mode: tuple[str, ...] = (),
     ) -> None:
         self.cwd = cwd  # the service's working directory (relative flags resolve against it)
         self.command = [
             sys.executable, "-m", "judges", "--port", "0", "--state-dir", str(state_dir), *args,
         ]  # fmt: skip
+        self.env = {**os.environ, testing.VARIABLE: ",".join(test_mode)}
+        self.switches = testing.read(self.env)  # a wrong word fails here, not in the child
         self.startup_timeout = startup_timeout
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
@@ -52,10 +63,11 @@ class JudgeProcess:
     def start(self) -> JudgeProcess:
         """Start the service and wait for its announcement; RuntimeError with its log if not.
 
-        Where no cgroup can bound runs on this host and the flags do not choose, the service is
-        started with `--accept-per-process-limits` (tests that need the bound skip themselves).
+        Where no cgroup can bound runs on this host and neither the flags nor the test mode
+        choose, the service is started with `--accept-per-process-limits` (tests that need the
+        bound skip themselves).
         """
-        chosen = {"--cgroup", "--accept-per-process-limits"} & set(self.command)
+        chosen = "--accept-per-process-limits" in self.command or self.switches.cgroup != "auto"
         if not chosen and cgroup_missing() is not None:
             self.command.append("--accept-per-process-limits")
         Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
@@ -65,7 +77,7 @@ class JudgeProcess:
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env=os.environ.copy(),
+            env=self.env,
             cwd=self.cwd,
         )
         log.close()

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import re
 import subprocess
 import sys
 from importlib import metadata
@@ -69,3 +70,17 @@ def test_every_subcommand_has_a_description_and_task_help_lists_its_actions():
     done = _guidance_ttt("task", "--help")
     assert done.returncode == 0, done.stderr
     assert all(action in done.stdout for action in ("check", "new", "seed"))
+
+
+def test_judge_help_lists_at_most_twenty_flags_and_no_test_switch():
+    """The judge's `--help` stays short: related settings share a flag (`--limit`,
+    `--ray-option`) and the test-only switches are the variable GUIDANCE_TTT_JUDGE_TEST_MODE
+    (judges.service.testing), not flags."""
+    done = _guidance_ttt("judge", "--help")
+    assert done.returncode == 0, done.stderr
+    options = done.stdout.split("options:", 1)[1]
+    flags = re.findall(r"^  (--[a-z][a-z-]*)", options, flags=re.MULTILINE)
+    assert "--port" in flags and "--limit" in flags, flags
+    assert len(flags) <= 20, flags
+    for switch in ("--sandbox-per-run", "--cgroup", "--gpu-cpu-stand-in", "--gpu-early-spare"):
+        assert switch not in done.stdout

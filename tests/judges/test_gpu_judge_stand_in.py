@@ -2,11 +2,11 @@
 
 Without a GPU the real judge says so in one line at start, lists the problem as needing one,
 answers a submission with a `judge` error (never a score) and makes `task check` refuse in one
-line. With `--gpu-cpu-stand-in` it runs the complete protocol — trusted process, sandboxed
-worker, control block, frozen candidate, fresh inputs every call — on CPU tensors shared
-through memory files instead of CUDA IPC (that stand-in is what stands for the GPU here), so
-every attack program that does not need a GPU gets its verdict on CPU too. The same attacks on
-the H200 are tests/judges/test_gpu_judge_device.py.
+line. With the test mode `gpu-cpu-stand-in` (`judges.service.testing`) it runs the complete
+protocol — trusted process, sandboxed worker, control block, frozen candidate, fresh inputs
+every call — on CPU tensors shared through memory files instead of CUDA IPC (that stand-in is
+what stands for the GPU here), so every attack program that does not need a GPU gets its verdict
+on CPU too. The same attacks on the H200 are tests/judges/test_gpu_judge_device.py.
 
 The stand-in judge has two stand-in GPUs (`--gpus 0,1`): several candidates at once are judged
 one per GPU, every GPU is used, two trials never overlap on one GPU, and `/health` says what
@@ -26,7 +26,6 @@ import httpx
 import pytest
 
 from harness.cli import task as task_command
-from judges.gpu.judge import EARLY_SPARE_CPUS
 from judges.service.process import JudgeProcess
 from tests.gpu_judge_support import (
     ATTACKS,
@@ -73,11 +72,10 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]
     packages = small_package(root / "packages", call_timeout="8s")
     small_package(packages, call_timeout="8s", name="trimul_floor", peak_bandwidth=1000.0)
     small_package(packages, call_timeout="8s", name="trimul_traced", trace_calls=True)
-    small_package(packages, call_timeout="8s", name="trimul_clocked", clocked_inputs=True)
     small_package(packages, call_timeout="8s", name="trimul_kept")  # judged by one test only
     gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
-    with JudgeProcess(root / "state", "--problems", str(packages), "--gpu-cpu-stand-in",
-                      "--gpus", gpus, "--workers", "1") as judge:  # fmt: skip
+    with JudgeProcess(root / "state", "--problems", str(packages), "--gpus", gpus,
+                      "--workers", "1", test_mode=("gpu-cpu-stand-in",)) as judge:  # fmt: skip
         yield judge
 
 
@@ -92,7 +90,6 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert all(3 <= case["timing"]["runs"] <= 5 for case in benchmarks)
     assert record["value"] > 0 and record["valueMean"] == "geometric"
     assert record["gpu"]["gpu"] == "none (CPU stand-in)" and record["warmup"]["calls"] >= 3
-    assert record["gpu"]["inputs"] == "frozen"  # the package's default protocol
     assert record["determinism"] == {"test": 1, "checked": True, "differing": 0,
                                      "identical": True, "maxDifference": 0.0}  # fmt: skip
     calibrated = record["gpu"]["calibration"]["cases"]  # each benchmark's own null calls
@@ -175,40 +172,11 @@ def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
         assert verdict(honest) == "valid", first_failure(honest)
 
 
-# the attacks on what a call's clock covers, with the inputs copied after the clock starts
-CLOCKED_ATTACKS = ("checker_patch.py", "output_cache.py", "view_of_input.py", "early_done.py",
-                   "changes_after_check.py")  # fmt: skip
-
-
-def test_clocked_inputs_judge_an_honest_candidate(stand_in: JudgeProcess) -> None:
-    """`clocked_inputs`: the same full record, the protocol named in it; each call's inputs
-    are copied into the pool after its clock started, with the candidate running."""
-    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(),
-                           pid="trimul_clocked")  # fmt: skip
-    assert verdict(record) == "valid", first_failure(record)
-    assert record["gpu"]["inputs"] == "clocked"
-    assert [case["status"] for case in record["cases"]] == ["Correct"] * 5
-    assert all(3 <= case["timing"]["runs"] <= 5 for case in record["cases"][3:])
-    assert sorted(record["gpu"]["calibration"]["cases"]) == ["1", "2"]
-
-
-@pytest.mark.parametrize("program", CLOCKED_ATTACKS)
-def test_each_timing_attack_keeps_its_verdict_with_clocked_inputs(
-    stand_in: JudgeProcess, program: str
-) -> None:
-    record = judge_attack(stand_in.url, program, pid="trimul_clocked")
-    assert verdict(record) == ATTACKS[program], first_failure(record)
-    if program == "changes_after_check.py":
-        assert RECHECKED in first_failure(record)
-    if program == "early_done.py":  # its 0.2 s hold is charged through the window
-        assert all(case["timing"]["bestUs"] > 0.5 * 0.2e6 for case in record["cases"][3:])
-
-
 def test_a_gpus_next_trials_keep_the_benchmarks_calibration_its_first_measured(
     stand_in: JudgeProcess,
 ) -> None:
-    """`keep_case_calibration` (600 s by default): the first trial of a problem on a GPU
-    measures each benchmark's null calls; the GPU's next trials (its spare, started when the
+    """Kept calibration (`case_calibration.KEPT_FOR_S`, 600 s): the first trial of a problem on
+    a GPU measures each benchmark's null calls; the GPU's next trials (its spare, started when the
     first one's processes were gone) use those differences instead, marked `kept`, and
     measure only the plain null calls. Three judgings one after the other on two GPUs: by
     the pigeonhole principle one GPU judges twice. `trimul_kept` is judged by no other test."""
@@ -245,43 +213,10 @@ def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
     if missing is not None:
         pytest.skip(missing)
     small_package(tmp_path / "packages", call_timeout="8s")
-    with JudgeProcess(tmp_path / "state", "--problems", "packages", "--gpu-cpu-stand-in",
-                      "--workers", "1", cwd=tmp_path) as judge:  # fmt: skip
+    with JudgeProcess(tmp_path / "state", "--problems", "packages", "--workers", "1",
+                      cwd=tmp_path, test_mode=("gpu-cpu-stand-in",)) as judge:  # fmt: skip
         record = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
-
-
-def test_an_early_spare_starts_beside_a_trial_and_touches_the_gpu_only_after_it(
-    tmp_path: Path,
-) -> None:
-    """`--gpu-early-spare`: a GPU's next trial's processes start when its trial starts and
-    import what they need meanwhile; they go on to the GPU (their `gpu` word, the CUDA
-    context) only once that trial's processes are gone, and the next submission uses them."""
-    missing = stand_in_missing()
-    if missing is not None:
-        pytest.skip(missing)
-    small_package(tmp_path / "packages", call_timeout="8s")
-    code = (PROGRAMS / "honest.py").read_text()
-    flags = ("--gpu-cpu-stand-in", "--gpu-early-spare", "--workers", "1")
-    with JudgeProcess(tmp_path / "state", "--problems", str(tmp_path / "packages"),
-                      *flags) as judge:  # fmt: skip
-        first = judge_program(judge.url, code)
-        second = judge_program(judge.url, f"{code}\n# second\n")
-        health = httpx.get(f"{judge.url}/health", timeout=10).json()
-        logged = judge.log_path.read_text()
-    warned = "--gpu-early-spare with" in logged  # only where a GPU's CPU share is small
-    assert warned == (first["timing"]["cpu"]["cpus"] < EARLY_SPARE_CPUS), logged[-2000:]
-    for record in (first, second):
-        assert verdict(record) == "valid", first_failure(record)
-        assert record["timing"]["prepared"] is True
-    phases, origin = second["timing"]["phases"], second["timing"]["startedAt"]
-    order = ["trustedStarted", "sandboxStarted", "imported", "released", "context",
-             "testsPrepared", "workerHello", "benchmarks"]  # fmt: skip
-    assert all(phases[a] <= phases[b] for a, b in itertools.pairwise(order)), phases
-    ended = first["timing"]["endedAt"]  # the first trial's end line read
-    assert origin + phases["trustedStarted"] < ended + 0.01  # started beside the first trial
-    assert origin + phases["released"] >= ended - 0.01  # the GPU only after it
-    assert health["gpu"]["gpus"][0]["prepared"] in ("held", "preparing", "waiting")
 
 
 def test_saying_done_early_is_charged_through_the_window(stand_in: JudgeProcess) -> None:

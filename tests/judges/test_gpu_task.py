@@ -228,19 +228,6 @@ def test_the_guards_keys_are_checked(tmp_path: Path) -> None:
     assert traced.settings.trace_calls and traced.settings.to_json()["trace_calls"] is True
     with pytest.raises(ProblemError, match="trace_calls must be true or false"):
         load_gpu_problem(package, {"type": "gpu", "trace_calls": 1}, "config.yaml")
-    assert not loaded.settings.clocked_inputs  # the inputs arrive frozen unless asked
-    clocked = load_gpu_problem(package, {"type": "gpu", "clocked_inputs": True}, "config.yaml")
-    assert clocked.settings.to_json()["clocked_inputs"] is True
-    with pytest.raises(ProblemError, match="clocked_inputs must be true or false"):
-        load_gpu_problem(package, {"type": "gpu", "clocked_inputs": "no"}, "config.yaml")
-    assert loaded.settings.keep_case_calibration == 600.0  # kept 600 s unless told
-    never = load_gpu_problem(package, {"type": "gpu", "keep_case_calibration": False},
-                             "config.yaml")  # fmt: skip
-    assert never.settings.keep_case_calibration == 0.0
-    briefly = load_gpu_problem(package, {"type": "gpu", "keep_case_calibration": "90s"},
-                               "config.yaml")  # fmt: skip
-    assert briefly.settings.to_json()["keep_case_calibration"] == 90.0
-    for wrong in (True, "0s", -5, "soon"):
-        with pytest.raises(ProblemError, match=r"keep_case_calibration|not a positive duration"):
-            load_gpu_problem(package, {"type": "gpu", "keep_case_calibration": wrong},
-                             "config.yaml")  # fmt: skip
+    for removed in ("clocked_inputs", "keep_case_calibration"):  # no longer package keys
+        with pytest.raises(ProblemError, match=f"unknown keys \\['{removed}'\\]"):
+            load_gpu_problem(package, {"type": "gpu", removed: False}, "config.yaml")

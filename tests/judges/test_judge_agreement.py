@@ -77,7 +77,7 @@ def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
         "type: default\nchecker: chk.cc\ntime: 2s\nmemory: 256m\n"
         f"subtasks:\n- score: 100\n  n_cases: {CASES}\n"
     )
-    args = ["--problems", str(root / "problems"), "--output-field-bytes", str(1 << 20)]
+    args = ["--problems", str(root / "problems"), "--limit", f"output-field-bytes={1 << 20}"]
     with JudgeProcess(root / "state", *args) as running:  # whole outputs, for the oracle
         yield running
 

@@ -113,7 +113,7 @@ def set_quota(version: int, group: Path, fraction: float) -> None:
 def judge_inside(group: Path, state: Path, *args: str) -> JudgeProcess:
     """The judge, started as a member of `group`, without its verdict cache: these tests judge
     one program twice and compare the two judgings."""
-    judge = JudgeProcess(state, *args, "--verdict-cache-mb", "0")
+    judge = JudgeProcess(state, *args, "--limit", "verdict-cache-mb=0")
     entering = 'echo $$ > "$0" && exec "$@"'
     judge.command = ["sh", "-c", entering, str(group / "cgroup.procs"), *judge.command]
     return judge

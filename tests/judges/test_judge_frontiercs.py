@@ -30,7 +30,8 @@ PROBLEMS = SHARED / "problems"
 PROGRAMS = Path(__file__).parents[1] / "programs"
 RATIO = re.compile(r"Ratio: ([\d.]+)")
 # The whole output of every case is kept (the oracle re-checks it), not the default 4 KiB prefix.
-JUDGE_FLAGS = ("--frontiercs", str(SHARED), "--workers", "2", "--output-field-bytes", str(1 << 24))
+JUDGE_FLAGS = ("--frontiercs", str(SHARED), "--workers", "2")
+JUDGE_FLAGS += ("--limit", f"output-field-bytes={1 << 24}")
 
 pytestmark = [
     pytest.mark.slow,

@@ -47,7 +47,8 @@ CGROUP_MISSING = cgroup_missing()
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
     state = tmp_path_factory.mktemp("hardening-state")
     args = ["--generated-cases", str(FLOOD_CASES), "--seed", "3", "--workers", "2"]
-    args += ["--idle-timeout", str(IDLE_TIMEOUT_S), "--body-timeout", str(BODY_TIMEOUT_S)]
+    args += ["--limit", f"idle-timeout={IDLE_TIMEOUT_S}"]
+    args += ["--limit", f"body-timeout={BODY_TIMEOUT_S}"]
     with JudgeProcess(state, *args) as running:
         running.state = state  # type: ignore[attr-defined]
         yield running
@@ -543,7 +544,7 @@ def test_cpu_hidden_in_children_the_kernel_reaps_is_a_time_limit_beside_an_innoc
     problems = one_second_problem(tmp_path)
     attack = (PROGRAMS / "unreaped_children_cpu.cpp").read_bytes()
     seed = (ROOT / "harbor/polyomino_packing/solution/solution.cpp").read_bytes()
-    args = ["--problems", str(problems), "--workers", "2", "--verdict-cache-mb", "0"]
+    args = ["--problems", str(problems), "--workers", "2", "--limit", "verdict-cache-mb=0"]
     with JudgeProcess(tmp_path / "state", *args) as judge:
         sids = [submit(judge, code).json()["sid"] for code in (attack, seed)]
         attacked, innocent = (wait_final(judge, sid, timeout=120) for sid in sids)

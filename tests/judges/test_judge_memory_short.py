@@ -91,8 +91,8 @@ def test_a_gpu_candidate_killed_for_the_judges_lack_of_memory_is_a_judge_error(
     filler = "blob = bytearray(3 << 30)  # 3 GB, every page written\n\n\n"
     filler += "def custom_kernel(data):\n    raise RuntimeError('never reached')\n"
     with small_memory_cgroup(1536 << 20) as short:
-        judge = JudgeProcess(tmp_path / "state", "--problems", str(packages),
-                             "--gpu-cpu-stand-in", "--gpus", "0", "--workers", "1")  # fmt: skip
+        judge = JudgeProcess(tmp_path / "state", "--problems", str(packages), "--gpus", "0",
+                             "--workers", "1", test_mode=("gpu-cpu-stand-in",))  # fmt: skip
         judge.command = moved_into(short, judge.command)
         with judge:
             record = judge_program(judge.url, filler, timeout=600)

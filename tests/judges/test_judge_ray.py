@@ -251,9 +251,10 @@ def test_killing_a_worker_mid_case_does_not_change_the_verdict(setup: Setup) -> 
 
 
 def test_a_custom_resource_or_a_label_selects_the_nodes(setup: Setup, tmp_path: Path) -> None:
-    for selection in (["--ray-resource", "judge"], ["--ray-label", "pool=judge"]):
-        flags = [*setup.flags, "--ray", setup.cluster.address, *selection]
-        with JudgeProcess(tmp_path / selection[0], *flags, startup_timeout=300) as front:
+    for selection in ("resource=judge", "label=pool=judge"):
+        flags = [*setup.flags, "--ray", setup.cluster.address, "--ray-option", selection]
+        name = selection.split("=")[0]
+        with JudgeProcess(tmp_path / name, *flags, startup_timeout=300) as front:
             cluster = health(front.url)["ray"]
             assert len(cluster["nodes"]) == 1 and not cluster["refused"], selection
             record = wait_final(front.url, submit(front.url, "0", SLOW_SHELF + "//\n"))

@@ -3,7 +3,7 @@
 A real multi-node Ray cluster runs on this machine (`ray.cluster_utils.Cluster`): a head
 without GPUs and two worker nodes offering Ray's `GPU` resource twice each (Ray's own resource
 accounting: these GPUs are names, which the CPU stand-in of the GPU judge turns into stand-in
-devices on the node, `--gpu-cpu-stand-in`), one of them labelled `pool=gpu`. The front
+devices on the node, the test mode `gpu-cpu-stand-in`), one of them labelled `pool=gpu`. The front
 (`python -m judges --ray ADDRESS`) serves the small TriMul package. A submission is judged on
 a GPU node with the local judge's very trial; a placement no node offers is refused at start,
 by name; a label narrows the nodes; and a Ray worker killed mid-trial is run again (a verdict),
@@ -50,7 +50,7 @@ class Setup:
 
     def front(self, name: str, *extra: str) -> JudgeProcess:
         return JudgeProcess(self.root / name, *self.flags, "--ray", self.cluster.address, *extra,
-                            startup_timeout=600)  # fmt: skip
+                            startup_timeout=600, test_mode=("gpu-cpu-stand-in",))  # fmt: skip
 
 
 def start_cluster(node_env: dict[str, str], attempts: int = 3) -> Any:
@@ -82,7 +82,7 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
     try:
         cluster.add_node(num_cpus=2, num_gpus=2, env_vars=node_env, labels={"pool": "gpu"})
         cluster.add_node(num_cpus=2, num_gpus=2, env_vars=node_env)
-        flags = ["--problems", str(packages), "--gpu-cpu-stand-in"]
+        flags = ["--problems", str(packages)]
         yield Setup(cluster, flags, root)
     finally:
         cluster.shutdown()
@@ -115,16 +115,16 @@ def test_a_gpu_problem_is_judged_on_a_gpu_node(setup: Setup, front: JudgeProcess
 
 
 def test_a_placement_no_node_offers_is_refused_by_name(setup: Setup) -> None:
-    for extra, named in ((["--ray-gpu-resource", "H200"], "the resource 'H200'"),
-                         (["--ray-gpu-label", "pool=none"], "the label pool=none")):  # fmt: skip
+    for option, named in (("gpu-resource=H200", "the resource 'H200'"),
+                          ("gpu-label=pool=none", "the label pool=none")):  # fmt: skip
         with pytest.raises(RuntimeError) as failure:
-            setup.front(f"refused-{extra[0]}", *extra).start()
+            setup.front(f"refused-{option.split('=')[0]}", "--ray-option", option).start()
         assert "no Ray node can judge the GPU problems ['trimul']" in str(failure.value)
         assert named in str(failure.value)
 
 
 def test_a_label_narrows_the_gpu_nodes(setup: Setup) -> None:
-    with setup.front("labelled", "--ray-gpu-label", "pool=gpu") as judge:
+    with setup.front("labelled", "--ray-option", "gpu-label=pool=gpu") as judge:
         (node,) = health(judge.url)["ray"]["gpuNodes"]
         record = judge_program(judge.url, f"{HONEST}\n# labelled\n")
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
@@ -164,7 +164,7 @@ def test_a_lost_worker_is_run_again_then_is_a_judge_error(setup: Setup,
     sid, _ = kill_a_trial(front.url, f"{HONEST}\n# killed once\n")
     record = wait_record(front.url, sid)
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
-    with setup.front("no-retries", "--ray-retries", "0") as judge:
+    with setup.front("no-retries", "--ray-option", "retries=0") as judge:
         sid, _ = kill_a_trial(judge.url, f"{HONEST}\n# killed, no retry\n")
         record = wait_record(judge.url, sid)
     assert record["status"] == "error" and record["errorKind"] == "judge", record

@@ -69,7 +69,7 @@ def host(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def judge(host: dict[str, Path]) -> Iterator[JudgeProcess]:
-    args = ["--problems", str(host["problems"]), "--compile-time", "4", "--workers", "2"]
+    args = ["--problems", str(host["problems"]), "--limit", "compile-time=4", "--workers", "2"]
     args += ["--sandbox-uid", str(SANDBOX_UID)]
     with JudgeProcess(host["state"], *args) as running:
         yield running

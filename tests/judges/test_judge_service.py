@@ -8,6 +8,7 @@ persistence: results readable again, surviving a restart, unfinished work redone
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 
+from judges.service import testing
 from judges.service.process import JudgeProcess, cgroup_missing
 
 PROGRAMS = Path(__file__).parents[1] / "programs"
@@ -192,7 +194,7 @@ def test_submission_accepted_before_a_stop_is_judged_after_restart(tmp_path: Pat
 
 
 def test_full_queue_refuses_with_503_and_retry_after(tmp_path: Path) -> None:
-    args = ("--generated-cases", "1", "--seed", "9", "--workers", "1", "--max-queue", "1")
+    args = ("--generated-cases", "1", "--seed", "9", "--workers", "1", "--limit", "max-queue=1")
     with JudgeProcess(tmp_path / "state", *args) as judge:
         answers = [submit(judge.url, SHELF) for _ in range(6)]
         codes = [answer.status_code for answer in answers]
@@ -235,13 +237,14 @@ def test_startup_names_the_cgroup_bound_in_force(judge: JudgeProcess) -> None:
 
 def test_without_a_cgroup_the_judge_refuses_to_start_unless_told(tmp_path: Path) -> None:
     command = [sys.executable, "-m", "judges", "--port", "0", "--generated-cases", "1"]
-    command += ["--state-dir", str(tmp_path / "state"), "--cgroup", "off"]
-    finished = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    command += ["--state-dir", str(tmp_path / "state")]
+    off = {**os.environ, testing.VARIABLE: "cgroup=off"}  # no cgroup, as on a host without one
+    finished = subprocess.run(command, capture_output=True, text=True, timeout=120, env=off)
     assert finished.returncode == 2
     (line,) = [x for x in finished.stderr.splitlines() if x.startswith("guidance-ttt-judge:")]
     assert "no cgroup can bound a run's memory here" in line
     assert "--accept-per-process-limits" in line
-    with JudgeProcess(tmp_path / "state", "--generated-cases", "1", "--cgroup", "off",
-                      "--accept-per-process-limits") as weak:  # fmt: skip
+    flags = ("--generated-cases", "1", "--accept-per-process-limits")
+    with JudgeProcess(tmp_path / "state", *flags, test_mode=("cgroup=off",)) as weak:
         assert httpx.get(f"{weak.url}/health", timeout=10).json()["ok"] is True
         assert "sandbox bound: PER-PROCESS RLIMITS ONLY" in weak.log_path.read_text()

@@ -158,7 +158,7 @@ def test_a_problem_whose_verdict_is_not_pure_is_judged_every_time(tmp_path: Path
 
 @pytest.mark.slow
 def test_without_a_cache_every_submission_is_judged(tmp_path: Path) -> None:
-    flags = ("--generated-cases", "2", "--verdict-cache-mb", "0")
+    flags = ("--generated-cases", "2", "--limit", "verdict-cache-mb=0")
     with JudgeProcess(tmp_path / "state", *flags) as running:
         records = [wait_final(running.url, submit(running.url, SHELF)) for _ in range(2)]
         assert all("verdictCache" not in record for record in records)
@@ -193,8 +193,8 @@ def test_a_gpu_timed_problem_is_judged_every_time(tmp_path: Path) -> None:
     if shutil.which("bwrap") is None or os.geteuid() != 0 or cgroup_missing() is not None:
         pytest.skip("the GPU judge's stand-in needs bubblewrap, root and a cgroup")
     packages = small_package(tmp_path / "packages", call_timeout="8s")
-    flags = ("--problems", str(packages), "--gpu-cpu-stand-in", "--workers", "1")
-    with JudgeProcess(tmp_path / "state", *flags) as running:
+    flags = ("--problems", str(packages), "--workers", "1")
+    with JudgeProcess(tmp_path / "state", *flags, test_mode=("gpu-cpu-stand-in",)) as running:
         code = (GPU_PROGRAMS / "honest.py").read_text()
         first, again = judge_program(running.url, code), judge_program(running.url, code)
         counts = health(running.url)["verdictCache"]

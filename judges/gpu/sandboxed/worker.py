@@ -3,13 +3,12 @@
     python3 -I -B /box/judge/worker.py CONTROL_FD SOCKET_FD BACKEND ENTRY
 
 Runs inside the sandbox with the control block and the channel inherited as descriptors. It
-imports torch, waits for `gpu` (the trusted side's word that the GPU may be used: at once, or
-for an early spare once the GPU's previous trial is gone), makes its CUDA context, loads the
-common GPU kernels (`warm_up`), says `hello` and serves messages: `import` (import
-`/box/submission.py`, then `ready` or `import_failed` with the traceback; until then calls go
-to a one-kernel entry of its own, a copy of the largest input, which the judge times to
-calibrate its overhead), `case` (map the case's input pool; the layout says where each tensor
-is), `arm` (spin on GO, then make the call), `release` (unmap the pool), `exit`.
+imports torch, makes its CUDA context, loads the common GPU kernels (`warm_up`), says `hello`
+and serves messages: `import` (import `/box/submission.py`, then `ready` or `import_failed`
+with the traceback; until then calls go to a one-kernel entry of its own, a copy of the largest
+input, which the judge times to calibrate its overhead), `case` (map the case's input pool; the
+layout says where each tensor is), `arm` (spin on GO, then make the call), `release` (unmap the
+pool), `exit`.
 
 Armed, the worker rebuilds the data from the pool (fresh tensor objects every time, before the
 clock starts: views only, no data is read), says ARMED and spins. A call then calls the entry,
@@ -44,9 +43,6 @@ def main(argv: list[str]) -> int:
 
     block = control.Control(control_fd)
     link = channel.Channel(socket.socket(fileno=socket_fd))
-    message, _ = link.receive()  # `gpu`: the GPU may be used now (an early spare waits here)
-    if message.get("op") != "gpu":
-        return 4
     share = transport.make(backend)
     device = share.device
 
