@@ -75,6 +75,12 @@ def exit_now(code: int) -> None:
     os._exit(code)
 
 
+def _write_stderr(data: bytes) -> None:
+    """os.write to stderr (safe inside a handler, unlike print); a closed stderr is ignored."""
+    with contextlib.suppress(OSError):
+        os.write(2, data)
+
+
 @contextlib.contextmanager
 def stopping_on_signals(
     command: str = "guidance-ttt", resume: str = "", kept: str = KEPT
@@ -84,13 +90,19 @@ def stopping_on_signals(
     command that resumes (default: this process's own command line), `kept` what is kept."""
     resume = resume or " ".join(sys.argv)
     stopping: list[int] = []
+    announced: list[bool] = []
+    # Made before any signal: a second signal's handler may run inside the first one's at any
+    # Python call, so the first does nothing but mark, write and raise (no call in between).
+    lines = {sig: (stopping_line(command, sig, resume, kept) + "\n").encode() for sig in SIGNALS}
 
     def handle(signum: int, frame: FrameType | None) -> None:
-        if stopping:  # a second signal while stopping: at once
+        if stopping:  # a second signal while stopping: at once, the line written once
+            if not announced:
+                _write_stderr(lines[stopping[0]])
             os._exit(128 + stopping[0])
         stopping.append(signum)
-        with contextlib.suppress(OSError):  # os.write: safe inside a handler, unlike print
-            os.write(2, (stopping_line(command, signum, resume, kept) + "\n").encode())
+        _write_stderr(lines[signum])
+        announced.append(True)
         raise Terminated(signum)
 
     previous = {sig: signal.signal(sig, handle) for sig in SIGNALS}
