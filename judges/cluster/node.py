@@ -49,6 +49,7 @@ class NodeSettings:
     compile_limits: CompileLimits
     output_field_bytes: int
     needs_python: bool = False  # a served problem runs /usr/bin/python3 (Python, verifiers)
+    sandbox_sessions: bool = False  # kept sandboxes (sandbox.session); by default one per run
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,7 @@ def run_cases(
         binary.chmod(0o755)
         compiled = Compiled(binary, "", program.command, program.mount)
         keep = settings.output_field_bytes
-        if problem.kind != "interactive":  # the task's cases share a kept sandbox, as locally
+        if problem.kind != "interactive" and settings.sandbox_sessions:  # kept (tests only)
             sessions = SessionPool(state.sandbox, [("ro", binary, f"/box/{program.mount}")])
         records = [
             judge_case(state.sandbox, compiled, state.problems.case(problem, digest, number),

@@ -17,11 +17,14 @@ killed, everything under /tmp (the only writable place, and the working director
 times set anew, and every System V IPC object is removed; POSIX message queues cannot be made
 (RLIMIT_MSGQUEUE is 0 for every run) nor the kernel's keyrings used (seccomp, every run). A
 runner that cannot put all of that back says so (`clean=0`), and that sandbox is ended: the
-next case gets a fresh one. What a kept sandbox cannot put back cheaply — the PID counter,
-tmpfs inode numbers, System V ids, the loopback's counters, measured in judges/MEASUREMENTS.md —
-still carries numbers from one case to the next, so a verdict could depend on the cases before
-it; a sandbox per run carries nothing. So does any run whose runner stopped answering, died,
-or answered what the judge cannot read. A sandbox is never shared between submissions.
+next case gets a fresh one. So does any run whose runner stopped answering, died, or answered
+what the judge cannot read. A sandbox is never shared between submissions.
+
+What a kept sandbox cannot put back cheaply — the PID counter, tmpfs inode numbers, System V
+ids, the loopback's counters, measured in judges/MEASUREMENTS.md — still carries numbers from
+one case to the next, so a verdict could depend on the cases before it. The judge therefore
+starts a sandbox per run; kept sandboxes are used only under the test switch `kept-sandbox`
+(`judges.service.testing`), where tests hold their resets.
 
 `SessionPool` keeps a submission's idle sandboxes (one per case running at once, at most the
 judge's worker count) and ends them all when its cases are done.

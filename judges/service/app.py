@@ -362,7 +362,7 @@ async def serve(args: argparse.Namespace) -> None:
             workers=args.workers,
             max_queue=args.max_queue,
             output_field_bytes=args.output_field_bytes,
-            sandbox_sessions=not switches.sandbox_per_run,
+            sandbox_sessions=switches.kept_sandbox,
             compile_limits=CompileLimits(
                 cpu_seconds=args.compile_time,
                 memory_bytes=parse_memory_limit(args.compile_memory, "--limit compile-memory"),

@@ -101,7 +101,7 @@ class EngineSettings:
     compile_limits: CompileLimits
     output_field_bytes: int = OUTPUT_FIELD_CAP  # stdout bytes kept in a case's `output`
     dispatchers: int = DISPATCHERS  # submissions judged at once (more for a Ray cluster)
-    sandbox_sessions: bool = True  # a submission's cases share kept sandboxes (sandbox.session)
+    sandbox_sessions: bool = False  # kept sandboxes (sandbox.session): tests only, not clean
 
 
 class JudgeEngine:

@@ -8,7 +8,7 @@ the URL. `stop()` sends SIGTERM and returns the exit status (0 for a clean stop)
 `cgroup_missing()` says whether runs can be bounded by a cgroup here. `test_mode` sets the
 judge's test-only switches (`judges.service.testing`), e.g.
 
-    JudgeProcess(state_dir, "--problems", "p", test_mode=("gpu-cpu-stand-in", "sandbox-per-run"))
+    JudgeProcess(state_dir, "--problems", "p", test_mode=("gpu-cpu-stand-in", "kept-sandbox"))
 """
 
 from __future__ import annotations

@@ -1,11 +1,13 @@
 """The judge's test-only switches: the variable GUIDANCE_TTT_JUDGE_TEST_MODE, read here only.
 
-    GUIDANCE_TTT_JUDGE_TEST_MODE=sandbox-per-run,cgroup=off,gpu-cpu-stand-in python -m judges ...
+    GUIDANCE_TTT_JUDGE_TEST_MODE=kept-sandbox,cgroup=off,gpu-cpu-stand-in python -m judges ...
 
 A comma-separated list of these words (none set: the judge as it ships):
 
-    sandbox-per-run   a fresh sandbox for every run, instead of one kept sandbox per submission
-                      put back as it was after each case: both paths are judged alike (tests)
+    kept-sandbox      one kept sandbox per submission, put back as it was after each case,
+                      instead of a fresh sandbox for every run: it cannot put back the PID,
+                      inode, System V id and loopback counters (judges/sandbox/session.py), so
+                      it is no part of the shipped judge; tests hold its resets
     cgroup=MODE       which cgroup bounds runs: auto (v2, else v1), v2, v1, or off (no cgroup;
                       the judge then needs --accept-per-process-limits)
     gpu-cpu-stand-in  judge GPU problems on the CPU through the protocol's stand-in (no GPU, no
@@ -25,14 +27,14 @@ from dataclasses import dataclass
 from judges.cgroups.groups import MODES
 
 VARIABLE = "GUIDANCE_TTT_JUDGE_TEST_MODE"
-WORDS = ("sandbox-per-run", "cgroup=MODE", "gpu-cpu-stand-in")
+WORDS = ("kept-sandbox", "cgroup=MODE", "gpu-cpu-stand-in")
 
 
 @dataclass(frozen=True)
 class Switches:
     """What the variable asks for."""
 
-    sandbox_per_run: bool = False
+    kept_sandbox: bool = False
     cgroup: str = "auto"
     gpu_cpu_stand_in: bool = False
 
@@ -42,7 +44,7 @@ def read(environ: Mapping[str, str] = os.environ) -> Switches:
     found: dict[str, object] = {}
     for word in filter(None, (w.strip() for w in environ.get(VARIABLE, "").split(","))):
         name, equals, value = word.partition("=")
-        if word in ("sandbox-per-run", "gpu-cpu-stand-in"):
+        if word in ("kept-sandbox", "gpu-cpu-stand-in"):
             found[word.replace("-", "_")] = True
         elif name == "cgroup" and equals and value in MODES:
             found["cgroup"] = value

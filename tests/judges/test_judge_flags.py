@@ -49,10 +49,10 @@ def test_a_wrong_named_value_is_one_line_naming_it_and_the_names(
 
 def test_the_test_mode_reads_its_words_and_refuses_others_by_name() -> None:
     assert testing.read({}) == testing.Switches()
-    words = {testing.VARIABLE: "sandbox-per-run, cgroup=off,gpu-cpu-stand-in"}
+    words = {testing.VARIABLE: "kept-sandbox, cgroup=off,gpu-cpu-stand-in"}
     assert testing.read(words) == testing.Switches(True, "off", True)
-    for wrong in ("sandbox_per_run", "cgroup=v3", "cgroup"):
-        with pytest.raises(ValueError, match=f"unknown word '{wrong}'; known: sandbox-per-run"):
+    for wrong in ("kept_sandbox", "cgroup=v3", "cgroup"):
+        with pytest.raises(ValueError, match=f"unknown word '{wrong}'; known: kept-sandbox"):
             testing.read({testing.VARIABLE: wrong})
 
 

@@ -246,9 +246,9 @@ def test_every_outcome_is_the_one_a_sandbox_of_its_own_gives(box: dict, mode: st
 def test_the_service_judges_alike_with_kept_sandboxes_and_a_sandbox_per_run(
     tmp_path: Path,
 ) -> None:
-    """The same submissions through a judge keeping one sandbox per submission (the default)
-    and one started with the test mode `sandbox-per-run`: the same case records, and the
-    default started one sandbox for the submission's four cases."""
+    """The same submissions through a judge keeping one sandbox per submission (the test mode
+    `kept-sandbox`) and one as it ships, a sandbox per run: the same case records, and the
+    kept one started one sandbox for the submission's four cases."""
     problem = tmp_path / "problems" / "0"
     (problem / "testdata").mkdir(parents=True)
     for number in range(1, 5):
@@ -258,7 +258,7 @@ def test_the_service_judges_alike_with_kept_sandboxes_and_a_sandbox_per_run(
     programs = {"shelf": (PROGRAMS / "shelf_packer.cpp").read_text(),
                 "crash": "int main() { return *(volatile int*)0; }\n"}  # fmt: skip
     found = {}
-    for mode, switches in (("kept", ()), ("per-run", ("sandbox-per-run",))):
+    for mode, switches in (("kept", ("kept-sandbox",)), ("per-run", ())):
         args = ["--problems", str(tmp_path / "problems"), "--workers", "1"]
         with JudgeProcess(tmp_path / f"state-{mode}", *args, test_mode=switches) as judge:
             for name, code in programs.items():
