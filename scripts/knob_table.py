@@ -8,7 +8,7 @@ The sources: every `guidance-ttt` subcommand's argparse parser (`harness.cli.ent
 and the doctor's own parsers included, so the table follows their flags); the pydantic models of
 serve.yaml and serve-frozen.yaml (`harness.settings.serve`, `harness.settings.frozen`: each leaf
 key, its default and the `#:` comment above it); the keys of a `type: gpu` judge package
-(`judges.gpu.package`); and every `GUIDANCE_TTT_*` variable the code names, found by scanning it.
+(`judges.gpu.package`); and every `GUIDANCE_TTT_*` variable the tracked code names.
 A variable is either a settings-file interpolation (`${VAR:-default}` in serve.yaml or
 serve-frozen.yaml, found in the files) or classified in `VARIABLES` below; one that is neither,
 or an entry there the code no longer names, stops the script with a line naming it.
@@ -24,6 +24,7 @@ import copy
 import inspect
 import os
 import re
+import subprocess
 import sys
 import textwrap
 import tokenize
@@ -148,10 +149,12 @@ VARIABLES: dict[str, tuple[str, str]] = {
     ),
 }
 
-#: Where variables are looked for: the code, the scripts, the settings files, the tests.
-SCANNED = ("harness", "tttd", "judges", "harbor", "scripts", "tests")
+#: Where variables are looked for (the files git tracks): the code, the scripts, the settings
+#: files, the tests.
+SCANNED = ("harness", "judges", "tttd", "scripts", "harbor", "tests")
 SCANNED_FILES = ("run.sh", "run.py", "serve.yaml", "serve-frozen.yaml")
 SETTINGS_FILES = ("serve.yaml", "serve-frozen.yaml")
+SELF = ("knob_table.py", "test_knob_table.py")  # they name every variable
 VARIABLE = re.compile(r"\bGUIDANCE_TTT_[A-Z0-9][A-Z0-9_]*[A-Z0-9]\b")
 INTERPOLATION = re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?::([-?])([^}]*))?\}")
 
@@ -640,28 +643,33 @@ def gpu_rows(table: Table) -> list[Row]:
 
 
 def scanned_files() -> Iterator[Path]:
-    for name in SCANNED_FILES:
-        yield REPO / name
-    for folder in SCANNED:
-        for path in sorted((REPO / folder).rglob("*")):
-            if (
-                path.suffix in (".py", ".sh", ".yaml")
-                and "__pycache__" not in path.parts
-                and path.name not in ("knob_table.py", "test_knob_table.py")
-            ):
-                yield path
+    """The scanned files that git tracks (a fresh clone's), the code first: the order the table
+    names readers in."""
+    tracked = subprocess.run(
+        ["git", "ls-files", "-z", *SCANNED_FILES, *SCANNED],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split("\0")
+    order = {name: index for index, name in enumerate((*SCANNED_FILES, *SCANNED))}
+    for name in sorted(filter(None, tracked), key=lambda name: (order[name.split("/")[0]], name)):
+        path = REPO / name
+        if path.suffix in (".py", ".sh", ".yaml") and path.name not in SELF:
+            yield path
 
 
 def variable_readers() -> dict[str, list[str]]:
-    """Every `GUIDANCE_TTT_*` name in the scanned files, with the files that name it."""
-    readers: dict[str, set[str]] = {}
+    """Every `GUIDANCE_TTT_*` name in the scanned files, with the files that name it, in scan
+    order."""
+    readers: dict[str, list[str]] = {}
     for path in scanned_files():
         if not path.is_file():
             continue
         text = path.read_text(encoding="utf-8", errors="replace")
         for name in set(VARIABLE.findall(text)):
-            readers.setdefault(name, set()).add(path.relative_to(REPO).as_posix())
-    return {name: sorted(files) for name, files in sorted(readers.items())}
+            readers.setdefault(name, []).append(path.relative_to(REPO).as_posix())
+    return dict(sorted(readers.items()))
 
 
 def _where(files: list[str]) -> str:
