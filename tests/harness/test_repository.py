@@ -242,13 +242,6 @@ def test_a_named_path_is_told_from_other_code(text, paths):
     assert named_paths(text) == paths
 
 
-#: Reference docs that still name rounds, and why they are allowed to for now (strict: the test
-#: fails once the doc is fixed, so the mark is removed with it).
-HISTORY_PENDING = {
-    "docs/differences.md": "row 60 cites rounds 5-7; the doc is edited in the knob-removal change"
-}
-
-
 @pytest.mark.parametrize(
     "line, history",
     [
@@ -266,16 +259,7 @@ def test_the_history_pattern_finds_dated_runs_only(line, history):
 
 
 @pytest.mark.parametrize(
-    "doc",
-    [
-        pytest.param(
-            name,
-            marks=[pytest.mark.xfail(strict=True, reason=HISTORY_PENDING[name])]
-            if name in HISTORY_PENDING
-            else [],
-        )
-        for name in sorted(path.relative_to(REPO).as_posix() for path in _reference_docs())
-    ],
+    "doc", sorted(path.relative_to(REPO).as_posix() for path in _reference_docs())
 )
 def test_reference_docs_name_no_rounds_or_machines(doc):
     """Dated history ("round 7", "machine 4") belongs in a component's measurement log."""
