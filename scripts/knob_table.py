@@ -360,12 +360,10 @@ def parser_rows(
         if isinstance(names, dict):  # a named-values flag: `--limit NAME=VALUE`
             flag = action.option_strings[0]
             for name, item in names.items():
-                default = item.shown if item.shown is not None else shown(item.default)
+                # `shown` is the default in words where the value says too little
+                default = one_line(item.shown) if item.shown is not None else shown(item.default)
                 yield Row(
-                    code(f"{flag} {name}={item.metavar}"),
-                    code(where),
-                    default if default.startswith("`") or default == "—" else code(default),
-                    one_line(item.help),
+                    code(f"{flag} {name}={item.metavar}"), code(where), default, one_line(item.help)
                 )
             continue
         placeholder = MACHINE_DEFAULTS.get((where, action.dest))
@@ -731,10 +729,7 @@ def _table(rows: list[Row], headers: tuple[str, str, str, str]) -> list[str]:
 
 
 def render() -> str:
-    for name in list(os.environ):
-        if name.startswith(AMBIENT_PREFIXES):
-            del os.environ[name]
-    sys.path.insert(0, str(REPO))
+    """The table (`main` runs it without the variables that change parsers' defaults)."""
     table = Table()
     interpolated = interpolations()
     commands = command_rows(table)
@@ -807,6 +802,10 @@ def main(argv: list[str] | None = None) -> int:
     mode.add_argument("--write", action="store_true", help="rewrite docs/knobs.md")
     mode.add_argument("--check", action="store_true", help="exit 1 when docs/knobs.md differs")
     args = parser.parse_args(argv)
+    for name in list(os.environ):
+        if name.startswith(AMBIENT_PREFIXES):
+            del os.environ[name]
+    sys.path.insert(0, str(REPO))
     text = render()
     if args.write:
         TARGET.write_text(text, encoding="utf-8")

@@ -4,10 +4,13 @@ variable added, removed or reworded without regenerating it fails here."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "knob_table.py"
@@ -52,3 +55,35 @@ def test_the_table_lists_every_kind_of_knob():
     internal = text.split("## Not knobs", 1)[1]
     assert "`GUIDANCE_TTT_CRASH_AT`" in internal
     assert "`GUIDANCE_TTT_CRASH_AT`" not in text.split("## Not knobs", 1)[0]
+
+
+def _generator(monkeypatch):
+    """The script as a module (registered for the test's length: its dataclasses need it)."""
+    spec = importlib.util.spec_from_file_location("knob_table", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "knob_table", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_variable_that_is_neither_interpolated_nor_classified_stops_the_generator(monkeypatch):
+    knob_table = _generator(monkeypatch)
+    readers = knob_table.variable_readers()
+    monkeypatch.setattr(
+        knob_table,
+        "variable_readers",
+        lambda: {**readers, "GUIDANCE_TTT_SOMETHING_NEW": ["harness/run/x.py"]},
+    )
+    with pytest.raises(
+        SystemExit, match="not classified in VARIABLES: \\['GUIDANCE_TTT_SOMETHING_NEW"
+    ):
+        knob_table.render()
+
+
+def test_a_classified_variable_no_code_names_stops_the_generator(monkeypatch):
+    knob_table = _generator(monkeypatch)
+    readers = knob_table.variable_readers()
+    del readers["GUIDANCE_TTT_CRASH_AT"]
+    monkeypatch.setattr(knob_table, "variable_readers", lambda: readers)
+    with pytest.raises(SystemExit, match=r"named by no code any more.*GUIDANCE_TTT_CRASH_AT"):
+        knob_table.render()
