@@ -1,7 +1,8 @@
 """Problem kinds and their loaders: the one place that knows every kind of problem package.
 
 `load_problem` reads a package's `config.yaml` and hands it to the loader of its kind: a
-`type: gpu` package to `judges.gpu.package` (a Python kernel timed on a GPU), every other type
+`type: gpu` package to `judges.gpu.package` (a Python kernel timed on a GPU), a `type: evaluator`
+one to `judges.problems.evaluator` (an operator's `evaluate(program_path)`), every other type
 to `judges.problems.package` (the CPU-checked kinds). It sits above both so that neither imports
 the other: `problems/` knows nothing of `gpu/`, and `gpu/` builds on `problems/`.
 """
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from judges.gpu.package import load_gpu_problem
+from judges.problems.evaluator import load_evaluator_problem
 from judges.problems.package import (
     Problem,
     ProblemError,
@@ -34,7 +36,7 @@ def _gpu(
 
 
 # `type:` in config.yaml -> the loader of that kind; any other type is CPU-checked.
-LOADERS: dict[str, Callable[..., Problem]] = {"gpu": _gpu}
+LOADERS: dict[str, Callable[..., Problem]] = {"gpu": _gpu, "evaluator": load_evaluator_problem}
 
 
 def load_problem(

@@ -8,6 +8,8 @@ program through the judge and writes `solution/seed.json`: the seed's archive en
 node and the measurement with its suite.
 
     guidance-ttt task new DIR [--frontiercs CHECKOUT PROBLEM]   # every file, then edit
+    guidance-ttt task new DIR --evaluator EVAL.py --program SEED.py   # from evaluate()
+    guidance-ttt task new DIR --openevolve EXAMPLE                  # an OpenEvolve example
     guidance-ttt task check harbor/<task> [--judge-url URL] [--suite public]
     guidance-ttt task seed harbor/<task> harbor/<task>/solution/solution.cpp --summary-file S
 """
@@ -89,7 +91,8 @@ def check_with_judge(task: Path, contract: TaskContract, judge_url: str, suite: 
         return Finding(
             False, where, f"the judge finds the seed {verdict.status}: {verdict.message}"
         )
-    recorded = float(seed.verifier_raw_score or math.nan)
+    raw = seed.verifier_raw_score
+    recorded = math.nan if raw is None else float(raw)  # a seed may score 0
     tolerance = score_tolerance(task)
     if not math.isclose(verdict.raw_score, recorded, rel_tol=tolerance, abs_tol=SCORE_TOLERANCE):
         within = f" (beyond the task's relative tolerance {tolerance:g})" if tolerance else ""
@@ -249,6 +252,50 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
     new.add_argument(
         "--interactive", action="store_true", help="skeleton only: an interactive problem"
     )
+    new.add_argument(
+        "--evaluator",
+        type=Path,
+        metavar="EVAL.py",
+        help="a Python file defining evaluate(program_path) -> metrics; with --program "
+        "(default: none)",
+    )
+    new.add_argument(
+        "--program", type=Path, metavar="SEED.py", help="with --evaluator: the seed program"
+    )
+    new.add_argument(
+        "--openevolve",
+        type=Path,
+        metavar="EXAMPLE",
+        help="an OpenEvolve example folder (initial_program.py, evaluator.py, config.yaml), "
+        "read as it is (default: none)",
+    )
+    new.add_argument(
+        "--metric",
+        default="combined_score",
+        help="with --evaluator/--openevolve: the metric that is the score (default: %(default)s)",
+    )
+    new.add_argument(
+        "--direction",
+        choices=("max", "min"),
+        default="max",
+        help="with --evaluator/--openevolve: whether a higher metric is better (default: "
+        "%(default)s)",
+    )
+    new.add_argument(
+        "--time",
+        type=int,
+        metavar="SECONDS",
+        help="with --evaluator/--openevolve: CPU seconds per evaluation (default: 60, or "
+        "OpenEvolve's evaluator.timeout per cascade stage)",
+    )
+    new.add_argument(
+        "--score-tolerance",
+        type=float,
+        default=0.0,
+        metavar="REL",
+        help="with --evaluator/--openevolve: how far, relatively, `task check` lets a re-judged "
+        "seed differ from its record, for an evaluator that samples (default: 0, exact)",
+    )
     seed = sub.add_parser("seed", help="score a program through the judge and write seed.json")
     seed.add_argument("task", type=Path, help="the task directory, e.g. harbor/<task>")
     seed.add_argument("program", type=Path, help="the seed program (e.g. solution/solution.cpp)")
@@ -265,6 +312,8 @@ def _add_actions(parser: argparse.ArgumentParser) -> None:
 def _new(args: argparse.Namespace, out: Callable[[str], None]) -> int:
     from harness.cli import task_new
 
+    if args.evaluator or args.openevolve or args.program:
+        return _new_from_evaluator(args, out)
     try:
         if args.frontiercs:
             checkout, problem_id = args.frontiercs
@@ -279,6 +328,42 @@ def _new(args: argparse.Namespace, out: Callable[[str], None]) -> int:
         f"wrote {len(written)} files of task {args.task} ({problem.kind}, problem "
         f"{problem.problem_id}); next: edit instruction.md, write solution/solution.cpp, then "
         f"guidance-ttt task seed and task check (see {args.task / 'README.md'})"
+    )
+    return 0
+
+
+def _new_from_evaluator(args: argparse.Namespace, out: Callable[[str], None]) -> int:
+    """`task new DIR --evaluator EVAL.py --program SEED.py` or `--openevolve EXAMPLE`."""
+    from harness.cli import task_evaluator
+
+    try:
+        if args.frontiercs:
+            raise ValueError("--frontiercs writes a FrontierCS task; drop --evaluator/--openevolve")
+        if args.openevolve:
+            if args.evaluator or args.program:
+                raise ValueError(
+                    "--openevolve reads the example's own evaluator.py and "
+                    "initial_program.py; drop --evaluator/--program"
+                )
+            spec = task_evaluator.from_openevolve(
+                args.task, args.openevolve, args.metric, args.direction, args.time
+            )
+        elif not (args.evaluator and args.program):
+            raise ValueError("--evaluator EVAL.py and --program SEED.py go together; name both")
+        else:
+            spec = task_evaluator.from_files(
+                args.task, args.evaluator, args.program, args.metric, args.direction, args.time
+            )
+        spec = task_evaluator.with_tolerance(spec, args.score_tolerance)
+        written = task_evaluator.write_evaluator_task(args.task, spec)
+    except (ValueError, OSError, yaml.YAMLError) as exc:
+        print(f"guidance-ttt task new: {exc}", file=sys.stderr)
+        return 2
+    out(
+        f"wrote {len(written)} files of task {args.task} (problem {spec.problem_id}, metric "
+        f"{spec.metric}, {spec.direction}); next: edit instruction.md, start a judge with "
+        f"`guidance-ttt judge --task {args.task} --port 8081 &`, then guidance-ttt task seed "
+        f"and task check (see {args.task / 'README.md'})"
     )
     return 0
 

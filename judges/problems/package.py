@@ -25,6 +25,9 @@ How a problem is checked (its `kind`):
 - `verifier` — `type: verifier`, a Python verifier (`verifier:`, a file in the package) run as
   `python3 verify.py in out` after the candidate; it prints `points <ratio>` or a value line (see
   `judges.verifier`). It is how a task that is not a FrontierCS problem is served.
+- `evaluator` — `type: evaluator`, an operator's Python `evaluate(program_path)` run on the
+  candidate in the sandbox (`judges.problems.evaluator`): how a task made from an evaluate()
+  function, an OpenEvolve example among them, is served.
 
 Checker and interactor sources need `testlib.h`: the `testlib` directory given to
 `judges.kinds.load_problems`.
@@ -66,7 +69,7 @@ _DEFAULT_CHECKER_BY_ID = {"0": "polyomino"}
 _BUILTIN_EQUIVALENTS = {
     "9e1a344ee3bee030fa67cb509070be627b85ed3c3fa1c64b3a64582f04e6a58a": "polyomino",
 }
-KINDS = ("builtin", "checker", "interactive", "verifier", "gpu")
+KINDS = ("builtin", "checker", "interactive", "verifier", "gpu", "evaluator")
 # Kinds whose verdict depends only on the source (CPU-time limits, checked outputs); others,
 # e.g. timed GPU benchmarks, are not cached unless their config.yaml says `verdict_is_pure: true`.
 PURE_KINDS = frozenset(("builtin", "checker", "interactive", "verifier"))

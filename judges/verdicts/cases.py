@@ -4,6 +4,8 @@
     checker      run the candidate → `chk in out ans` (testlib) in the sandbox
     verifier     run the candidate → `python3 verify.py in out ans` in the sandbox
     interactive  candidate ⇄ `interactor in tout ans`, stdio joined by two pipes
+    evaluator    the operator's `evaluate(program_path)` on the candidate, in the sandbox
+                 (`judges.verdicts.evaluated`)
 
 The order of decisions is FrontierCS's: a candidate run that was not accepted (time, memory,
 crash, non-zero exit) fails the case with our own message (never the candidate's stderr, which
@@ -24,6 +26,7 @@ from judges.problems.package import Case, Problem
 from judges.sandbox.outcome import INTERNAL_ERROR, Limits, RunOutcome
 from judges.sandbox.runner import Sandbox
 from judges.sandbox.session import SessionPool
+from judges.verdicts.evaluated import judge_evaluated_case
 from judges.verdicts.judging import (
     OUTPUT_FIELD_CAP,
     STDERR_FIELD_CAP,
@@ -62,6 +65,9 @@ def judge_case(
     if problem.kind == "interactive":
         assert checker is not None
         return _interactive_case(sandbox, program, case, checker, workdir)
+    if problem.kind == "evaluator":  # one run of its own: `sessions` keep the candidate alone
+        assert checker is not None
+        return judge_evaluated_case(sandbox, program, case, checker, workdir)
     stdout = workdir / f"case-{case.number}.out"
     stderr = workdir / f"case-{case.number}.err"
     try:

@@ -105,7 +105,7 @@ class ProgramCache:
         compiles on first use. Raises JudgeFailure when the problem's program does not compile."""
         if problem.kind == "builtin" or problem.program is None:
             return None, "none"
-        if problem.kind == "verifier":
+        if problem.kind in ("verifier", "evaluator"):
             return self._staged_source(problem.program), "source"
         assert problem.testlib is not None
         source = problem.program.read_bytes()

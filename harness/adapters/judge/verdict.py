@@ -206,6 +206,9 @@ def _certified_value(
             INVALID, f"value {value!r}: a min-direction value must be positive", **artifacts
         )
     artifacts["case_values"] = [float(item) for item in values]
+    metrics = [case.get("metrics") for case in cases if isinstance(case.get("metrics"), Mapping)]
+    if metrics:  # an evaluator task's other metrics (judges.problems.evaluator)
+        artifacts["metrics"] = dict(metrics[0]) if len(metrics) == 1 else [*map(dict, metrics)]
     detail = f"value {float(value):.9g} certified on {len(cases)} cases"
     if geometric:
         detail = (
