@@ -105,9 +105,10 @@ def run(args: argparse.Namespace, console: Any = None) -> int:
         state_dir=args.state_dir,
         named={name: getattr(args, name) for name in NAMED_FLAGS},
         sets=tuple(args.set),
+        command=resume_command("run"),
     )
     try:
-        with stopping_on_signals("guidance-ttt run", resume_command("run")):
+        with stopping_on_signals("guidance-ttt run", request.command):
             return start(request)
     except Terminated as exc:  # the stopping line is printed; everything it started is stopped
         exit_now(int(exc.code))

@@ -6,6 +6,11 @@
 1. The run's own settings copy: the settings file (`--config`, default `$GUIDANCE_TTT_SERVE_YAML`,
    else serve.yaml) with what the command line changed, in the run's state directory
    (`harness.settings.run_copy`); the run, `status`, `resume` and `export` read it.
+   The cheap checks come next, each well under a second (`harness.run.early_checks`): the
+   task folder and `--steps` against the committed steps (on the new settings, before the
+   copy replaces the old one), then whether the endpoints answer and list their models. A
+   finished run, a smaller `--steps`, a missing folder or a dead URL is refused in one line
+   naming the flag and the command typed, with a non-zero exit, before anything starts.
 2. The judge: when the run names none (`$FRONTIERCS_JUDGE_URL`, `--judge-url`, or a URL written
    in the file), the project's local judge for the configured task (`python -m judges`: the
    task's own `judge/` packages, else the bundled Polyomino problem), its log in
@@ -27,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -39,6 +45,12 @@ from harness.adapters.child_process import start_tied
 from harness.adapters.judge.process import LocalJudge
 from harness.adapters.reef.ownership import describe_owner
 from harness.observe.wandb_sink import name_wandb_runs
+from harness.run.early_checks import (
+    refuse_finished,
+    refuse_missing_task,
+    refuse_unreachable,
+    steps_source,
+)
 from harness.settings.document import RunSettingsError
 from harness.settings.run_copy import judge_url_given, run_section, write_run_copy
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings, scenario_name
@@ -62,6 +74,8 @@ class FrontDoor:
     state_dir: Path | None = None
     named: Mapping[str, Any] = field(default_factory=dict)
     sets: Sequence[str] = ()
+    #: The command as it was typed (`./run.sh …` when ./run.sh started it): refusals name it.
+    command: str = "guidance-ttt run"
 
 
 def settings_file(config: Path | None, environ: Mapping[str, str]) -> Path:
@@ -84,19 +98,38 @@ def state_dir_of(request: FrontDoor, environ: Mapping[str, str]) -> Path:
 
 
 def prepare(request: FrontDoor, environ: Mapping[str, str]) -> tuple[Path, RunSettings]:
-    """Write the run's settings copy and load it; `RunSettingsError` names a wrong key."""
+    """Write the run's settings copy and load it; `RunSettingsError` names a wrong key, and
+    `RunRefused` a missing task folder or a run that has committed its steps already (the
+    copy is then left as it was)."""
     config = settings_file(request.config, environ)
     state_dir = state_dir_of(request, environ)
-    copy = write_run_copy(
-        config,
-        Path(state_dir),
-        request.named,
-        request.sets,
-        environ=environ,
-        check=same_identity,
-        edit=lambda document: name_own_wandb_runs(document, Path(state_dir)),
-    )
+    source = steps_source(request.named, request.sets, Path(state_dir).resolve(), config)
+
+    def check(settings: RunSettings) -> None:
+        refuse_missing_task(settings, config, request.sets)
+        same_identity(settings)
+        refuse_finished(settings, source, request.command)
+
+    try:
+        copy = write_run_copy(
+            config,
+            Path(state_dir),
+            request.named,
+            request.sets,
+            environ=environ,
+            check=check,
+            edit=lambda document: name_own_wandb_runs(document, Path(state_dir)),
+        )
+    except RunSettingsError as exc:  # named as the user wrote it, not as the trial copy
+        raise RunSettingsError(
+            TRIAL_COPY.sub(f"{config} (with this command's flags)", str(exc))
+        ) from exc
     return copy, RunSettings.load(copy, environ=environ)
+
+
+#: The trial copy `write_run_copy` validates before it replaces the run's copy: a file of its
+#: own the user never wrote, so a refusal names the settings file and the flags instead.
+TRIAL_COPY = re.compile(r"\S*\.serve(?:-frozen)?\.yaml\.checking")
 
 
 def name_own_wandb_runs(document: dict[str, Any], state_dir: Path) -> None:
@@ -209,6 +242,7 @@ def start(request: FrontDoor, environ: Mapping[str, str] | None = None) -> int:
     with holding(state_dir, "guidance-ttt run"):  # first: a second command here starts nothing
         copy, settings = prepare(request, environ)
         print(f"guidance-ttt run: settings {copy} (state in {settings.state_dir})", flush=True)
+        refuse_unreachable(settings, environ)
         refuse_taken_reef_port(settings, copy)
         with local_judge(settings, copy, environ) as judge_env:
             return run_stack(copy, judge_env, environ)

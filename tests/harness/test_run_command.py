@@ -114,6 +114,82 @@ def test_a_judge_url_in_the_file_or_the_environment_wins_over_the_local_judge(
     assert judge_url_given(write_run_copy(written, tmp_path / "c", {}, environ=ENV), ENV)
 
 
+def _committed_run(state: Path, steps: int) -> None:
+    """A state directory whose run has committed `steps` steps (its resume state, made with
+    the settings `guidance-ttt run --config serve-frozen.yaml` writes), and a task folder."""
+    from harness.storage.resume_state import RESUME_STATE, SUMMARY_KEYS, ResumeState, RunIdentity
+
+    copy = write_run_copy(FROZEN, state, {"steps": steps}, environ=ENV)
+    identity = RunIdentity.from_dict(RunSettings.load(copy, environ=ENV).identity())
+    summaries = tuple(
+        {**dict.fromkeys(SUMMARY_KEYS, 0), "step": i, "train_metrics": {}} for i in range(steps)
+    )
+    ResumeState(identity, {"name": "gpt_oss_120b"}, "summary_only", steps, summaries).save(
+        state / RESUME_STATE
+    )
+
+
+def _run_cli(
+    *flags: str, cwd: Path, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    clean = {
+        k: v for k, v in os.environ.items() if not k.startswith(("GUIDANCE_TTT_", "FRONTIERCS_"))
+    }
+    command = [*CLI_RUN, "--config", str(FROZEN), *flags]
+    return subprocess.run(
+        command,
+        cwd=cwd,
+        env={**clean, **ENV, **(env or {})},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_a_finished_run_and_a_smaller_steps_are_refused_before_anything_starts(
+    tmp_path: Path,
+) -> None:
+    state = tmp_path / "run"
+    _committed_run(state, 2)
+    before = (state / "serve-frozen.yaml").read_text()
+    same = _run_cli("--state-dir", str(state), "--steps", "2", cwd=tmp_path)
+    assert same.returncode != 0
+    line = same.stderr.strip()
+    assert f"run {state.resolve()} has committed 2 steps of 2; `--steps M` (M > 2)" in line, line
+    assert line.endswith("--steps 3"), line  # the command typed, with the steps that continue
+    assert "local judge" not in same.stdout + same.stderr  # nothing started
+    smaller = _run_cli("--state-dir", str(state), "--steps", "1", cwd=tmp_path)
+    assert smaller.returncode != 0
+    assert smaller.stderr.startswith("guidance-ttt run: --steps 1 asks for 1 steps"), smaller.stderr
+    assert "has committed 2" in smaller.stderr and "serve.yaml" not in smaller.stderr
+    by_set = _run_cli("--state-dir", str(state), "--set", "steps=1", cwd=tmp_path)
+    assert "--set steps=1 asks for 1 steps" in by_set.stderr
+    assert (state / "serve-frozen.yaml").read_text() == before  # the run's settings kept
+    assert json.loads((state / OVERRIDES_FILE).read_text())["overrides"]["steps"] == 2
+
+
+def test_a_missing_task_folder_a_dead_url_and_a_wrong_key_name_what_was_typed(
+    tmp_path: Path,
+) -> None:
+    missing = _run_cli(
+        "--state-dir", str(tmp_path / "a"), "--set", f"task={tmp_path / 'nope'}", cwd=tmp_path
+    )
+    assert missing.returncode != 0
+    assert f"--set task={tmp_path / 'nope'}: {tmp_path / 'nope'} does not exist" in missing.stderr
+    assert "local judge" not in missing.stdout
+    dead = _run_cli(
+        "--state-dir", str(tmp_path / "b"), "--guidance-url", "http://127.0.0.1:9", cwd=tmp_path
+    )
+    assert dead.returncode != 0
+    assert "the guidance endpoint http://127.0.0.1:9 refuses connections" in dead.stderr
+    assert "--guidance-url" in dead.stderr and "local judge" not in dead.stdout
+    wrong = _run_cli(
+        "--state-dir", str(tmp_path / "c"), "--set", "harness.max_rollout_workers=x", cwd=tmp_path
+    )
+    assert wrong.returncode != 0 and ".checking" not in wrong.stderr
+    assert f"{FROZEN} (with this command's flags)" in wrong.stderr
+
+
 def _processes_naming(text: str) -> list[str]:
     found = []
     for proc in Path("/proc").iterdir():
