@@ -86,6 +86,18 @@ static void write_marks() {
     utimensat(AT_FDCWD, "/tmp", times, 0);
 }
 
+// keyctl(KEYCTL_GET_KEYRING_ID, KEY_SPEC_USER_KEYRING, create) through the i386 entry (`int
+// 0x80`), which a 64-bit program can use too: its raw result (-EPERM when refused).
+static long compat_keyctl() {
+#if defined(__x86_64__)
+    long result;
+    asm volatile("int $0x80" : "=a"(result) : "a"(288), "b"(0), "c"(-4), "d"(1) : "memory");
+    return result;
+#else
+    return -EPERM;
+#endif
+}
+
 // What the case finds, as one line of `name=value` (the same in a fresh sandbox every time).
 static std::string read_marks() {
     char value[64];
@@ -104,12 +116,14 @@ static std::string read_marks() {
     char line[1024];
     snprintf(line, sizeof line,
              "tmp_xattr=%zd cwd_xattr=%zd tmp_xattr_names=%zd acl=%zd user_key=%d session_key=%d "
-             "add_key_errno=%d tmp_time_kept=%d pid=%d inode=%llu shm_id=%d loopback_bytes=%ld",
+             "add_key_errno=%d compat_keyctl=%ld tmp_time_kept=%d pid=%d inode=%llu shm_id=%d "
+             "loopback_bytes=%ld",
              getxattr("/tmp", "user.mark", value, sizeof value),
              getxattr(".", "user.cwd", value, sizeof value), listxattr("/tmp", nullptr, 0),
              getxattr("/tmp", "system.posix_acl_default", nullptr, 0),
              find_key("user-mark", KEY_SPEC_USER_KEYRING) > 0,
              find_key("session-mark", KEY_SPEC_USER_SESSION_KEYRING) > 0, add_key_errno,
+             compat_keyctl(),
              (long long)tmp.st_mtime == MARK_TIME || (long long)tmp.st_atime == MARK_TIME,
              (int)getpid(), (unsigned long long)created.st_ino, shm, loopback_bytes());
     return line;
