@@ -118,9 +118,15 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         parent_score = parent.verifier_raw_score
         shown = "--" if parent_score is None else f"{parent_score:.4f}"
         lines.append(f"parent: entry {parent.id}, score {shown}")
-    ratios = (meta.get("verification_artifacts") or {}).get("case_ratios")
+    artifacts = meta.get("verification_artifacts") or {}
+    ratios = artifacts.get("case_ratios")
     if ratios:
         lines.append("cases: " + "  ".join(f"{i}:{r:.4f}" for i, r in enumerate(ratios, 1)))
+    metrics = artifacts.get("metrics")
+    if isinstance(metrics, dict) and metrics:  # an evaluator task's metrics, the score's too
+        lines.append("metrics: " + "  ".join(f"{k} {_metric(v)}" for k, v in metrics.items()))
+    if not entry.is_valid and artifacts.get("case_detail"):
+        lines.append(f"detail: {artifacts['case_detail']}")
     for line in lines:
         console.print(Text(escape_terminal(line, multiline=False)), soft_wrap=True)
     _section(console, "guidance", entry.guidance or "(none: the seed, or malformed guidance)")
@@ -169,6 +175,13 @@ def _executor_prompt(
     note = f"(rebuilt from {task_dir}, the parent and the guidance, as the run built it)"
     _section(console, f"executor prompt (system) {note}", prompt.system)
     _section(console, "executor prompt (user)", prompt.user)
+
+
+def _metric(value: object) -> str:
+    """A metric for display: a float to 6 significant digits, anything else as it is (cut)."""
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    return str(value)[:80]
 
 
 def _section(console: Console, title: str, body: str) -> None:

@@ -147,7 +147,7 @@ def plain(metrics):
 
 
 def main():
-    settings_path, evaluator_path, program_source = sys.argv[1:4]
+    settings_path, evaluator_path, program_source = map(os.path.abspath, sys.argv[1:4])
     with open(settings_path) as file:
         settings = json.load(file)
     metric = settings.get("metric") or "combined_score"
@@ -183,7 +183,7 @@ def main():
     shutil.copyfile(program_source, program)
     os.chdir(work)
     provide_openevolve()
-    sys.path.insert(0, os.path.dirname(os.path.abspath(evaluator_path)))
+    sys.path.insert(0, os.path.dirname(evaluator_path))
     try:
         spec = importlib.util.spec_from_file_location("evaluation_module", evaluator_path)
         module = importlib.util.module_from_spec(spec)

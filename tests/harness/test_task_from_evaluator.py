@@ -190,6 +190,10 @@ def test_rehearse_then_a_frozen_run_judge_the_new_task_without_set(
     assert committed == 0
     assert results.seed_entry(archive).verifier_raw_score == pytest.approx(0.2)
     assert all(e.is_valid for e in archive.entries.values())
+    # The evaluator's other metrics are in the rollout's record, and `show` prints them.
+    rollout = next(e for e in archive.entries.values() if e.timestep == 1)
+    shown = passed(cli("show", str(state), rollout.id, cwd=root))
+    assert "metrics: answer 1  combined_score 0.2" in shown
 
 
 #: Three OpenEvolve examples of different kinds: a numeric optimiser with a one-threshold

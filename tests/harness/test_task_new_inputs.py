@@ -114,3 +114,61 @@ def test_a_statement_within_the_limit_is_written_as_the_instruction(tmp_path: Pa
     status, task = new(tmp_path, source)
     assert status == 0 and body in (task / "instruction.md").read_text()
     assert os.path.getsize(task / "instruction.md") < (1 << 20) + 4096
+
+
+EVALUATE = "def evaluate(program_path):\n    return {'combined_score': 1.0}\n"
+
+
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--evaluator", "evaluate.py"], "--evaluator EVAL.py and --program SEED.py go together"),
+        (["--program", "seed.py"], "--evaluator EVAL.py and --program SEED.py go together"),
+        (["--evaluator", "missing.py", "--program", "seed.py"], "--evaluator"),
+        (["--evaluator", "seed.py", "--program", "seed.py"], "defines no evaluate(program_path)"),
+        (["--openevolve", "seed.py"], "--openevolve"),
+        (["--openevolve", "example", "--program", "seed.py"], "drop --evaluator/--program"),
+        (["--evaluator", "evaluate.py", "--program", "seed.py", "--metric", "a b"], "--metric"),
+        (
+            ["--evaluator", "evaluate.py", "--program", "seed.py", "--score-tolerance", "1"],
+            "--score-tolerance",
+        ),
+    ],
+)
+def test_task_new_from_an_evaluator_refuses_a_wrong_flag_naming_it(
+    tmp_path: Path, capsys, monkeypatch, flags: list[str], named: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "evaluate.py").write_text(EVALUATE)
+    (tmp_path / "seed.py").write_text("def solve():\n    return 1\n")
+    (tmp_path / "example").mkdir()
+    status = task_command.main(["new", "task", *flags], out=print)
+    error = capsys.readouterr().err
+    assert status == 2 and named in error and len(error.strip().splitlines()) == 1, error
+    assert not (tmp_path / "task").exists()
+
+
+def test_an_openevolve_example_s_texts_and_limits_land_in_the_task(tmp_path: Path) -> None:
+    example = tmp_path / "example"
+    example.mkdir()
+    (example / "initial_program.py").write_text(
+        "# EVOLVE-BLOCK-START\ndef solve():\n    return 1\n# EVOLVE-BLOCK-END\n"
+    )
+    (example / "evaluator.py").write_text(EVALUATE)
+    (example / "config_phase_1.yaml").write_text(
+        "prompt:\n  system_message: Pack the circles \\alpha.\n"
+        "evaluator:\n  timeout: 20\n  cascade_thresholds: [0.5, 0.75, 0.9]\n"
+    )
+    task = tmp_path / "my task"
+    assert task_command.main(["new", str(task), "--openevolve", str(example)], out=print) == 0
+    package = task / "judge" / "my_task"
+    assert "time: 60s" in (package / "config.yaml").read_text()  # 20 s for each of 3 stages
+    assert (package / "testdata" / "1.in").read_text().strip() == (
+        '{"metric": "combined_score", "cascade": [0.5, 0.75]}'
+    )
+    assert "Pack the circles \\alpha." in (task / "instruction.md").read_text()
+    assert "EVOLVE-BLOCK-START" in (task / "contract.json").read_text()
+    assert tomllib.loads((task / "task.toml").read_text())["metadata"]["judge_problem_id"] == (
+        "my_task"
+    )
+    load_case_check(task / "tests" / "score_check.py")
