@@ -202,7 +202,9 @@ def local_judge(settings: RunSettings, copy: Path, environ: Mapping[str, str]) -
         }
 
 
-def run_stack(copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, str]) -> int:
+def run_stack(
+    copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, str], command: str = ""
+) -> int:
     """Run scripts/run-stack.sh on the copy and return its exit status; whatever stops this
     call (a signal's `Terminated`) first stops the stack (SIGTERM, then SIGKILL of its session
     after `STACK_STOP_S`)."""
@@ -212,6 +214,9 @@ def run_stack(copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, st
         "GUIDANCE_TTT_SERVE_YAML": str(copy),
         "PYTHON": sys.executable,  # the interpreter of this command, with the project
         "GUIDANCE_TTT_QUIET_STOP": "1",
+        # The command that was typed: the preflight's fixes and the spend limit's advice name
+        # its flags (`harness.run.spend.spend_advice`).
+        "GUIDANCE_TTT_COMMAND": command or "guidance-ttt run",
     }
     stack = start_tied(["bash", str(STACK)], cwd=REPO, env=env)
     try:
@@ -245,4 +250,4 @@ def start(request: FrontDoor, environ: Mapping[str, str] | None = None) -> int:
         refuse_unreachable(settings, environ)
         refuse_taken_reef_port(settings, copy)
         with local_judge(settings, copy, environ) as judge_env:
-            return run_stack(copy, judge_env, environ)
+            return run_stack(copy, judge_env, environ, request.command)

@@ -17,6 +17,7 @@ The adapters (Reef, executor, judge, training bridge, status page) come in as `R
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from harness.run.crash_hook import crash_point
 from harness.run.recovery import check_committed_library, rebuild_lost_slots
 from harness.run.rollout import RolloutSettings
 from harness.run.services import RunServices
-from harness.run.spend import SpendLimit, record_preflight_usage
+from harness.run.spend import SpendLimit, record_preflight_usage, spend_advice
 from harness.run.step import RESUME_HINT, GuidanceHarness, StepInterrupted, StepRun, step_entries
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
@@ -193,6 +194,7 @@ def _run_open(
         settings.model,
         services.executor.backend.model,
         preflight=record_preflight_usage(settings.state_dir, events),
+        advice=spend_advice(settings.experiment_name, os.environ),
     )
     spend.require_prices(settings.arm_spec.guided)
     harness = GuidanceHarness(

@@ -176,10 +176,11 @@ class Events:
         self.seen.append((kind, fields))
 
 
-def spent_entries(tokens_per_entry: int, count: int) -> list:
+def spent_entries(tokens_per_entry: int, count: int, per_step: int = 1) -> list:
+    """`count` rollout entries of `tokens_per_entry` tokens each, `per_step` to a step."""
     out = []
     for index in range(count):
-        entry = make_entry("root", 0)
+        entry = make_entry("root", index // per_step)
         usage = {"prompt_tokens": tokens_per_entry // 2, "completion_tokens": tokens_per_entry // 2}
         out.append(
             dataclasses.replace(
@@ -206,6 +207,25 @@ def test_the_spend_limit_warns_at_half_and_four_fifths_then_stops() -> None:
     with pytest.raises(SpendLimitReached, match="max_tokens is 1000 and the run has spent 1,000"):
         limit.check(spent_entries(100, 10), 5, events)
     assert events.seen[-1][0] == "spend_limit_reached"
+
+
+def test_the_spend_limit_stops_before_a_step_that_would_cross_it_naming_the_command() -> None:
+    from harness.run.spend import spend_advice
+
+    command = "guidance-ttt run --config serve-frozen.yaml --state-dir work/r"
+    advice = spend_advice(None, {"GUIDANCE_TTT_COMMAND": command})
+    limit = SpendLimit(None, 1000, PriceTable(), "g", "x", advice=advice)
+    limit.check(spent_entries(250, 3), 3, Events())  # 750 and 250 a step: 1000 does not cross
+    with pytest.raises(SpendLimitReached) as stopped:
+        limit.check(spent_entries(300, 3), 3, Events())  # 900 + 300 would cross 1000
+    message = str(stopped.value)
+    assert "has spent 900 tokens and a step costs about 300 tokens" in message, message
+    assert "step 3 would cross it" in message
+    assert f"{command} --set harness.spend_limit.max_tokens=1500" in message
+    assert "serve.yaml" not in message.replace("serve-frozen.yaml", "")
+    planned = SpendLimit(None, 1000, PriceTable(), "g", "x", advice=spend_advice("e1", {}))
+    with pytest.raises(SpendLimitReached, match=r"spend_limit\.max_tokens in experiment e1's plan"):
+        planned.check(spent_entries(600, 2), 2, Events())
 
 
 def test_a_cost_limit_prices_the_tokens_and_refuses_an_unpriced_model() -> None:

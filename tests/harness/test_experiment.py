@@ -194,7 +194,7 @@ def test_a_spend_limit_below_one_step_stops_after_it_and_raising_it_resumes(
         assert "raise max_tokens" in message and "\n" not in message
         resume = json.loads((state / "guidance-run/resume-state.json").read_text())
         assert resume["next_step"] == 1, "the step that crossed the limit completed"
-        raised = RehearsalOptions(steps=3, groups=1, rollouts=2, arm="unguided", max_tokens=9000)
+        raised = RehearsalOptions(steps=3, groups=1, rollouts=2, arm="unguided", max_tokens=20000)
         result = rehearse_run(stack, state, raised, console)
     assert (result.start_step, result.next_step) == (1, 3)
     events = read_events(event_log_path(state))
