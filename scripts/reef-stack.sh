@@ -34,7 +34,7 @@ start_reef() {
 
 stop_reef() {
     if [ -n "$reef_pid" ] && kill -0 "$reef_pid" 2>/dev/null; then
-        [ -n "${GUIDANCE_TTT_QUIET_STOP:-}" ] || echo "run.sh: stopping the Reef stack (pid $reef_pid)"
+        [ -n "${GUIDANCE_TTT_QUIET_STOP:-}" ] || echo "${say:-run.sh}: stopping the Reef stack (pid $reef_pid)"
         kill -TERM "$reef_pid" 2>/dev/null || true
         wait "$reef_pid" 2>/dev/null || true
     fi
@@ -55,12 +55,12 @@ wait_for_reef() {
     until reef_healthy "$url"; do
         if ! kill -0 "$reef_pid" 2>/dev/null; then
             wait "$reef_pid" || true
-            echo "run.sh: reef serve exited before it was healthy; the end of $log:" >&2
+            echo "${say:-run.sh}: reef serve exited before it was healthy; the end of $log:" >&2
             tail -n 100 "$log" >&2
             return 1
         fi
         if ((SECONDS - started >= deadline_s)); then
-            echo "run.sh: reef serve was not healthy at $url/healthz within ${deadline_s}s" \
+            echo "${say:-run.sh}: reef serve was not healthy at $url/healthz within ${deadline_s}s" \
                 "(startup_deadline_s in serve.yaml, or GUIDANCE_TTT_STARTUP_DEADLINE_S);" \
                 "stopping the stack; the end of $log:" >&2
             tail -n 100 "$log" >&2
@@ -80,7 +80,7 @@ wait_for_reef() {
 _stop_pid() {
     local pid=$1 what=$2
     if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
-        [ -n "${GUIDANCE_TTT_QUIET_STOP:-}" ] || echo "run.sh: stopping $what (pid $pid)" >&2
+        [ -n "${GUIDANCE_TTT_QUIET_STOP:-}" ] || echo "${say:-run.sh}: stopping $what (pid $pid)" >&2
         kill -TERM "$pid" 2>/dev/null || true
         wait "$pid" 2>/dev/null || true
     fi

@@ -35,6 +35,8 @@
 #                         preflight's "local judge" row
 #   GUIDANCE_TTT_QUIET_STOP  set by guidance-ttt run: the stop names no process (guidance-ttt
 #                         run prints the one stopping line)
+#   GUIDANCE_TTT_COMMAND  set by guidance-ttt run: the command that was typed, which the
+#                         preflight's fixes and the lines here name
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python="${PYTHON:?scripts/run-stack.sh is started by guidance-ttt run, which sets PYTHON}"
@@ -52,12 +54,20 @@ eval "$settings"
 # episode, so the preflight's trial row and the run agree.
 export GUIDANCE_TTT_TRIAL="$TRIAL"
 
+# Every line names the command that was typed (guidance-ttt run sets GUIDANCE_TTT_COMMAND:
+# `guidance-ttt run …` or `./run.sh …`); its first words prefix the lines.
+command="${GUIDANCE_TTT_COMMAND:-guidance-ttt run}"
+case "$command" in
+    ./run.sh*) say="run.sh" front="./run.sh" ;;
+    *) say="guidance-ttt run" front="guidance-ttt run" ;;
+esac
+
 frozen_hint() {
-    echo "run.sh: no GPUs? Frozen-guidance mode runs the same loop without training, with any" \
+    echo "$say: no GPUs? Frozen-guidance mode runs the same loop without training, with any" \
         "OpenAI-compatible endpoint as the guidance model (docs/frozen.md):" >&2
-    echo "    GUIDANCE_TTT_SERVE_YAML=serve-frozen.yaml GUIDANCE_TTT_GUIDANCE_URL=http://HOST:PORT" \
-        "GUIDANCE_TTT_GUIDANCE_MODEL=MODEL ./run.sh" >&2
-    echo "run.sh: or rehearse it first on this machine with scripted stand-in models:" \
+    echo "    $front --config serve-frozen.yaml --guidance-url http://HOST:PORT" \
+        "--guidance-model MODEL" >&2
+    echo "$say: or rehearse it first on this machine with scripted stand-in models:" \
         "guidance-ttt rehearse work/rehearsal (README: \"No GPU? Start here\")" >&2
 }
 
@@ -79,13 +89,14 @@ if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE:-}" ]; then
     preflight+=(--local-judge "$GUIDANCE_TTT_LOCAL_JUDGE")
 fi
 if ! "${preflight[@]}"; then
-    echo "run.sh: stopping after the preflight; nothing was started." >&2
+    echo "$say: stopping after the preflight; nothing was started." >&2
     if [ "$MODE" = frozen ]; then
-        echo "run.sh: fix every row marked missing above, then re-run the same command" >&2
+        echo "$say: fix every row marked missing above, then run again: $command" >&2
         exit 1
     fi
-    echo "run.sh: fix every row marked missing above (a run needs the GPUs listed in" \
-        "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES visible to torch), then re-run ./run.sh" >&2
+    echo "$say: fix every row marked missing above (a run needs the GPUs listed in" \
+        "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES visible to torch), then run again:" \
+        "$command" >&2
     if ! "$python" -c 'import sys, torch; sys.exit(torch.cuda.device_count() == 0)' \
         2>/dev/null; then
         frozen_hint
@@ -94,7 +105,7 @@ if ! "${preflight[@]}"; then
 fi
 
 if [ "$MODE" != frozen ] && [ ! -f "$model_dir/config.json" ]; then
-    echo "run.sh: fetching $model_id into $model_dir"
+    echo "$say: fetching $model_id into $model_dir"
     "$python" -c 'import sys; from huggingface_hub import snapshot_download as get
 get(sys.argv[1], local_dir=sys.argv[2])' "$model_id" "$model_dir"
 fi
@@ -108,7 +119,7 @@ export REEF_INFERENCE_HOST
 export NO_PROXY="127.0.0.1,localhost,$REEF_INFERENCE_HOST${NO_PROXY:+,$NO_PROXY}"
 export no_proxy="$NO_PROXY"
 if [ -n "${RAY_ADDRESS:-}" ]; then
-    echo "run.sh: joining the Ray cluster at $RAY_ADDRESS (it is left running)"
+    echo "$say: joining the Ray cluster at $RAY_ADDRESS (it is left running)"
 fi
 
 mkdir -p "$STATE_DIR"
@@ -127,17 +138,17 @@ if [ "$MODE" = frozen ] && [ -n "${GUIDANCE_TTT_GUIDANCE_API_KEY:-}" ]; then
         >>"$STATE_DIR/guidance-proxy.log" 2>&1 &
     proxy_pid=$!
     export GUIDANCE_TTT_GUIDANCE_URL="http://127.0.0.1:$proxy_port"
-    echo "run.sh: guidance key forwarder on $GUIDANCE_TTT_GUIDANCE_URL -> $GUIDANCE_URL"
+    echo "$say: guidance key forwarder on $GUIDANCE_TTT_GUIDANCE_URL -> $GUIDANCE_URL"
 fi
 
-echo "run.sh: starting reef serve -c $serve_yaml ($MODE guidance; log: $reef_log)"
+echo "$say: starting reef serve -c $serve_yaml ($MODE guidance; log: $reef_log)"
 start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
 
-echo "run.sh: waiting for $REEF_URL/healthz, at most ${STARTUP_DEADLINE_S}s (training stack" \
+echo "$say: waiting for $REEF_URL/healthz, at most ${STARTUP_DEADLINE_S}s (training stack" \
     "start-up can take many minutes)"
 if ! wait_for_reef "$REEF_URL" "$STARTUP_DEADLINE_S" "$reef_log"; then
     exit 1
 fi
 
-echo "run.sh: Reef is up; running the episode (STEPS=$STEPS, state in $STATE_DIR)"
+echo "$say: Reef is up; running the episode (STEPS=$STEPS, state in $STATE_DIR)"
 run_episode "$python" run.py --serve-yaml "$serve_yaml"

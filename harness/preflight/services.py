@@ -36,6 +36,23 @@ HEALTH_TIMEOUT_S = 5.0
 EXECUTOR_PROBE_TIMEOUT_S = 60.0
 
 
+def typed_command() -> str | None:
+    """The front command of the run being checked, as the user typed its first words
+    (`guidance-ttt run` or `./run.sh`; `GUIDANCE_TTT_COMMAND`, set by `guidance-ttt run` for
+    its stack), or None when the preflight runs on its own (`guidance-ttt doctor`)."""
+    command = os.environ.get("GUIDANCE_TTT_COMMAND", "").strip()
+    if not command:
+        return None
+    return "./run.sh" if command.startswith("./run.sh") else "guidance-ttt run"
+
+
+def flag_or_variable(flags: str, variables: str) -> str:
+    """`flags` of the command that was typed (`pass --guidance-url … to guidance-ttt run`),
+    else the environment `variables` (the preflight on its own)."""
+    command = typed_command()
+    return f"pass {flags} to {command}" if command else f"set {variables}"
+
+
 def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | None) -> CheckResult:
     """The judge answers `GET /health` with `{"ok": true}` and, unless `score_seed` is None, judges
     the seed candidate as valid with a non-zero score. `score_seed` is the caller's scorer bound
@@ -127,9 +144,10 @@ def check_guidance(
     row's reason in one line: the endpoint's own message and the setting that changes the body.
     The tokens the call used are shown in the row (they are billed like any other call)."""
     base = url.rstrip("/")
-    fix = (
-        "start the guidance server, or set GUIDANCE_TTT_GUIDANCE_URL (without /v1) and "
-        "GUIDANCE_TTT_GUIDANCE_MODEL for serve-frozen.yaml"
+    fix = "start the guidance server, or " + flag_or_variable(
+        "--guidance-url URL (without /v1) and --guidance-model MODEL",
+        "GUIDANCE_TTT_GUIDANCE_URL (without /v1) and GUIDANCE_TTT_GUIDANCE_MODEL for "
+        "serve-frozen.yaml",
     )
     key = os.environ.get("GUIDANCE_TTT_GUIDANCE_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
@@ -150,7 +168,10 @@ def check_guidance(
         return missing_check(
             "guidance",
             f"{target} lists {shown or 'no models'}, not {model!r}",
-            "set GUIDANCE_TTT_GUIDANCE_MODEL (inference.upstream-model) to a listed id",
+            flag_or_variable(
+                "--guidance-model with a listed id",
+                "GUIDANCE_TTT_GUIDANCE_MODEL (inference.upstream-model) to a listed id",
+            ),
         )
     shape = shape or RequestShape()
     body = shape.apply(
@@ -277,10 +298,11 @@ def check_executor(
             f"export {key_name}=<your key> ({settings_key('harness.executor.api_key_env')} "
             "names the variable)",
         )
-    fix = (
-        f"start the executor at {backend.base_url}, or set "
+    fix = f"start the executor at {backend.base_url}, or " + flag_or_variable(
+        "--executor-url URL (with /v1) and --executor-model MODEL (--set "
+        "harness.executor_backend=NAME picks a preset or openai_compatible)",
         f"{settings_key('harness.executor.base_url')} (GUIDANCE_TTT_EXECUTOR_URL) to where it "
-        "runs (GUIDANCE_TTT_EXECUTOR picks a preset or openai_compatible)"
+        "runs (GUIDANCE_TTT_EXECUTOR picks a preset or openai_compatible)",
     )
     listed = _listed_models(backend.base_url, key)
     if listed is not None and backend.model not in listed:
@@ -289,8 +311,11 @@ def check_executor(
             "executor",
             f"{label}: GET {backend.base_url}/models lists {shown or 'no models'}, not "
             f"{backend.model!r}",
-            f"set {settings_key('harness.executor.model')} (GUIDANCE_TTT_EXECUTOR_MODEL) to a "
-            "listed id",
+            flag_or_variable(
+                "--executor-model with a listed id",
+                f"{settings_key('harness.executor.model')} (GUIDANCE_TTT_EXECUTOR_MODEL) to a "
+                "listed id",
+            ),
         )
     probe_backend = replace(backend, timeout_s=min(backend.timeout_s, timeout_s), max_retries=0)
     try:

@@ -682,3 +682,28 @@ def test_a_check_that_crashes_is_a_missing_row_and_the_others_still_run(
     assert disk.detail == f"check crashed: RuntimeError: statvfs of {tmp_path} exploded"
     assert disk.fix == "a bug in the preflight: report it with this line"
     assert by_name["python"].ready and by_name["git-lfs"].ready
+
+
+def test_fixes_name_the_flags_of_the_command_typed_not_variables(monkeypatch):
+    """Under `guidance-ttt run` (which gives its stack GUIDANCE_TTT_COMMAND) a dead guidance or
+    executor endpoint's fix names that command's flags; `doctor` on its own names variables."""
+    from harness.adapters.executor.backends import configured_backend
+    from harness.preflight.services import check_guidance
+
+    backend = configured_backend(
+        "openai_compatible", base_url="http://127.0.0.1:9/v1", model="e", max_retries=0
+    )
+    monkeypatch.delenv("GUIDANCE_TTT_COMMAND", raising=False)
+    assert "set GUIDANCE_TTT_GUIDANCE_URL" in check_guidance("http://127.0.0.1:9", model="m").fix
+    for typed, front in (
+        ("./run.sh --steps 3", "./run.sh"),
+        ("guidance-ttt run", "guidance-ttt run"),
+    ):
+        monkeypatch.setenv("GUIDANCE_TTT_COMMAND", typed)
+        guidance = check_guidance("http://127.0.0.1:9", model="m").fix
+        executor = check_executor(backend, timeout_s=2).fix
+        assert f"--guidance-url URL (without /v1) and --guidance-model MODEL to {front}" in guidance
+        assert "--executor-url URL (with /v1) and --executor-model MODEL" in executor
+        assert front in executor
+        assert "GUIDANCE_TTT_GUIDANCE_URL" not in guidance + executor
+        assert "GUIDANCE_TTT_EXECUTOR_URL" not in executor
