@@ -181,6 +181,8 @@ def draw(comparison: Comparison, path: Path) -> Drawn:
         _label_axes(ax, comparison)
         if comparison.budget_note:
             notes.append(comparison.budget_note)
+        if comparison.small_sample_note:
+            notes.append(comparison.small_sample_note)
         for number, note in enumerate(notes):
             figure.text(0.01, 0.01 + 0.03 * number, note, fontsize=8, ha="left", va="bottom")
         # Below the axes, so it never hides a curve or the baseline.
@@ -371,13 +373,17 @@ def render(comparison: Comparison, console: Console) -> None:
             "unknown" if cost is None else f"${cost:,.2f}",
         )
     console.print(table)
+    seeds = {row["arm"]: row["seeds"] for row in comparison.table}
     for diff in comparison.differences:
         console.print(
             f"{diff['arm']} − {diff['minus']}: {diff['difference']:+.4f} "
-            f"[{diff['ci_low']:+.4f}, {diff['ci_high']:+.4f}]",
+            f"[{diff['ci_low']:+.4f}, {diff['ci_high']:+.4f}] "
+            f"(n={seeds.get(diff['arm'], '?')} vs n={seeds.get(diff['minus'], '?')})",
             markup=False,
         )
     console.print(f"intervals: {comparison.method}", markup=False)
+    if comparison.small_sample_note:
+        console.print(comparison.small_sample_note, markup=False)
     if comparison.budget_note:
         console.print(comparison.budget_note, markup=False)
 

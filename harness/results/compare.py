@@ -291,6 +291,19 @@ class Comparison:
         return INTERVAL_METHOD.format(resamples=self.resamples)
 
     @property
+    def small_sample_note(self) -> str | None:
+        """Where an arm has fewer than `INDICATIVE_BELOW` seeds: its intervals are indicative
+        (a bootstrap over so few seeds is narrow, zero-width when they agree), with each n."""
+        small = [(arm.arm, len(arm.curves)) for arm in self.arms]
+        if all(n >= INDICATIVE_BELOW for _, n in small):
+            return None
+        shown = ", ".join(f"{name} n={n}" for name, n in small)
+        return (
+            f"fewer than {INDICATIVE_BELOW} seeds per arm ({shown}): the intervals are "
+            "indicative only; an interval that excludes 0 is not yet a finding"
+        )
+
+    @property
     def budget_note(self) -> str | None:
         """`final bests compared at step 0, the budget every run reached` where budgets differ."""
         if self.common_budget is None:
@@ -299,6 +312,10 @@ class Comparison:
         shown = f"{x:g}" if self.axis != "usd" else f"${x:,.2f}"
         axis = AXIS_LABELS[self.axis]
         return f"final bests compared at {axis} {shown}, the budget every run reached"
+
+
+#: Below this many seeds in an arm, its intervals are shown as indicative.
+INDICATIVE_BELOW = 5
 
 
 def check_comparable(curves: Sequence[Curve]) -> tuple[str, str | None, str]:

@@ -119,7 +119,7 @@ def test_the_figure_and_the_csvs_hold_the_curves(tmp_path: Path) -> None:
     assert "higher is better" in drawn.title and result.method in drawn.title
     assert drawn.xlabel == "step (0-based)" and "higher is better" in drawn.ylabel
     assert drawn.legend == ["guidance-ttt (n=3)", "best-of-n (n=3)", "seed 10.0000"]
-    assert drawn.baselines == [10.0] and drawn.notes == []
+    assert drawn.baselines == [10.0] and drawn.notes == [result.small_sample_note]
     write_csv(result, tmp_path / "compare.csv")
     write_table(result, tmp_path / "compare-table.csv")
     with (tmp_path / "compare.csv").open() as handle:
@@ -212,3 +212,24 @@ def test_coinciding_arms_stay_visible_and_are_labelled(tmp_path: Path) -> None:
         assert drawn.baselines == [10.0] and drawn.legend[3] == "seed 10.0000"
         if axis == "rollouts":
             assert drawn.xlim[0] == 0.0
+
+
+def test_fewer_than_five_seeds_per_arm_reads_as_indicative_and_shows_n(tmp_path: Path) -> None:
+    """Three seeds an arm: the printed table, the differences and the figure say the intervals
+    are indicative and show each arm's n; five seeds an arm need no such note."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from harness.cli.compare import render
+
+    result = compare(CURVES, "step", resamples=200)
+    out = StringIO()
+    render(result, Console(file=out, width=200))
+    printed = out.getvalue()
+    assert "(n=3 vs n=3)" in printed
+    assert "fewer than 5 seeds per arm (guidance-ttt n=3, best-of-n n=3)" in printed
+    assert "indicative only" in printed
+    assert any("indicative only" in note for note in draw(result, tmp_path / "c.png").notes)
+    many = [curve(arm, seed, [10.0 + seed, 11.0 + seed]) for arm in ("a", "b") for seed in range(5)]
+    assert compare(many, "step", resamples=50).small_sample_note is None
