@@ -4,6 +4,7 @@ stand-in models (`harness.rehearsal` runs it); then the commands to look at it."
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import sys
 from pathlib import Path
 
@@ -94,6 +95,13 @@ def _add_arm_arguments(rehearse: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace, console: Console | None = None) -> int:
     console = console or Console()
+    if args.wandb and importlib.util.find_spec("wandb") is None:  # before anything starts
+        print(
+            f"guidance-ttt rehearse: --wandb {args.wandb} needs the wandb package, which is not "
+            "installed: pip install -e '.[watch]' (the watch extra), or leave out --wandb",
+            file=sys.stderr,
+        )
+        return 2
     from harness.cli.termination import (
         Terminated,
         exit_now,

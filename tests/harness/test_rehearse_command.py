@@ -114,3 +114,18 @@ def test_a_finished_rehearsal_refuses_in_one_line_before_starting_anything(
     )
     assert "serve.yaml" not in line
     assert sorted(p.name for p in state.iterdir()) == before  # nothing was started or written
+
+
+def test_wandb_offline_without_wandb_is_refused_at_start_naming_the_extra(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from harness.cli.entry import main
+
+    monkeypatch.setitem(sys.modules, "wandb", None)  # as if the package were not installed
+    state = tmp_path / "r"
+    assert main(["rehearse", str(state), "--wandb", "offline"]) == 2
+    out = capsys.readouterr()
+    (line,) = out.err.strip().splitlines()
+    assert line.startswith("guidance-ttt rehearse: --wandb offline needs the wandb package")
+    assert "pip install -e '.[watch]'" in line and out.out == ""
+    assert not state.exists()  # nothing was started or written
