@@ -85,7 +85,8 @@ def check_judge(judge_url: str, score_seed: Callable[[], VerificationResult] | N
         verdict = score_seed()
     except Exception as exc:  # JudgeUnavailableError, unreadable seed, ...: all are "not ready"
         return missing_check("judge", f"{url} healthy but scoring the seed failed: {exc}", fix)
-    if not verdict.valid or not verdict.raw_score:
+    certified = "case_values" in verdict.artifacts  # a verifier's value: 0 is a real score
+    if not verdict.valid or (not verdict.raw_score and not certified):
         # A seed on which every case scored 0 is a valid candidate to the run, but as a
         # preflight answer it says the judge's problem package does not fit the task.
         return missing_check(

@@ -322,6 +322,18 @@ def test_seed_on_which_every_case_scored_zero_is_missing(judge, task_dir):
     assert "judge_problem_id" in result.fix
 
 
+def test_a_certified_value_of_zero_is_a_seed_s_real_score(judge):
+    """A `value` task's seed may score 0 (an OpenEvolve example's evaluator gives its initial
+    program 0): the verifier certified it, so it is no sign of a misfitting package."""
+    from harness.state import VALID, VerificationResult
+
+    certified = VerificationResult(0.0, 0.0, True, VALID, "accepted", {"case_values": [0.0]})
+
+    result = check_judge(judge.url, lambda: certified)
+
+    assert result.ready, result.detail
+
+
 def test_seed_scored_on_another_suite_is_not_compared_with_the_seed_file(judge, task_dir):
     seed = json.loads((REPO / "harbor/polyomino_packing/solution/seed.json").read_text())
     (task_dir / "solution" / "seed.json").write_text(json.dumps(seed))

@@ -10,7 +10,7 @@ judges the seed as that task, against strict OpenAI stand-ins for both models.
 
 OpenEvolve's published examples, read as they are from `.upstream/openevolve/examples` (an
 ignored folder; skipped with the fetch command when absent): `task new --openevolve`, `task
-seed`, `task check` and `rehearse --task` on three of different kinds.
+seed`, `task check`, `rehearse --task` and the same frozen run on three of different kinds.
 Real: the CLI, the judge and its sandbox, `reef serve`, the run loop. Stand-ins: the models.
 """
 
@@ -88,6 +88,36 @@ def passed(done: subprocess.CompletedProcess[str]) -> str:
     return done.stdout
 
 
+def frozen_run(task: Path, root: Path) -> tuple[Path, str]:
+    """`guidance-ttt run` on the user's copy of serve-frozen.yaml, in which only the task and a
+    free Reef port are changed (no `--set`), one step of 1×2 rollouts against strict OpenAI
+    stand-ins for both models, with the run's own judge; its state directory and output."""
+    document = yaml.safe_load((REPO / "serve-frozen.yaml").read_text())
+    document["recipe"]["config"]["guidance-ttt"]["task"] = str(task)
+    document["reef"]["port"] = free_port()
+    config = root / "serve-frozen.yaml"
+    config.write_text(yaml.safe_dump(document, sort_keys=False))
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("GUIDANCE_TTT_", "FRONTIERCS_"))
+    }
+    env.update(GUIDANCE_TTT_EXECUTOR="openai_compatible", GUIDANCE_TTT_GUIDANCE_DIALECT="openai")
+    seed = (task / "solution" / "solution.py").read_text()
+    with (
+        OpenAIFixture(GuidanceScript(), model=GUIDANCE_MODEL, mode="strict") as guidance,
+        OpenAIFixture(seed_edits(seed, "python"), model="executor", mode="strict") as executor,
+    ):
+        state = root / "frozen"
+        done = cli(
+            "run", "--config", str(config), "--state-dir", str(state),
+            "--guidance-url", guidance.base_url, "--guidance-model", GUIDANCE_MODEL,
+            "--executor-url", executor.v1_url, "--executor-model", "executor",
+            "--steps", "1", "--groups", "1", "--rollouts", "2", cwd=root, env=env,
+        )  # fmt: skip
+        out = passed(done)
+        assert guidance.refused == [] and executor.refused == []
+    return state, out
+
+
 @dataclass
 class EvaluatorTask:
     root: Path
@@ -162,29 +192,7 @@ def test_rehearse_then_a_frozen_run_judge_the_new_task_without_set(
     )
     assert committed == 0 and all(e.is_valid for e in archive.entries.values())
 
-    # The user's copy of serve-frozen.yaml: the task and a free Reef port; nothing else, no --set.
-    document = yaml.safe_load((REPO / "serve-frozen.yaml").read_text())
-    document["recipe"]["config"]["guidance-ttt"]["task"] = str(task)
-    document["reef"]["port"] = free_port()
-    config = root / "serve-frozen.yaml"
-    config.write_text(yaml.safe_dump(document, sort_keys=False))
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("GUIDANCE_TTT_", "FRONTIERCS_"))
-    }
-    env.update(GUIDANCE_TTT_EXECUTOR="openai_compatible", GUIDANCE_TTT_GUIDANCE_DIALECT="openai")
-    with (
-        OpenAIFixture(GuidanceScript(), model=GUIDANCE_MODEL, mode="strict") as guidance,
-        OpenAIFixture(seed_edits(SEED, "python"), model="executor", mode="strict") as executor,
-    ):
-        state = root / "frozen"
-        done = cli(
-            "run", "--config", str(config), "--state-dir", str(state),
-            "--guidance-url", guidance.base_url, "--guidance-model", GUIDANCE_MODEL,
-            "--executor-url", executor.v1_url, "--executor-model", "executor",
-            "--steps", "1", "--groups", "1", "--rollouts", "2", cwd=root, env=env,
-        )  # fmt: skip
-        out = passed(done)
-        assert guidance.refused == [] and executor.refused == []
+    state, out = frozen_run(task, root)
     assert "problem guess_three" in out, out[-3000:]
     archive, committed = read_committed(state / "guidance-run" / "archive")
     assert committed == 0
@@ -230,11 +238,10 @@ def test_an_openevolve_example_as_it_is(example: str, tmp_path: Path) -> None:
             cli("rehearse", "--task", str(task), "--judge-url", judge.url, "--steps", "1",
                 "--groups", "1", "--rollouts", "2", cwd=tmp_path)
         )  # fmt: skip
-    archive, _ = read_committed(
-        tmp_path / "work" / f"rehearsal-{example}" / "guidance-run" / "archive"
-    )
-    rollouts = [e for e in archive.entries.values() if e.timestep == 1]
-    assert len(rollouts) == 2 and all(e.is_valid for e in rollouts)
-    assert all(
-        "combined_score" in e.metadata["verification_artifacts"]["metrics"] for e in rollouts
-    )
+    rehearsal = tmp_path / "work" / f"rehearsal-{example}"
+    for state in (rehearsal, frozen_run(task, tmp_path)[0]):
+        archive, _ = read_committed(state / "guidance-run" / "archive")
+        rollouts = [e for e in archive.entries.values() if e.timestep == 1]
+        assert len(rollouts) == 2 and all(e.is_valid for e in rollouts), state
+        metrics = [e.metadata["verification_artifacts"]["metrics"] for e in rollouts]
+        assert all("combined_score" in found for found in metrics)
