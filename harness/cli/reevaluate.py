@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
+from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
@@ -69,16 +70,27 @@ def _figures(scores: list[float], failed: int, micro: bool) -> dict[str, Any]:
     }
 
 
-def judge_repeats(scorer: Any, entry: LibraryEntry, repeats: int, micro: bool) -> dict[str, Any]:
-    """`repeats` verdicts of one candidate on the scorer's suite, summarised."""
+def judge_repeats(
+    scorer: Any,
+    entry: LibraryEntry,
+    repeats: int,
+    micro: bool,
+    progress: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """`repeats` verdicts of one candidate on the scorer's suite, summarised; `progress` gets
+    one line per verdict (`repeat r/R: <score>` or the failure's status)."""
     scores, failed, messages = [], 0, []
-    for _ in range(repeats):
+    for repeat in range(1, repeats + 1):
         verdict = scorer(entry.solution)
         if verdict.valid and verdict.raw_score is not None:
             scores.append(float(verdict.raw_score))
+            said = f"{float(verdict.raw_score):.4f}"
         else:
             failed += 1
             messages.append(f"{verdict.status}: {verdict.message}"[:200])
+            said = verdict.status
+        if progress is not None:
+            progress(f"repeat {repeat}/{repeats}: {said}")
     return {
         "entry_id": entry.id,
         "step": entry.timestep - 1 if entry.timestep >= 1 else None,
@@ -171,6 +183,11 @@ def _reevaluate(args: argparse.Namespace, console: Console) -> int:
             from harness.adapters.judge.process import LocalJudge
 
             assert generated is not None
+            console.print(
+                f"reevaluate: starting a local judge for {suite} (no --judge-url given)",
+                markup=False,
+                soft_wrap=True,
+            )
             judge = stack.enter_context(
                 LocalJudge(
                     Path(args.state_dir) / "guidance-run" / "reevaluation-judge",
@@ -182,12 +199,32 @@ def _reevaluate(args: argparse.Namespace, console: Console) -> int:
                 )
             )
             url = judge.url
+        console.print(
+            f"reevaluate: judging {len(chosen)} candidate(s) and the seed × {args.repeats} "
+            f"on {suite} at {url}",
+            markup=False,
+            soft_wrap=True,
+        )
         scorer = FrontierCSScorer.for_task(task_dir, url)
         serving = scorer.suite()
         if serving != suite:
             raise ValueError(f"the judge at {url} serves suite {serving}, not {suite}")
-        rows = [judge_repeats(scorer, entry, args.repeats, micro) for entry in chosen]
-        baseline = judge_repeats(scorer, seed, args.repeats, micro)
+        cases = f"{generated[2]} cases" if generated is not None else "the public cases"
+        items = [*chosen, seed]
+
+        def judged(index: int, entry: LibraryEntry) -> dict[str, Any]:
+            name = "the seed" if entry is seed else f"candidate {entry.id[:8]}"
+            where = f"reevaluate: {index}/{len(items)} {name} on {suite} ({cases})"
+            return judge_repeats(
+                scorer,
+                entry,
+                args.repeats,
+                micro,
+                lambda line: console.print(f"{where}, {line}", markup=False, soft_wrap=True),
+            )
+
+        rows = [judged(i, entry) for i, entry in enumerate(chosen, 1)]
+        baseline = judged(len(items), seed)
     best = rows[0]
     figures = {k: v for k, v in best.items() if k not in ("failures",)}
     record = {

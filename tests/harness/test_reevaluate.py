@@ -83,6 +83,11 @@ def test_reevaluate_writes_the_field_export_carries_it_and_the_checker_accepts_i
     assert once["candidates"][0]["entry_id"] == record["candidates"][0]["entry_id"]
     assert once["candidates"][0]["entry_id"][:8] in printed.getvalue()
     assert " ± " not in printed.getvalue()
+    # Progress: one line per candidate and repeat, k of n, the suite and its cases.
+    lines = printed.getvalue().splitlines()
+    first = f"reevaluate: 1/2 candidate {once['candidates'][0]['entry_id'][:8]} on {SUITE}"
+    assert any(line.startswith(first) and ", repeat 1/1: " in line for line in lines), lines
+    assert any(line.startswith(f"reevaluate: 2/2 the seed on {SUITE}") for line in lines)
     assert main(["export", str(state), "--out", str(tmp_path / "once")]) == 0
     assert check(tmp_path / "once", state).returncode == 0
 
