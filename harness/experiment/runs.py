@@ -53,6 +53,19 @@ def _finished(state: Path, steps: int) -> bool:
     return stored is not None and stored.next_step >= steps
 
 
+def _best_of(state: Path) -> str:
+    """`, best 23.8932 after 3 steps` from the run's resume state ("" when it has none)."""
+    try:
+        stored = ResumeState.load(state / RESUME_STATE)
+    except Exception:  # damaged: the run itself names what is wrong
+        return ""
+    if stored is None or not stored.step_summaries:
+        return ""
+    best = stored.step_summaries[-1].get("best_raw_score")
+    shown = "--" if best is None else f"{float(best):.4f}"
+    return f" (best {shown} after {stored.next_step} steps)"
+
+
 def run_experiment(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
     """Run every run of `plan` under `directory` (`plan.parallel` at once), keeping
     `experiment.json` current and printing a line as each run ends; returns each run's outcome
@@ -72,11 +85,17 @@ def _run_all(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
         if runner is not None:
             runner.start()
 
+        number = {item.directory: k for k, item in enumerate(planned, 1)}
+
+        def label(item: PlannedRun) -> str:
+            return f"run {number[item.directory]}/{len(planned)} {item.directory}"
+
         def one(item: PlannedRun) -> str:
             state = directory / item.directory
             try:
                 if _finished(state, plan.steps):  # known at once: nothing is started for it
                     return "finished"
+                console.print(f"{label(item)}: starting", markup=False, soft_wrap=True)
                 if runner is not None:
                     runner.run(item, state)
                 else:
@@ -96,7 +115,8 @@ def _run_all(plan: Plan, directory: Path, console: Console) -> dict[str, str]:
             for item, outcome in zip(planned, pool.map(one, planned), strict=True):
                 status[item.directory] = outcome
                 write_index(directory, plan, status)
-                console.print(f"{item.directory}: {outcome}", markup=False, soft_wrap=True)
+                shown = outcome + _best_of(directory / item.directory)
+                console.print(f"{label(item)}: {shown}", markup=False, soft_wrap=True)
         except BaseException:  # a signal: the runs in flight are not waited for
             pool.shutdown(wait=False, cancel_futures=True)
             raise

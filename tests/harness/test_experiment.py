@@ -83,6 +83,12 @@ def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(
             run["arm"],
             run["run_seed"],
         )
+    # Progress: each run's start and end as run k/n, its best to four decimals.
+    lines, n = experiment.output.splitlines(), len(ARMS) * len(SEEDS)
+    assert f"run 1/{n} {index['runs'][0]['dir']}: starting" in lines, lines
+    ended = [line for line in lines if re.match(rf"run \d/{n} \S+: finished", line)]
+    assert len(ended) == n, lines
+    assert all(re.search(r"\(best -?\d+\.\d{4} after 2 steps\)$", line) for line in ended)
     # Run again: every run is finished, nothing runs twice, the command says so.
     assert main(["experiment", str(plan), "--dir", str(directory)]) == 0
 
