@@ -22,6 +22,7 @@ from rich.table import Table
 
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.judge.suites import PUBLIC, suite_name
+from harness.adapters.judge.verdict import case_verdict
 from harness.cli.flags import JUDGE_URL_HELP, judge_url_of
 from harness.contract import load_contract
 from harness.scorer import JudgeUnavailableError
@@ -170,7 +171,7 @@ def render_cases(cases: list, console: Console) -> None:
         message = " ".join(str(case.get("msg", "")).split())
         table.add_row(
             str(index),
-            str(case.get("status", "?")),
+            case_verdict(case),  # a partially correct case is `partial`, not "Wrong Answer"
             str(case.get("runStatus", "")),
             time_text,
             f"{ratio:.6f}" if isinstance(ratio, int | float) else "--",

@@ -92,3 +92,5 @@ def test_cases_shows_each_cases_verdict_time_and_checker_message(judge: LocalJud
         assert "ms" in row  # the case's wall time
         assert "points" in row  # the checker's own verdict line
         assert "Accepted" in row  # the run's status
+        # A partially correct case is named so, not by the judge's "Wrong Answer".
+        assert "partial" in row and "Wrong" not in row, row

@@ -70,6 +70,12 @@ def test_value_verifier_refuses_an_uncertified_case() -> None:
     assert "no certified value" in verdict.message
 
 
+def test_a_partially_correct_case_is_named_partial_not_wrong_answer() -> None:
+    half = {"scoreRatio": 0.5, "msg": "points 0.5", "status": "Wrong Answer"}
+    verdict = judge_verdict(done([half]), None, {}, MIN_VALUE)
+    assert verdict.message == "no certified value; case 1 partial (ratio 0.5000)"
+
+
 def test_value_verifier_refuses_a_mean_that_disagrees_with_its_cases() -> None:
     verdict = judge_verdict(done([certified(0.39)], value=0.2), None, {}, MIN_VALUE)
     assert not verdict.valid and "disagrees" in verdict.message

@@ -257,10 +257,20 @@ def _inconsistent(problem: str, artifacts: dict[str, Any]) -> VerificationResult
     )
 
 
+def case_verdict(case: Mapping[str, Any]) -> str:
+    """A judged case's verdict for a person: the judge's status, except that a case scored
+    strictly between 0 and 1 is `partial (ratio 0.6000)` (the judge's record calls every case
+    below 1 "Wrong Answer", a partially correct answer included)."""
+    ratio = case.get("scoreRatio")
+    if _finite(ratio) and 0.0 < ratio < 1.0:
+        return f"partial (ratio {float(ratio):.4f})"
+    return str(case.get("status", "?"))[:40]
+
+
 def _describe_case(index: int, case: Mapping[str, Any], *, msg: bool = False) -> str:
-    """`case <i> <status>`, with the case's message (candidate text: artifacts only) when
-    `msg`."""
-    text = f"case {index} {str(case.get('status', '?'))[:40]}"
+    """`case <i> <verdict>` (`case_verdict`), with the case's message (candidate text:
+    artifacts only) when `msg`."""
+    text = f"case {index} {case_verdict(case)}"
     return f"{text}: {str(case.get('msg', '')).strip()[:200]}" if msg else text
 
 
