@@ -153,8 +153,24 @@ async def run_episode(serve_yaml: Path, task_dir: Path, **overrides: Any) -> int
         )
         print(f"run.py: {RESUME_HINT} (trial: {row.uri})", file=sys.stderr)
         return 1
-    print(f"episode reward: {row.rewards}")  # the reference's line: the verifier's rewards
+    if os.environ.get("GUIDANCE_TTT_COMMAND"):  # under guidance-ttt run: for a person
+        print(f"episode reward: {readable_rewards(row.rewards)}")
+    else:
+        print(f"episode reward: {row.rewards}")  # the reference's line: the verifier's rewards
     return 0
+
+
+def readable_rewards(rewards: Any) -> str:
+    """The verifier's rewards mapping as `16.6667` (one `reward`) or `reward 16.6667, cases 2`."""
+    if not isinstance(rewards, dict):
+        return str(rewards)
+
+    def shown(value: Any) -> str:
+        return f"{value:.4f}" if isinstance(value, float) else str(value)
+
+    if set(rewards) == {"reward"}:
+        return shown(rewards["reward"])
+    return ", ".join(f"{key} {shown(value)}" for key, value in rewards.items())
 
 
 def container_judge_url(host_url: str) -> str:

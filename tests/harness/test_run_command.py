@@ -366,3 +366,12 @@ def _only_the_run_reaches_its_judge_and_its_directory(state: Path, env: dict[str
     assert "(guidance-ttt run " in lines[0]
     assert (state / "serve-frozen.yaml").read_bytes() == copy, "the refused run wrote its copy"
     return token
+
+
+def test_under_guidance_ttt_run_the_episode_reward_is_a_number_to_four_places() -> None:
+    """run.py keeps the reference's `episode reward: {row.rewards}` when run on its own; under
+    `guidance-ttt run` (GUIDANCE_TTT_COMMAND set) the line shows the number for a person."""
+    from run import readable_rewards
+
+    assert readable_rewards({"reward": 16.666666666666664}) == "16.6667"
+    assert readable_rewards({"reward": 1.0, "cases": 2}) == "reward 1.0000, cases 2"
