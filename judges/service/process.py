@@ -1,12 +1,18 @@
-"""Start the judge service as a subprocess and learn its address (for tests and benchmarks).
+"""The judge's launcher: the service as a subprocess, its address learnt from its announcement.
+Everything that starts a judge uses it: the recipe's runs and rehearsals
+(`harness.adapters.judge.process.LocalJudge`), the tests and the benchmarks.
 
     with JudgeProcess(state_dir, "--generated-cases", "3") as judge:
         httpx.get(f"{judge.url}/health")
 
 The service is started with `--port 0`; its announced line `judge listening on http://…` gives
-the URL. `stop()` sends SIGTERM and returns the exit status (0 for a clean stop).
-`cgroup_missing()` says whether runs can be bounded by a cgroup here. `test_mode` sets the
-judge's test-only switches (`judges.service.testing`), e.g.
+the URL. Everything it prints goes to `log` (default `<state_dir>/service.log`). `stop()` sends
+SIGTERM and returns the exit status (0 for a clean stop). `environment` adds variables for the
+judge only (e.g. its access token); `spawn` replaces `subprocess.Popen` (the recipe passes one
+that ties the judge to its command's life). `cgroup_missing()` says whether runs can be bounded
+by a cgroup here; with `per_process_fallback` (tests and benchmarks) a host without one starts
+the judge with `--accept-per-process-limits` instead of refusing. `test_mode` sets the judge's
+test-only switches (`judges.service.testing`), e.g.
 
     JudgeProcess(state_dir, "--problems", "p", test_mode=("gpu-cpu-stand-in", "kept-sandbox"))
 """
@@ -19,8 +25,10 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 from judges.cgroups.groups import CgroupUnavailable, detect
 from judges.service import testing
@@ -48,52 +56,65 @@ class JudgeProcess:
         startup_timeout: float = 120.0,
         cwd: Path | None = None,
         test_mode: tuple[str, ...] = (),
+        environment: Mapping[str, str] | None = None,
+        log: Path | None = None,
+        spawn: Callable[..., subprocess.Popen[Any]] = subprocess.Popen,
+        per_process_fallback: bool = True,
     ) -> None:
         self.cwd = cwd  # the service's working directory (relative flags resolve against it)
         self.command = [
             sys.executable, "-m", "judges", "--port", "0", "--state-dir", str(state_dir), *args,
         ]  # fmt: skip
-        self.env = {**os.environ, testing.VARIABLE: ",".join(test_mode)}
-        self.switches = testing.read(self.env)  # a wrong word fails here, not in the child
+        self._environment = {**(environment or {}), testing.VARIABLE: ",".join(test_mode)}
+        self.switches = testing.read(self._env())  # a wrong word fails here, not in the child
         self.startup_timeout = startup_timeout
         self.url = ""
         self.process: subprocess.Popen[str] | None = None
-        self.log_path = Path(state_dir) / "service.log"
+        self.log_path = Path(log) if log is not None else Path(state_dir) / "service.log"
+        self._spawn = spawn
+        self._per_process_fallback = per_process_fallback
+
+    def _env(self) -> dict[str, str]:
+        """This process's environment as it is now, with the judge's own variables."""
+        return {**os.environ, **self._environment}
 
     def start(self) -> JudgeProcess:
         """Start the service and wait for its announcement; RuntimeError with its log if not.
 
-        Where no cgroup can bound runs on this host and neither the flags nor the test mode
-        choose, the service is started with `--accept-per-process-limits` (tests that need the
-        bound skip themselves).
+        With `per_process_fallback`, where no cgroup can bound runs on this host and neither the
+        flags nor the test mode choose, the service is started with `--accept-per-process-limits`
+        (tests that need the bound skip themselves).
         """
         chosen = "--accept-per-process-limits" in self.command or self.switches.cgroup != "auto"
-        if not chosen and cgroup_missing() is not None:
+        if self._per_process_fallback and not chosen and cgroup_missing() is not None:
             self.command.append("--accept-per-process-limits")
-        Path(self.log_path).parent.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "a")  # noqa: SIM115 - closed with the process
-        self.process = subprocess.Popen(
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = open(self.log_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by the reader
+        self.process = self._spawn(
             self.command,
             stdout=subprocess.PIPE,
             stderr=log,
             text=True,
-            env=self.env,
+            env=self._env(),
             cwd=self.cwd,
         )
-        log.close()
         found = threading.Event()
 
-        def read_announcement() -> None:
+        def read_output() -> None:
+            """Copy what the service prints to the log, noting the announcement: reading to
+            the end keeps a full pipe from ever blocking the service."""
             assert self.process is not None and self.process.stdout is not None
-            for line in self.process.stdout:
-                match = _ANNOUNCE.search(line)
-                if match:
-                    self.url = match.group(1)
-                    found.set()
-                    return
+            with log:
+                for line in self.process.stdout:
+                    log.write(line)
+                    log.flush()
+                    match = _ANNOUNCE.search(line)
+                    if match and not found.is_set():
+                        self.url = match.group(1)
+                        found.set()
             found.set()  # it exited without announcing itself: no need to wait any longer
 
-        threading.Thread(target=read_announcement, daemon=True).start()
+        threading.Thread(target=read_output, daemon=True).start()
         if not found.wait(self.startup_timeout) or not self.url:
             self.stop()
             raise RuntimeError(

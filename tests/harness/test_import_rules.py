@@ -165,7 +165,7 @@ PLANTS = [
     (
         "harness/run/step_plot.py",
         LAZY.format("import matplotlib"),
-        "matplotlib and the judge service only in cli",
+        "matplotlib and the judge service only in cli; the judge's launcher in adapters.judge",
         "harness.run.step_plot -> matplotlib",
     ),
     (
