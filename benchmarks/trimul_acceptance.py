@@ -3,6 +3,7 @@ and time the honest ones the plain way, writing every figure as JSON.
 
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
+                                           [--honest seed,reference,fast_bf16,...]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -12,7 +13,10 @@ written after every submission; then, for `figures`, runs benchmarks/trimul_even
 each honest candidate, without and with GPU MODE's re-check of every timed call
 (DIR/event_loop.json), and prints, side by side, each honest candidate's judge and event-loop
 geometric means, their ratios, the wall clock of its judging and where that went
-(DIR/side_by_side.json). docs/task.md and docs/judge.md quote the figures it produced. Each
+(DIR/side_by_side.json). `--honest` picks the honest candidates (default: the seed, the
+reference and fast_bf16; `people` adds the candidates as kernel authors write them,
+tests/programs/trimul/: Triton autotuning, torch.compile twice, load_inline, float16 autocast).
+docs/task.md and docs/judge.md quote the figures it produced. Each
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
 `--trace` judges a copy of the task whose package sets `trace_calls` (docs/judge.md).
@@ -37,6 +41,7 @@ sys.path.insert(0, str(REPO))
 from judges.service.process import JudgeProcess  # noqa: E402
 from tests.gpu_judge_support import (  # noqa: E402
     ATTACKS,
+    HONEST_SET,
     PROGRAMS,
     TASK,
     submit_program,
@@ -48,7 +53,9 @@ HONEST = {
     "seed": TASK / "solution" / "solution.py",
     "reference": TASK / "judge" / "trimul" / "reference.py",
     "fast_bf16": REPO / "benchmarks" / "trimul_candidates" / "fast_bf16.py",
+    **{name.removesuffix(".py"): PROGRAMS / name for name in HONEST_SET},
 }
+STANDARD = ("seed", "reference", "fast_bf16")
 
 
 def summary(label: str, record: dict[str, Any], seconds: float) -> dict[str, Any]:
@@ -64,6 +71,8 @@ def summary(label: str, record: dict[str, Any], seconds: float) -> dict[str, Any
         ],
         "tests": [{"index": c["index"], "timeNs": c["time"], "maxError": c.get("maxError")}
                   for c in cases if c["kind"] == "test" and c["scoreRatio"] == 1.0],
+        # the tests' calls are untimed first calls of their shapes: where compiling happens
+        "testsSeconds": round(sum(c["time"] for c in cases if c["kind"] == "test") / 1e9, 3),
     }  # fmt: skip
 
 
@@ -78,6 +87,10 @@ def main() -> int:
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--phase", choices=("figures", "attacks", "all"), default="all")
     parser.add_argument("--repeat", type=int, default=3, help="judgings of fast_bf16")
+    parser.add_argument("--honest", default=",".join(STANDARD),
+                        help="honest candidates to judge and time, by label, comma-separated, "
+                        f"of {', '.join(HONEST)}; `people` for all of "
+                        "tests/programs/trimul's honest set (default: %(default)s)")  # fmt: skip
     parser.add_argument("--gpus", default="0", help="the judge's --gpus (default: %(default)s)")
     parser.add_argument("--at-once", type=int, default=1, help="submissions in flight at once")
     parser.add_argument("--back-to-back", action="store_true",
@@ -89,13 +102,21 @@ def main() -> int:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     runs: list[tuple[str, Path]] = []
+    labels = [label for part in args.honest.split(",") for label in (
+        [n.removesuffix(".py") for n in HONEST_SET] if part == "people" else [part])]  # fmt: skip
+    unknown = sorted(set(labels) - set(HONEST))
+    if unknown:
+        parser.error(f"--honest: unknown {unknown}; choose from {sorted(HONEST)} or people")
     if args.phase in ("figures", "all"):
-        runs += [("seed", HONEST["seed"]), ("reference", HONEST["reference"])]
-        runs += [("fast_bf16", HONEST["fast_bf16"])] * args.repeat
+        for label in labels:
+            runs += [(label, HONEST[label])] * (args.repeat if label == "fast_bf16" else 1)
     if args.phase in ("attacks", "all"):
         runs += [(name, PROGRAMS / name) for name in sorted(ATTACKS)]
         runs += [("after_hang_seed", HONEST["seed"])]
-        runs += [(name, PROGRAMS / name) for name in ("side_stream.py", "early_return.py")]
+        runs += [
+            (name, PROGRAMS / name)
+            for name in ("side_stream.py", "early_return.py", "background_gpu.py")
+        ]
     results: list[dict[str, Any]] = []
     state = Path(tempfile.mkdtemp(prefix="trimul-judge-"))  # not under --out: many files
     keys = {key: value for flag, (key, value, _) in PACKAGE_FLAGS.items()
@@ -119,7 +140,8 @@ def main() -> int:
             (args.out / "acceptance.json").write_text(json.dumps(results, indent=1))
     if args.phase in ("figures", "all"):
         loops = []
-        for label, program in HONEST.items():
+        for label in dict.fromkeys(labels):
+            program = HONEST[label]
             for recheck in ([], ["--recheck"]):
                 out = args.out / f"loop-{label}.json"
                 loop = REPO / "benchmarks" / "trimul_event_loop.py"

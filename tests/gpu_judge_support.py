@@ -29,23 +29,34 @@ ATTACKS = {
     "wrong_beyond_first.py": "Wrong Answer",
     "sandbox_probe.py": "Runtime Error",
     "timeout_hang.py": "Time Limit Exceeded",
-    "early_done.py": "valid",  # charged through the DONE -> DESCRIBED window
+    # the DONE -> DESCRIBED window is charged, and beyond the limit on work outside the calls
+    "early_done.py": "Time Limit Exceeded",
+    "done_then_spin.py": "Time Limit Exceeded",  # no description within the answer limit
     "changes_after_check.py": "Wrong Answer",  # the second check after the timed loop
     "nondeterministic.py": "valid",  # flagged by the determinism check, never failed
 }
+#: Honest candidates as kernel authors and executor models write them (issue 48): Triton
+#: autotuning, torch.compile (twice), a load_inline CUDA kernel, float16 mixed precision. Each
+#: must be valid on a GPU and timed like the plain event loop (benchmarks/trimul_acceptance.py).
+HONEST_SET = (
+    "triton_autotune.py", "torch_compile.py", "torch_compile_max_autotune.py",
+    "load_inline_cuda.py", "mixed_fp16.py",
+)  # fmt: skip
 
 
 def small_package(root: Path, seqlen: int = 8, dim: int = 16, hidden: int = 8,
                   call_timeout: str = "30s", name: str = "trimul",
                   **config: Any) -> Path:  # fmt: skip
     """A copy of the task's package with three small tests and two small benchmarks (and
-    the determinism check on), as problem `name`."""
+    the determinism check on), as problem `name`; its compile budget is one call's limit
+    unless `config` says otherwise."""
     package = root / name
     package.mkdir(parents=True)
     shutil.copyfile(PACKAGE / "reference.py", package / "reference.py")
     settings = yaml.safe_load((PACKAGE / "config.yaml").read_text())
-    settings.update({"call_timeout": call_timeout, "max_repeats": 5, "memory": "8g",
-                     "tmpfs": "256m", "determinism_check": True, **config})  # fmt: skip
+    settings.update({"call_timeout": call_timeout, "compile_budget": call_timeout,
+                     "max_repeats": 5, "memory": "8g", "tmpfs": "256m",
+                     "determinism_check": True, **config})  # fmt: skip
     (package / "config.yaml").write_text(yaml.safe_dump(settings))
 
     def case(n: int, seed: int, nomask: bool, distribution: str, bs: int = 1) -> dict:

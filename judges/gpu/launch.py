@@ -10,6 +10,14 @@ process runs as it), so it cannot signal or trace the judge's processes, and the
 not a PID-1 supervisor — is what kills everything it started. Only the chosen GPU's device
 node is bound, with the driver's control nodes.
 
+It is also an ordinary place to run PyTorch and Triton: `/etc/passwd` and `/etc/group` (bound
+read-only from the trial's folder) name the candidate's uid and gid `sandbox`, as `USER` and
+`LOGNAME` do, so `getpass.getuser()` (which PyTorch's compiler asks to place its caches) works;
+every compiler cache — Triton's, Inductor's, CUDA's JIT, `torch.utils.cpp_extension`'s
+builds, XDG's — points into the sandbox's own `/tmp`, a tmpfs of this trial alone, so no
+candidate sees another's. The interpreter's own `bin` folder leads `PATH` (`ninja` for
+`load_inline`), and `CUDA_HOME` is passed through when the judge has it.
+
 `gpu_bwrap_argv` is pure; `CandidateProcess` starts and controls the running sandbox.
 """
 
@@ -28,11 +36,19 @@ from judges.sandbox.argv import system_binds
 SANDBOX_PATH = "/usr/bin:/bin"
 WORKER = "/box/judge/worker.py"
 #: Variables the candidate's process gets besides the fixed ones: what locates the driver.
-PASSED_ENV = ("LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH")
+PASSED_ENV = ("LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "CUDA_HOME")
+#: The sandbox user's name (its passwd and group entries, `USER`, `LOGNAME`).
+SANDBOX_USER = "sandbox"
+#: Where each compiler keeps its cache: the sandbox's private /tmp (module docstring).
+CACHE_ENV = {
+    "XDG_CACHE_HOME": "/tmp/cache", "TRITON_CACHE_DIR": "/tmp/cache/triton",
+    "TORCHINDUCTOR_CACHE_DIR": "/tmp/cache/inductor", "CUDA_CACHE_PATH": "/tmp/cache/nv",
+    "TORCH_EXTENSIONS_DIR": "/tmp/cache/torch_extensions",
+}  # fmt: skip
 #: Kept off in every GPU program started here (NVLink multicast can take a host's GPUs down).
 FIXED_ENV = {
     "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C", "PATH": SANDBOX_PATH,
-    "TRITON_CACHE_DIR": "/tmp/triton", "PYTHONDONTWRITEBYTECODE": "1",
+    "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER, **CACHE_ENV, "PYTHONDONTWRITEBYTECODE": "1",
     "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
 }  # fmt: skip
@@ -56,17 +72,41 @@ class LaunchSpec:
     env: dict[str, str] = field(default_factory=dict)
 
 
-def gpu_bwrap_argv(spec: LaunchSpec, control_fd: int, socket_fd: int) -> list[str]:
-    """bubblewrap's command line running the worker (module docstring)."""
+def identity_files(folder: Path, uid: int, gid: int) -> Path:
+    """Write `passwd` and `group` naming `uid` and `gid` as the sandbox's user into `folder`
+    (readable by that uid); the folder."""
+    folder.mkdir(parents=True, exist_ok=True)
+    folder.chmod(0o755)
+    # root's entries unless the sandbox's own ids are 0 (a judge not switching uids)
+    entries = {
+        "passwd": ("" if uid == 0 else "root:x:0:0:root:/root:/usr/sbin/nologin\n")
+        + f"{SANDBOX_USER}:x:{uid}:{gid}:candidate:/tmp:/usr/sbin/nologin\n",
+        "group": ("" if gid == 0 else "root:x:0:\n") + f"{SANDBOX_USER}:x:{gid}:\n",
+    }
+    for name, text in entries.items():
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o644)
+    return folder
+
+
+def gpu_bwrap_argv(
+    spec: LaunchSpec, control_fd: int, socket_fd: int, identity: Path | None = None
+) -> list[str]:
+    """bubblewrap's command line running the worker (module docstring); `identity` is the
+    folder of `identity_files`."""
     argv = [
         spec.bwrap,
         "--unshare-user", "--unshare-ipc", "--unshare-net", "--unshare-uts",
         "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session",
         "--hostname", "sandbox", "--clearenv",
     ]  # fmt: skip
-    for name, value in {**FIXED_ENV, **spec.env}.items():
+    path = f"{Path(spec.python).parent}:{SANDBOX_PATH}"
+    for name, value in {**FIXED_ENV, "PATH": path, **spec.env}.items():
         argv += ["--setenv", name, value]
     argv += system_binds()
+    if identity is not None:
+        for name in ("passwd", "group"):
+            argv += ["--ro-bind", str(identity / name), f"/etc/{name}"]
     # The host's /proc: no PID namespace of its own (module docstring); procfs itself keeps
     # other users' process details unreadable.
     argv += ["--bind", "/proc", "/proc", "--ro-bind-try", "/sys", "/sys", "--dev", "/dev"]
@@ -94,7 +134,10 @@ class CandidateProcess:
         self.stderr = stderr
         self.dirs = [Path(d) for d in spec.cgroup_dirs]
         entering = [spec.runner, "--enter-cgroups", ",".join(map(str, procs_fds)), "--"]
-        argv = [*entering, *gpu_bwrap_argv(spec, control_fd, socket_fd)]
+        uid = os.getuid() if spec.uid is None else spec.uid
+        gid = os.getgid() if spec.uid is None else spec.uid
+        names = identity_files(stdout.parent / "identity", uid, gid)
+        argv = [*entering, *gpu_bwrap_argv(spec, control_fd, socket_fd, names)]
         identity = {}
         if spec.uid is not None:
             identity = {"user": spec.uid, "group": spec.uid, "extra_groups": []}

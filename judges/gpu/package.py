@@ -1,7 +1,8 @@
 """A `type: gpu` judge package: its settings, its cases, and the problem the service lists.
 
     <package>/config.yaml   type: gpu, language: python, entry, reference, cases, rtol, atol,
-                            time, call_timeout, startup_timeout, memory, processes, tmpfs,
+                            time, call_timeout, compile_budget, startup_timeout, memory,
+                            processes, tmpfs,
                             warmup_time, min_repeats, max_repeats, target_error,
                             benchmark_time, benchmark_wall, seed_step, determinism_check,
                             peak_bandwidth, peak_flops, trace_calls
@@ -39,6 +40,7 @@ _DEFAULTS: dict[str, Any] = {
     "atol": 2e-2,
     "time": "900s",
     "call_timeout": "30s",
+    "compile_budget": "300s",  # the untimed first calls of a trial together (compiling, tuning)
     "startup_timeout": "180s",
     "memory": "32g",
     "processes": 1024,
@@ -83,6 +85,7 @@ class GpuSettings:
     trace_calls: bool = False
     peak_bandwidth: float | None = None
     peak_flops: float | None = None
+    compile_budget: float = 300.0
 
     def to_json(self) -> dict[str, Any]:
         data = {name: getattr(self, name) for name in self.__dataclass_fields__}
@@ -198,6 +201,7 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
         atol=floats["atol"],
         wall_seconds=parse_time_limit(values["time"], where),
         call_timeout=parse_time_limit(values["call_timeout"], where),
+        compile_budget=parse_time_limit(values["compile_budget"], where),
         startup_timeout=parse_time_limit(values["startup_timeout"], where),
         memory_bytes=parse_memory_limit(values["memory"], where),
         processes=counts["processes"],

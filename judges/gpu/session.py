@@ -57,6 +57,13 @@ WINDOW_SLACK_NS = 25_000
 SLACK_FRACTION = 0.03
 MIN_CHARGE_NS = 1_000
 ANSWER_TIMEOUT = 20.0  # seconds for the worker's replies outside the timed call
+MESSAGE_LIMIT = 3500  # characters of a failure's message the worker sent (failure.describe)
+# Work the candidate does outside its calls — GPU work before a call or still running after it,
+# host work between its DONE and its output's description — is charged to the call it touches,
+# and beyond this much in one trial (honest calls: none beyond the slacks) the trial ends as
+# Time Limit Exceeded, so that such a candidate does not hold the GPU for every call's limit.
+OUTSIDE_LIMIT_NS = 2_000_000_000
+FREEZE_TIMEOUT_S = 1.0  # to stop every process of the sandbox before a call (tried twice)
 RECHECK_AFTER_S = 0.05  # the pause before the last timed call's output is compared again
 
 ACCEPTED = "Accepted"
@@ -65,6 +72,11 @@ RUNTIME_ERROR = "Runtime Error"
 TIME_LIMIT = "Time Limit Exceeded"
 MEMORY_LIMIT = "Memory Limit Exceeded"
 ENDED = "Sandbox Ended"
+
+
+class FreezeFailed(RuntimeError):
+    """The candidate's processes could not be stopped before a call, twice: the judge's
+    failure for this trial (its record is a judge error), never a verdict on the candidate."""
 
 
 @dataclass(frozen=True)
@@ -185,6 +197,7 @@ class Session:
         call_timeout: float,
         rtol: float,
         atol: float,
+        compile_budget: float = 0.0,
     ) -> None:
         self.transport = transport
         self.block = block
@@ -192,6 +205,11 @@ class Session:
         self.candidate = candidate
         self.probe = probe  # None: no early/late charge (the CPU stand-in)
         self.call_timeout = call_timeout
+        # the untimed first calls of a trial's shapes together (where kernels compile and
+        # autotune) may take this long, each at least `call_timeout` (`call(first=True)`)
+        self.compile_budget = compile_budget
+        self.compile_used_s = 0.0
+        self.outside_ns = 0  # charged work outside the candidate's calls so far (the limit)
         self.rtol, self.atol = rtol, atol
         self.seq = 0
         self._case: dict[str, Any] | None = None
@@ -345,8 +363,8 @@ class Session:
         except (ChannelClosed, OSError):
             return self._ended("while starting")
         if message["op"] == "import_failed":
-            return CallOutcome(RUNTIME_ERROR, "the candidate could not be imported:\n"
-                               + str(message.get("error", ""))[-3000:])  # fmt: skip
+            return CallOutcome(RUNTIME_ERROR, "the candidate could not be imported: "
+                               + str(message.get("error", "")).strip()[:MESSAGE_LIMIT])  # fmt: skip
         if message["op"] != "ready":
             return CallOutcome(RUNTIME_ERROR, f"unexpected start-up message {message['op']!r}")
         return CallOutcome(ACCEPTED, f"ready (torch {message.get('torch')})")
@@ -375,8 +393,10 @@ class Session:
                 pass
         self.transport.free_pool(case["token"])
 
-    def call(self, data: Any, expected: torch.Tensor | None) -> CallOutcome:
-        """One call on `data`, checked against `expected` (module docstring)."""
+    def call(self, data: Any, expected: torch.Tensor | None, first: bool = False) -> CallOutcome:
+        """One call on `data`, checked against `expected` (module docstring). `first`: an
+        untimed first call of its shape, limited by what is left of the compile budget when
+        that is more than the call's own limit."""
         case = self._case
         assert case is not None, "setup_case first"
         step = time.perf_counter_ns()
@@ -400,24 +420,29 @@ class Session:
         step = self._step("arm", step)
         # The worker spins for GO; its processes are stopped while the inputs arrive, so none
         # of its code runs between the inputs' arrival and the clock's start.
-        frozen = self.candidate.freeze()
+        self._freeze()
         case["pool"].copy_(case["staging"])
         self.transport.synchronize()
-        early = self.probe.until_idle(self.call_timeout) if self.probe else 0
+        early = 0
+        if self.probe is not None:  # the GPU work left running: no longer than the limit
+            early = self.probe.until_idle(min(self.call_timeout, self._outside_left_s() + 0.5))
         self.candidate.thaw()
-        if not frozen and not self.candidate.alive():
+        if not self.candidate.alive():
             return self._ended("before the call")
+        if expected is not None and self._outside_left_s() < early / 1e9 - EARLY_SLACK_NS / 1e9:
+            return self._outside(early)
         clock_start = self._step("before", step)
+        limit = self.call_timeout
+        if first:
+            limit = max(limit, self.compile_budget - self.compile_used_s)
         self.block.set(ctl.GO, seq)
-        finished = self.block.wait(ctl.DONE, seq, self.call_timeout, self.candidate.alive)
+        finished = self.block.wait(ctl.DONE, seq, limit, self.candidate.alive)
         clock_ns = time.perf_counter_ns() - clock_start
+        if first:
+            self.compile_used_s += clock_ns / 1e9
         if not finished:
             if self.candidate.alive():
-                return CallOutcome(
-                    TIME_LIMIT,
-                    f"the call did not return within the limit of {self.call_timeout:g} s",
-                    clock_ns=clock_ns,
-                )
+                return CallOutcome(TIME_LIMIT, self._over_limit(first, limit), clock_ns=clock_ns)
             return self._ended("during the call")
         described = self._described(seq)
         step = self._step("describe", clock_start + clock_ns)
@@ -426,7 +451,10 @@ class Session:
                 self._ended("after the call")
                 if not self.candidate.alive()
                 else CallOutcome(
-                    TIME_LIMIT, "the worker did not describe its output in time", clock_ns=clock_ns
+                    TIME_LIMIT,
+                    f"the worker did not describe its output within {ANSWER_TIMEOUT:g} s of "
+                    "the call's DONE (the candidate kept working after saying it was done)",
+                    clock_ns=clock_ns,
                 )
             )
         if self.block.get(ctl.STATUS) != ctl.OK:
@@ -434,7 +462,50 @@ class Session:
         late, window = described
         outcome = self._check(clock_ns, early, late, window, expected)
         self._step("check", step)
+        if expected is not None and outcome.passed:
+            self.outside_ns += outcome.charged_ns - max(
+                outcome.clock_ns - self.clock_offset_ns, MIN_CHARGE_NS
+            )
+            if self.outside_ns > OUTSIDE_LIMIT_NS:
+                return self._outside(0, outcome)
         return outcome
+
+    def _over_limit(self, first: bool, limit: float) -> str:
+        """Why a call that did not return within `limit` seconds failed."""
+        if not first:
+            return f"the call did not return within the limit of {limit:g} s"
+        return (
+            f"the first call of this shape did not return within {limit:g} s (the untimed "
+            "first calls of a trial's shapes, where kernels compile and autotune, share a "
+            f"compile budget of {self.compile_budget:g} s; each may take what is left of it, "
+            f"at least the call limit of {self.call_timeout:g} s)"
+        )
+
+    def _outside_left_s(self) -> float:
+        return max(0.0, (OUTSIDE_LIMIT_NS - self.outside_ns) / 1e9)
+
+    def _outside(self, early: int, outcome: CallOutcome | None = None) -> CallOutcome:
+        """Time Limit Exceeded for work outside the calls beyond OUTSIDE_LIMIT_NS."""
+        spent = (self.outside_ns + early) / 1e9
+        return CallOutcome(
+            TIME_LIMIT,
+            f"the candidate worked {spent:.3f} s outside its calls in this trial (GPU work "
+            "running before a call or after it returned, or host work after the call said it "
+            f"was done), beyond the limit of {OUTSIDE_LIMIT_NS / 1e9:g} s per trial",
+            outcome.charged_ns if outcome else 0, outcome.clock_ns if outcome else 0, early,
+        )  # fmt: skip
+
+    def _freeze(self) -> None:
+        """Stop the candidate's processes; tried twice, then FreezeFailed (never goes on with
+        them running). A sandbox that ended meanwhile is the caller's to notice."""
+        for _ in range(2):
+            if self.candidate.freeze(FREEZE_TIMEOUT_S) or not self.candidate.alive():
+                return
+            self.candidate.thaw()
+        raise FreezeFailed(
+            f"the candidate's processes could not be stopped within {FREEZE_TIMEOUT_S:g} s, "
+            f"twice ({self.candidate.freezing} freezing; members {self.candidate.members()})"
+        )
 
     def _step(self, name: str, since: int) -> int:
         """Note a host step of the call (`steps`) that began at `since`; now."""
@@ -460,9 +531,13 @@ class Session:
             if not self.block.wait(ctl.DESCRIBED, seq, ANSWER_TIMEOUT, self.candidate.alive):
                 return None
             return 0, time.perf_counter_ns() - done_at
-        late = self.probe.until_idle(ANSWER_TIMEOUT, pending)
-        if pending():
+        # GPU work still running: probed no longer than the limit on work outside the calls
+        started = time.monotonic()
+        late = self.probe.until_idle(min(ANSWER_TIMEOUT, self._outside_left_s() + 0.5), pending)
+        left = ANSWER_TIMEOUT - (time.monotonic() - started)
+        if pending() and not self.block.wait(ctl.DESCRIBED, seq, left, self.candidate.alive):
             return None
+        pending()
         return late, seen[0] - done_at
 
     def _check(
@@ -500,7 +575,7 @@ class Session:
         if meanwhile is not None:
             meanwhile()
         time.sleep(max(0.0, RECHECK_AFTER_S - (time.monotonic() - paused)))
-        self.candidate.freeze()
+        self._freeze()
         try:
             if self.probe is not None:
                 self.probe.until_idle(ANSWER_TIMEOUT)
@@ -517,16 +592,18 @@ class Session:
                            + verdict.detail)  # fmt: skip
 
     def _call_error(self, seq: int) -> CallOutcome:
+        """The verdict of a call the worker reported failed: its output could not be shared
+        (Wrong Answer), or the candidate raised (Runtime Error, with the worker's message:
+        the exception's type and text and the candidate's frames, `failure.describe`)."""
         try:
             message, _ = self.link.receive(ANSWER_TIMEOUT)
-            text = str(message.get("error", "")) if message.get("op") == "call_error" else ""
+            found = message if message.get("op") == "call_error" else {}
         except (TimeoutError, ChannelClosed, OSError):
-            text = ""
-        lines = [line for line in text.strip().splitlines() if line.strip()]
-        last = lines[-1] if lines else "no traceback"
-        if "TransportError" in last:
-            return CallOutcome(WRONG, last.split("TransportError: ", 1)[-1])
-        return CallOutcome(RUNTIME_ERROR, f"custom_kernel raised: {last}\n{text[-2000:]}")
+            found = {}
+        text = str(found.get("error", "")).strip()[:MESSAGE_LIMIT] or "no message"
+        if found.get("kind") == "TransportError":
+            return CallOutcome(WRONG, text.splitlines()[0].split("TransportError: ", 1)[-1])
+        return CallOutcome(RUNTIME_ERROR, f"the call raised {text}")
 
     def _expect(self, op: str) -> CallOutcome:
         try:

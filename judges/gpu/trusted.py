@@ -14,7 +14,9 @@ imported, then:
 - optionally (`determinism_check`) the first test's input once more, the two outputs compared
   bit for bit: a difference is flagged in the record, never failed (atomics are legitimate);
 - a warm-up on the first benchmark (GPU MODE: until its calls took `warmup_time`);
-- every benchmark: one checked untimed call, then timed calls, each on fresh inputs (the seed
+- every benchmark: one checked untimed call (like every test's call, a first call of its shape:
+  where kernels compile and autotune, limited by the package's `compile_budget` for all of
+  them together, each at least by `call_timeout`), then timed calls, each on fresh inputs (the seed
   advanced by `seed_step` and combined with this submission's secret) and each checked, until
   GPU MODE's stopping rule (`judges.gpu.timing`) says enough; then the last timed call's output
   is compared once more (`Session.recheck`). A call charged less than the benchmark's hardware
@@ -161,7 +163,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     phases.mark("testsPrepared")
     probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
     judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
-                          settings.rtol, settings.atol)  # fmt: skip
+                          settings.rtol, settings.atol, settings.compile_budget)  # fmt: skip
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
@@ -307,8 +309,8 @@ class Trial:
                 continue
             data, expected = self.prepared[(case.kind, case.index)]
             outcome = judge.setup_case(data)
-            if outcome.passed:
-                outcome = judge.call(data, expected)
+            if outcome.passed:  # untimed: a first call of its shape (the compile budget)
+                outcome = judge.call(data, expected, first=True)
             judge.release_case()
             results.write("case", **case.to_json(), **_outcome(outcome), calls=1)
             if not outcome.passed:
@@ -394,7 +396,7 @@ class Trial:
         outcome = judge.setup_case(data)
         marks.append(time.perf_counter_ns())
         if outcome.passed:
-            outcome = judge.call(data, expected)
+            outcome = judge.call(data, expected, first=True)
         del data, expected
         started = time.perf_counter_ns()
         marks.append(started)

@@ -18,6 +18,7 @@ import pytest
 from judges.service.process import JudgeProcess
 from tests.gpu_judge_support import (
     ATTACKS,
+    HONEST_SET,
     PROGRAMS,
     TASK,
     first_failure,
@@ -49,8 +50,10 @@ pytestmark = [
 @pytest.fixture(scope="module")
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
     root = tmp_path_factory.mktemp("gpu-judge")
+    # compiling and autotuning need room: the task's compile budget, memory and /tmp
     packages = small_package(root / "packages", seqlen=64, dim=128, hidden=128,
-                             call_timeout="20s")  # fmt: skip
+                             call_timeout="20s", compile_budget="300s", memory="32g",
+                             tmpfs="2g")  # fmt: skip
     with JudgeProcess(root / "state", "--problems", str(packages), "--gpus", "0") as process:
         yield process
 
@@ -68,6 +71,30 @@ def test_the_seed_and_a_triton_candidate_are_valid_on_the_gpu(judge: JudgeProces
         assert peaks["source"] == "device" and peaks["bandwidthGBs"] > 500 and peaks["tflops"] > 50
         assert all(0 < case["timing"]["floorUs"] < case["timing"]["bestUs"] for case in benchmarks)
         assert record["determinism"]["checked"], record.get("determinism")
+
+
+@pytest.mark.parametrize("program", [*HONEST_SET, "environment_probe.py"])
+def test_kernels_as_people_write_them_are_valid_in_the_sandbox(
+    judge: JudgeProcess, program: str
+) -> None:
+    """Triton autotuning, torch.compile (also max-autotune), load_inline, float16 autocast,
+    and the sandbox's user name and private caches (issue 48)."""
+    record = judge_program(judge.url, (PROGRAMS / program).read_text())
+    assert verdict(record) == "valid", first_failure(record) or record.get("error")
+    first_calls = [case["time"] / 1e9 for case in record["cases"] if case["kind"] == "test"]
+    print(f"{program}: judged in {record['timing']['trialSeconds']} s, first calls "
+          f"{[round(t, 2) for t in first_calls]} s")  # fmt: skip
+
+
+@pytest.mark.parametrize("program", ["background_gpu.py", "early_done.py", "done_then_spin.py"])
+def test_work_outside_the_calls_ends_the_trial_within_a_minute(
+    judge: JudgeProcess, program: str
+) -> None:
+    record = judge_program(judge.url, (PROGRAMS / program).read_text())
+    assert verdict(record) == "Time Limit Exceeded", first_failure(record)
+    seconds = record["timing"]["trialSeconds"]
+    print(f"{program}: {first_failure(record)[:300]} ({seconds} s)")
+    assert seconds < 60, seconds
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))

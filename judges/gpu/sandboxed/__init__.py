@@ -7,4 +7,4 @@ the clock, the reference and the comparison live in the trusted process only.
 """
 
 #: The files staged into the sandbox; `worker.py` is the program run there.
-STAGED = ("worker.py", "control.py", "channel.py", "layout.py", "transport.py")
+STAGED = ("worker.py", "control.py", "channel.py", "layout.py", "transport.py", "failure.py")

@@ -5,10 +5,11 @@
 Runs inside the sandbox with the control block and the channel inherited as descriptors. It
 imports torch, makes its CUDA context, loads the common GPU kernels (`warm_up`), says `hello`
 and serves messages: `import` (import `/box/submission.py`, then `ready` or `import_failed`
-with the traceback; until then calls go to a one-kernel entry of its own, a copy of the largest
-input, which the judge times to calibrate its overhead), `case` (map the case's input pool; the
-layout says where each tensor is), `arm` (spin on GO, then make the call), `release` (unmap the
-pool), `exit`.
+with what failed, `failure.describe`'s message; until then calls go to a one-kernel entry of
+its own, a copy of the largest input, which the judge times to calibrate its overhead),
+`case` (map the case's input pool; the layout says where each tensor is), `arm` (spin on GO,
+then make the call; `call_error` with `failure.describe`'s message when it raised), `release`
+(unmap the pool), `exit`.
 
 Armed, the worker rebuilds the data from the pool (fresh tensor objects every time, before the
 clock starts: views only, no data is read), says ARMED and spins. A call then calls the entry,
@@ -24,11 +25,11 @@ import importlib
 import os
 import sys
 import time
-import traceback
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))  # -I leaves the script's folder out
 import channel
 import control
+import failure
 import layout
 import transport
 
@@ -69,8 +70,8 @@ def main(argv: list[str]) -> int:
                 entry = getattr(module, entry_name)
                 if not callable(entry):
                     raise TypeError(f"{entry_name} is not a function")
-            except BaseException:
-                link.send({"op": "import_failed", "error": channel.clip(traceback.format_exc())})
+            except BaseException as error:
+                link.send({"op": "import_failed", "error": failure.describe(error)})
                 return 3
             link.send({"op": "ready", "torch": torch.__version__})
         elif op == "case":
@@ -87,7 +88,8 @@ def main(argv: list[str]) -> int:
             error = call(block, share, entry, data, pool, seq)
             del data
             if error is not None:
-                link.send({"op": "call_error", "seq": seq, "error": error})
+                link.send({"op": "call_error", "seq": seq, "error": failure.describe(error),
+                           "kind": type(error).__name__})  # fmt: skip
         elif op == "release":
             if token is not None:
                 share.close_pool(token)
@@ -110,8 +112,8 @@ def warm_up(torch, device: str) -> None:
     torch.cuda.synchronize()
 
 
-def call(block, share, entry, data, pool, seq: int) -> str | None:
-    """One timed call; the error text when the candidate (or its output) failed. DONE and
+def call(block, share, entry, data, pool, seq: int) -> BaseException | None:
+    """One timed call; the error when the candidate (or its output) failed. DONE and
     DESCRIBED are written either way."""
     clock = time.perf_counter_ns
     error = output = None
@@ -120,16 +122,16 @@ def call(block, share, entry, data, pool, seq: int) -> str | None:
         output = entry(data)
         called = clock()
         share.synchronize()
-    except BaseException:
+    except BaseException as raised:
         called = clock()
-        error = channel.clip(traceback.format_exc())
+        error = raised
     synced = clock()
     block.set(control.DONE, seq)
     if error is None:
         try:
             block.write_output(share.export_output(output, pool))
-        except BaseException:
-            error = channel.clip(traceback.format_exc())
+        except BaseException as raised:
+            error = raised
     block.set(control.CALL_NS, called - started)
     block.set(control.SYNC_NS, synced - called)
     block.set(control.EXPORT_NS, clock() - synced)
