@@ -18,7 +18,8 @@
 #                                    exit with 128 + the signal after stopping everything
 #
 # Reads $python (the interpreter with httpx), GUIDANCE_TTT_QUIET_STOP (set: the stop names no
-# process) and, for tests, REEF_HEALTH_POLL_S (default 5).
+# process) and REEF_HEALTH_POLL_S (default 5: how often a port that is open but not yet healthy
+# is asked after its first 30 s).
 
 reef_pid=""
 episode_pid=""
@@ -40,6 +41,15 @@ stop_reef() {
     fi
 }
 
+# Whether URL's host:port accepts a TCP connection (bash's /dev/tcp: no process started), so
+# that the port is polled often and the health request (a Python process) made only once it is
+# open.
+port_open() {
+    local hostport=${1#*://}
+    hostport=${hostport%%/*}
+    (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null
+}
+
 reef_healthy() {
     "$python" -c 'import sys, httpx
 try:
@@ -52,7 +62,8 @@ sys.exit(0 if ok else 1)' "$1" 2>/dev/null
 wait_for_reef() {
     local url=$1 deadline_s=$2 log=$3
     local started=$SECONDS
-    until reef_healthy "$url"; do
+    local poll
+    until port_open "$url" && reef_healthy "$url"; do
         if ! kill -0 "$reef_pid" 2>/dev/null; then
             wait "$reef_pid" || true
             echo "${say:-run.sh}: reef serve exited before it was healthy; the end of $log:" >&2
@@ -67,7 +78,14 @@ wait_for_reef() {
             stop_reef >&2
             return 1
         fi
-        sleep "${REEF_HEALTH_POLL_S:-5}"
+        # A closed port is polled every 0.2 s; an open one that is not healthy yet every 0.5 s
+        # for its first 30 s, then every REEF_HEALTH_POLL_S (default 5: a training stack).
+        poll=0.2
+        if port_open "$url"; then
+            poll=0.5
+            ((SECONDS - started < 30)) || poll="${REEF_HEALTH_POLL_S:-5}"
+        fi
+        sleep "$poll"
     done
     # A healthy answer counts only from the reef serve started here (another run's Reef on the
     # same port answers too): the port's listener must be reef_pid or a descendant of it.

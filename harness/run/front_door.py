@@ -247,7 +247,7 @@ def start(request: FrontDoor, environ: Mapping[str, str] | None = None) -> int:
     with holding(state_dir, "guidance-ttt run"):  # first: a second command here starts nothing
         copy, settings = prepare(request, environ)
         print(f"guidance-ttt run: settings {copy} (state in {settings.state_dir})", flush=True)
-        refuse_unreachable(settings, environ)
         refuse_taken_reef_port(settings, copy)
+        refuse_unreachable(settings, environ)
         with local_judge(settings, copy, environ) as judge_env:
             return run_stack(copy, judge_env, environ, request.command)
