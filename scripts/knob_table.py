@@ -128,6 +128,11 @@ VARIABLES: dict[str, tuple[str, str]] = {
         PLUMBING,
         "set by `guidance-ttt run` when it started the local judge: the preflight's judge row",
     ),
+    "GUIDANCE_TTT_COMMAND": (
+        PLUMBING,
+        "set by `guidance-ttt run` for its stack: the command that was typed, which the "
+        "preflight's fixes, the stack's lines and the spend limit's advice name",
+    ),
     "GUIDANCE_TTT_QUIET_STOP": (
         PLUMBING,
         "set by `guidance-ttt run`: the stack's stop names no process (the run prints one line)",
