@@ -4,6 +4,7 @@ and time the honest ones the plain way, writing every figure as JSON.
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
                                            [--honest seed,reference,fast_bf16,...]
+                                           [--loops both|plain]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -91,6 +92,9 @@ def main() -> int:
                         help="honest candidates to judge and time, by label, comma-separated, "
                         f"of {', '.join(HONEST)}; `people` for all of "
                         "tests/programs/trimul's honest set (default: %(default)s)")  # fmt: skip
+    parser.add_argument("--loops", choices=("both", "plain"), default="both",
+                        help="event loops per honest candidate: without and with the re-check "
+                        "of every timed call, or without only (default: %(default)s)")  # fmt: skip
     parser.add_argument("--gpus", default="0", help="the judge's --gpus (default: %(default)s)")
     parser.add_argument("--at-once", type=int, default=1, help="submissions in flight at once")
     parser.add_argument("--back-to-back", action="store_true",
@@ -142,7 +146,7 @@ def main() -> int:
         loops = []
         for label in dict.fromkeys(labels):
             program = HONEST[label]
-            for recheck in ([], ["--recheck"]):
+            for recheck in ([], ["--recheck"]) if args.loops == "both" else ([],):
                 out = args.out / f"loop-{label}.json"
                 loop = REPO / "benchmarks" / "trimul_event_loop.py"
                 subprocess.run([sys.executable, str(loop), str(program), "--out", str(out),
