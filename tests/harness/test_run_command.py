@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -244,8 +245,14 @@ def test_run_commits_two_steps_with_its_own_judge_resumes_to_three_and_refuses_a
         _, committed = read_committed(state / "guidance-run" / "archive")
         assert committed == 1
         assert not _processes_naming(str(state)), "a process of the run outlived it"
+        assert re.search(r"^episode reward: \d+\.\d{4}$", first.stdout, re.M), first.stdout[-2000:]
+        judged = (state / "judge.log").stat().st_size
         second = run("--steps", "3")
         assert second.returncode == 0, (second.stdout + second.stderr)[-4000:]
+        # The seed's verdict comes from the judge's verdict cache in <state>/judge (keyed by the
+        # judge package's fingerprint and the source's hash): the second run does not re-judge it.
+        again = (state / "judge.log").read_text(errors="replace")[judged:]
+        assert "(cached)" in again, again[-2000:]
         archive, committed = read_committed(state / "guidance-run" / "archive")
         assert committed == 2
         assert len([e for e in archive.entries.values() if e.timestep == 3]) == 2
