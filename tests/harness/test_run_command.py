@@ -165,6 +165,12 @@ def test_a_finished_run_and_a_smaller_steps_are_refused_before_anything_starts(
     assert "has committed 2" in smaller.stderr and "serve.yaml" not in smaller.stderr
     by_set = _run_cli("--state-dir", str(state), "--set", "steps=1", cwd=tmp_path)
     assert "--set steps=1 asks for 1 steps" in by_set.stderr
+    # Started by ./run.sh (which sets GUIDANCE_TTT_FRONT_COMMAND), the advice is for ./run.sh.
+    wrapped = _run_cli(
+        "--state-dir", str(state), cwd=tmp_path, env={"GUIDANCE_TTT_FRONT_COMMAND": "./run.sh"}
+    )
+    assert wrapped.returncode != 0
+    assert "continues it: ./run.sh --config" in wrapped.stderr, wrapped.stderr
     assert (state / "serve-frozen.yaml").read_text() == before  # the run's settings kept
     assert json.loads((state / OVERRIDES_FILE).read_text())["overrides"]["steps"] == 2
 
@@ -177,7 +183,7 @@ def test_a_missing_task_folder_a_dead_url_and_a_wrong_key_name_what_was_typed(
     )
     assert missing.returncode != 0
     assert f"--set task={tmp_path / 'nope'}: {tmp_path / 'nope'} does not exist" in missing.stderr
-    assert "local judge" not in missing.stdout
+    assert "local judge" not in missing.stdout and "--task-dir" not in missing.stderr
     dead = _run_cli(
         "--state-dir", str(tmp_path / "b"), "--guidance-url", "http://127.0.0.1:9", cwd=tmp_path
     )
