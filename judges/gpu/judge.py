@@ -205,6 +205,13 @@ class GpuJudge:
             record, finish = await loop.run_in_executor(
                 self._threads, self._trial, gpu, problem, code, workdir
             )
+            if retryable(record):  # the judge's own failure: once more, in a fresh trial
+                log.warning("GPU %d: %s; judging the submission again", gpu.index,
+                            record["error"].splitlines()[0])  # fmt: skip
+                await loop.run_in_executor(self._threads, finish)
+                record, finish = await loop.run_in_executor(
+                    self._threads, self._trial, gpu, problem, code, workdir / "again"
+                )
         except BaseException:
             self._release(gpu)
             raise
@@ -377,6 +384,19 @@ class GpuJudge:
 
 
 END_POLL_S = 0.02  # how often the results file is read for the trial's end
+
+
+#: A trusted process's failures that say nothing about the candidate and may pass in a fresh
+#: trial: the judge tries the submission once more (`judges.gpu.session.FreezeFailed`).
+RETRIED_FAILURES = ("FreezeFailed",)
+
+
+def retryable(record: dict[str, Any]) -> bool:
+    """Whether `record` is a judge error that a second trial of the submission may clear."""
+    error = str(record.get("error", ""))
+    return record.get("errorKind") == "judge" and any(
+        f"judge failure: {name}:" in error for name in RETRIED_FAILURES
+    )
 
 
 def cpu_share(gpus: int) -> int:

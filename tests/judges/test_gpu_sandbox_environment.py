@@ -178,3 +178,17 @@ def test_a_freeze_that_fails_twice_ends_the_call_as_the_judges_failure() -> None
     assert (candidate.freezes, candidate.thaws) == (2, 2)
     assert block.get(control.GO) == 0  # the call was never started
     block.close()
+
+
+def test_only_a_failed_freeze_makes_the_service_judge_the_submission_again() -> None:
+    """The trusted process's end line carries the exception's name first (`trusted.main`);
+    a FreezeFailed there is retried once in a fresh trial, other judge errors and every
+    verdict are final."""
+    from judges.gpu.judge import retryable
+    from judges.gpu.record import judge_error_record
+
+    frozen = judge_error_record("FreezeFailed: the candidate's processes could not be stopped")
+    assert retryable(frozen)
+    assert not retryable(judge_error_record("GPU self-test failed: a 512 x 512 product ..."))
+    assert not retryable({"status": "done", "passed": False, "cases": [],
+                          "error": "FreezeFailed: quoted by a candidate"})  # fmt: skip
