@@ -112,7 +112,14 @@ def refuse_missing_task(settings: RunSettings, config: Path, sets: Sequence[str]
 
 def refuse_unreachable(settings: RunSettings, environ: Mapping[str, str]) -> None:
     """`RunRefused` when an endpoint refuses connections, its host does not resolve, or it
-    lists its models without the configured one; anything less certain is the preflight's."""
+    lists its models without the configured one; anything less certain is the preflight's.
+
+    Only a frozen run's endpoints are checked here. A trained run's are the GPU host's own
+    servers: on a machine without GPUs they are down, and the preflight's table (the GPUs row
+    and the no-GPU hint) says more than the first dead URL. An executor whose API key is
+    missing is left to the key's own one-line refusal."""
+    if not settings.frozen:
+        return
     endpoints: list[tuple[str, str, str, str, str, str]] = []
     if settings.frozen and settings.guidance_upstream_url:
         url = settings.guidance_upstream_url.rstrip("/")
@@ -122,6 +129,8 @@ def refuse_unreachable(settings: RunSettings, environ: Mapping[str, str]) -> Non
         backend = settings.executor(environ.get("GUIDANCE_TTT_EXECUTOR_URL") or None)
     except Exception:  # a preset's own problem (a missing key): the preflight's row says it
         backend = None
+    if backend is not None and backend.api_key_env and not environ.get(backend.api_key_env):
+        backend = None  # the missing key is the first thing to fix, and is refused by name
     if backend is not None and backend.base_url:
         key = environ.get(backend.api_key_env, "") if backend.api_key_env else ""
         base = backend.base_url.rstrip("/")
