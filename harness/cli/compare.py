@@ -375,17 +375,16 @@ def render(comparison: Comparison, console: Console) -> None:
     console.print(table)
     seeds = {row["arm"]: row["seeds"] for row in comparison.table}
     for diff in comparison.differences:
-        console.print(
+        line = (
             f"{diff['arm']} − {diff['minus']}: {diff['difference']:+.4f} "
             f"[{diff['ci_low']:+.4f}, {diff['ci_high']:+.4f}] "
-            f"(n={seeds.get(diff['arm'], '?')} vs n={seeds.get(diff['minus'], '?')})",
-            markup=False,
+            f"(n={seeds.get(diff['arm'], '?')} vs n={seeds.get(diff['minus'], '?')})"
         )
+        console.print(escape_terminal(line, multiline=False), markup=False)
     console.print(f"intervals: {comparison.method}", markup=False)
-    if comparison.small_sample_note:
-        console.print(comparison.small_sample_note, markup=False)
-    if comparison.budget_note:
-        console.print(comparison.budget_note, markup=False)
+    for note in (comparison.small_sample_note, comparison.budget_note):
+        if note:  # they name the arms, whose names come from the runs' records
+            console.print(escape_terminal(note, multiline=False), markup=False)
 
 
 #: The budget axes of `--x`.
