@@ -7,10 +7,13 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 
-selection=()
+# Two workers, each taking whole test modules (a module's shared stack stays in one process),
+# in a random order whose seed pytest prints first (pytest-randomly; repeat one order with
+# ./test.sh --randomly-seed=N). Extra arguments come last and win: -n 0 runs serially.
+selection=(-n 2 --dist loadfile)
 if [ "${1:-}" = "--quick" ]; then
     shift
-    selection=(-m "not slow")
+    selection+=(-m "not slow")
 fi
 
 bash scripts/setup.sh test  # idempotent: installs nothing once set up (scripts/setup.sh)
