@@ -62,7 +62,7 @@ def test_the_sandbox_names_its_uid_and_keeps_every_compiler_cache_in_its_private
     assert env["USER"] == env["LOGNAME"] == "sandbox" and env["HOME"] == "/tmp"
     for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH",
                  "XDG_CACHE_HOME", "TORCH_EXTENSIONS_DIR"):  # fmt: skip
-        assert env[name] == CACHE_ENV[name] and env[name].startswith("/tmp/"), name
+        assert env[name] == CACHE_ENV[name] and env[name].split("/")[1] == "tmp", name
     # /tmp is a fresh tmpfs of this sandbox alone, mounted before anything is bound below it
     tmpfs = argv.index("--tmpfs")
     assert argv[tmpfs + 1] == "/tmp" and argv[tmpfs - 2] == "--size"
