@@ -67,6 +67,7 @@ from judges.service.auth import (
     token_middleware,
     unauthorized,
 )
+from judges.service.clients import client_of
 from judges.service.connections import descriptor_budget, error_middleware, listen
 from judges.service.engine import DISPATCHERS, EngineSettings, JudgeEngine, SubmissionRefused
 from judges.service.named_flags import Named, add_named_flag
@@ -186,8 +187,12 @@ async def _submit(request: web.Request) -> web.StreamResponse:
             status=400,
         )
     try:
+        transport = request.transport
+        peer = transport.get_extra_info("peername") if transport is not None else None
+        server = transport.get_extra_info("sockname") if transport is not None else None
+        client = await asyncio.to_thread(client_of, peer, server)
         sid = await request.app[ENGINE_KEY].submit(
-            str(fields["pid"]), str(fields["lang"]), str(fields["code"])
+            str(fields["pid"]), str(fields["lang"]), str(fields["code"]), client
         )
     except SubmissionRefused as refusal:
         headers = {"Retry-After": "5"} if refusal.status == 503 else None

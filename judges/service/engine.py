@@ -53,6 +53,7 @@ from judges.problems.package import Problem
 from judges.sandbox.outcome import is_resource_exhaustion
 from judges.sandbox.runner import Sandbox
 from judges.sandbox.session import SessionPool
+from judges.service.clients import share
 from judges.service.slots import WorkerSlots
 from judges.verdicts.cases import judge_case
 from judges.verdicts.judging import (
@@ -137,6 +138,7 @@ class JudgeEngine:
         self.case_runs = 0  # cases judged (not answered from the verdict cache)
         self._queue: deque[int] = deque()
         self._pending: set[int] = set()  # queued or being judged
+        self._clients: dict[int, str] = {}  # who sent each pending submission, where known
         self._unsaved: dict[int, bytes] = {}  # final records the disk refused
         self._attempts: dict[int, int] = {}  # resource-exhaustion retries so far, by sid
         self._ready = asyncio.Event()
@@ -184,11 +186,12 @@ class JudgeEngine:
             found["gpu"] = self.gpu_judge.describe()
         return found
 
-    async def submit(self, pid: str, lang: str, code: str) -> int:
+    async def submit(self, pid: str, lang: str, code: str, client: str = "") -> int:
         """Validate, persist (in a worker thread) and queue a submission; return its sid.
 
         Raises SubmissionRefused(400) for an unknown problem or language and
-        SubmissionRefused(503) when the queue is full; nothing is persisted then.
+        SubmissionRefused(503) when the queue is full, or when `client` (`judges.service.clients`)
+        already holds its share of it; nothing is persisted then.
         """
         if pid not in self.problems:
             known = ", ".join(sorted(self.problems)) or "none"
@@ -210,7 +213,17 @@ class JudgeEngine:
                 f"queue full: {len(self._queue)} submissions are waiting "
                 f"(limit {self.settings.max_queue}); retry later",
             )
+        held = sum(1 for sid in self._queue if client and self._clients.get(sid) == client)
+        if client and held >= share(self.settings.max_queue):
+            raise SubmissionRefused(
+                503,
+                f"{client} has {held} submissions waiting, its share of the queue's "
+                f"{self.settings.max_queue} places (the rest is kept for other clients); "
+                "retry later",
+            )
         sid = await asyncio.to_thread(self.store.create, pid, language, code)
+        if client:
+            self._clients[sid] = client
         self._enqueue(sid)
         log.info("submission %d queued for problem %s (%d waiting)", sid, pid, len(self._queue))
         return sid
@@ -250,6 +263,7 @@ class JudgeEngine:
                 await self._persist(sid, await asyncio.to_thread(_encode, record))
             finally:
                 self._pending.discard(sid)
+                self._clients.pop(sid, None)
 
     def _retry_later(self, sid: int, error: Exception) -> dict[str, Any] | None:
         """Queue `sid` again after a delay (None), or its final error record once the retries

@@ -8,6 +8,7 @@ there (one line, exit status 2); with it, every call but /health needs
 
 from __future__ import annotations
 
+import os
 import secrets
 import socket
 import subprocess
@@ -149,3 +150,66 @@ def test_an_authorization_header_that_is_not_utf8_is_a_401_on_every_route(
     assert health.endswith(b'{"ok": true}')  # the counts stay for holders of the token
     log = judge.log_path.read_text()
     assert "Traceback" not in log and "UnicodeEncodeError" not in log
+
+
+LOOP_FOREVER = "int main() { for (volatile unsigned long i = 0;; ++i) {} }\n"
+# What another local user runs: stdlib only, so it needs nothing of this checkout to be readable.
+SUBMIT_AS_ANOTHER_USER = """
+import json, sys, urllib.error, urllib.request
+url, count = sys.argv[1], int(sys.argv[2])
+body = json.dumps({"pid": "0", "lang": "cpp", "code": sys.stdin.read()}).encode()
+for _ in range(count):
+    request = urllib.request.Request(url + "/submit", data=body,
+                                     headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            print(answer.status, answer.read().decode())
+    except urllib.error.HTTPError as error:
+        print(error.code, error.read().decode())
+"""
+
+
+def test_the_uid_of_a_loopback_connection_is_its_client() -> None:
+    from judges.service.clients import client_of
+
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        with socket.create_connection(("127.0.0.1", port)) as connecting:
+            accepted, _ = server.accept()
+            with accepted:
+                client = client_of(accepted.getpeername(), accepted.getsockname())
+                assert client == f"uid {os.geteuid()}", connecting.getsockname()
+    assert client_of(("10.1.2.3", 5000), ("10.1.2.4", 8081)) == "address 10.1.2.3"
+    assert client_of(None, None) == ""
+
+
+SYSTEM_PYTHON = Path("/usr/bin/python3")  # another user may not reach this checkout's Python
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to submit as another local user")
+@pytest.mark.skipif(not SYSTEM_PYTHON.exists(), reason=f"{SYSTEM_PYTHON} is absent")
+def test_one_local_user_cannot_fill_the_queue_another_needs(tmp_path: Path) -> None:
+    """Finding: an unauthenticated local user kept the run's judge queue full with copies of a
+    sleeping program. Each client (on loopback: each uid) holds at most three quarters of the
+    queue; here 3 of 4 places, so the run's own submission still gets in."""
+    state = tmp_path / "state"
+    args = ("--generated-cases", "1", "--workers", "1", "--limit", "max-queue=4")
+    with JudgeProcess(state, *args) as judge:
+        other = subprocess.run(
+            [str(SYSTEM_PYTHON), "-c", SUBMIT_AS_ANOTHER_USER, judge.url, "8"],
+            input=LOOP_FOREVER,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            user=65534,
+            cwd="/",
+        )
+        answers = other.stdout.splitlines()
+        assert len(answers) == 8, other.stderr
+        refused = [a for a in answers if a.startswith("503 ")]
+        assert refused, answers
+        assert (
+            "uid 65534 has 3 submissions waiting, its share of the queue's 4 places" in (refused[0])
+        )
+        mine = httpx.post(f"{judge.url}/submit", json={"pid": "0", "lang": "cpp", "code": "x"})
+        assert mine.status_code == 200, mine.text
