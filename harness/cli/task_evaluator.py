@@ -26,7 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from harness.cli.task_new import VERIFIER_FILES, plain_line, toml_string, verifier_source
+from harness.cli.task_new import plain_line, toml_string, write_files
 
 EVOLVE_START, EVOLVE_END = "# EVOLVE-BLOCK-START", "# EVOLVE-BLOCK-END"
 DEFAULT_METRIC = "combined_score"
@@ -206,18 +206,7 @@ def write_evaluator_task(directory: Path, task: EvaluatorTask) -> list[Path]:
         f"{package}/testdata/1.in": json.dumps(settings) + "\n",
         "README.md": readme(directory, task),
     }
-    source = verifier_source()
-    for relative in VERIFIER_FILES:
-        files[relative] = (source / relative).read_text(encoding="utf-8")
-    written = []
-    for relative, text in files.items():
-        path = directory / relative
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-        if relative.endswith(".sh"):
-            path.chmod(0o755)
-        written.append(path)
-    return written
+    return write_files(directory, files)
 
 
 def limits(task: EvaluatorTask) -> str:

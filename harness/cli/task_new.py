@@ -164,11 +164,19 @@ def write_task(directory: Path, problem: Problem) -> list[Path]:
         "solution/solve.sh": solve_sh(),
         "README.md": readme(directory, problem),
     }
+    return write_files(directory, files)
+
+
+def write_files(directory: Path, files: dict[str, str]) -> list[Path]:
+    """Write a task's `files` (relative path → text) and the shared verifier files into
+    `directory`, shell scripts executable; returns the files written."""
     source = verifier_source()
-    for relative in VERIFIER_FILES:
-        files[relative] = (source / relative).read_text(encoding="utf-8")
+    every = {
+        **files,
+        **{name: (source / name).read_text(encoding="utf-8") for name in VERIFIER_FILES},
+    }
     written = []
-    for relative, text in files.items():
+    for relative, text in every.items():
         path = directory / relative
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text, encoding="utf-8")
