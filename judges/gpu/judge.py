@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from judges.gpu import case_calibration, devices, trial_process
+from judges.gpu.launch import PASSED_ENV
 from judges.gpu.package import GpuProblem
 from judges.gpu.record import build_record, judge_error_record, read_lines
 from judges.problems.package import Problem
@@ -150,8 +151,9 @@ class GpuJudge:
                 raise devices.NoGpu(f"GPU {gpu.index}: device nodes {missing} do not exist")
         forbidden = [p.directory for p in self.problems] + [self.state_dir, JUDGES_ROOT / "judges"]
         self.python_dirs = devices.sandbox_dirs(facts, forbidden)
-        self.env = {k: os.environ[k] for k in ("LD_LIBRARY_PATH",) if os.environ.get(k)}
-        for directory in self.env.get("LD_LIBRARY_PATH", "").split(":"):
+        self.env = {k: os.environ[k] for k in PASSED_ENV if os.environ.get(k)}
+        passed = [*self.env.get("LD_LIBRARY_PATH", "").split(":"), self.env.get("CUDA_HOME", "")]
+        for directory in passed:
             if directory and Path(directory).is_dir() and not directory.startswith("/usr/"):
                 self.python_dirs.append(str(Path(directory).resolve()))
         self.uid_base = self._sandbox_uid(found)

@@ -35,8 +35,9 @@ from judges.sandbox.argv import system_binds
 
 SANDBOX_PATH = "/usr/bin:/bin"
 WORKER = "/box/judge/worker.py"
-#: Variables the candidate's process gets besides the fixed ones: what locates the driver.
-PASSED_ENV = ("LD_LIBRARY_PATH", "TRITON_LIBCUDA_PATH", "TRITON_PTXAS_PATH", "CUDA_HOME")
+#: The judge's variables the candidate's process gets too (their folders bound read-only, outside
+#: /usr): what locates the driver's libraries, and the CUDA toolkit for `load_inline`.
+PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_HOME")
 #: The sandbox user's name (its passwd and group entries, `USER`, `LOGNAME`).
 SANDBOX_USER = "sandbox"
 #: Where each compiler keeps its cache: the sandbox's private /tmp (module docstring).
