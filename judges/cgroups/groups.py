@@ -44,6 +44,7 @@ File helpers shared with `judges.cgroups.cpu` are in `judges.cgroups.files`.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import errno
 import itertools
@@ -153,6 +154,15 @@ class RunGroup:
                     threading.Event().wait(0.01)
 
 
+#: This process's open bounds, by judge directory: they share `guidance-ttt-judge-<pid>`, so
+#: one closes it only when it is the last open there (a probe such as the launcher's
+#: `cgroup_missing`, or a test's bound beside the judge's), and run groups are numbered across
+#: all of them.
+_OPEN: collections.Counter[Path] = collections.Counter()
+_OPEN_LOCK = threading.Lock()
+_RUN_NUMBERS = itertools.count(1)
+
+
 class CgroupBound:
     """Creates one group per run below the judge's own cgroup, for one cgroup version.
 
@@ -175,8 +185,9 @@ class CgroupBound:
         self.accounting = accounting  # v1: the judge's directory holding cpuacct.usage
         self.cpu = cpu
         self.cpu_missing = cpu_missing
-        self._counter = itertools.count(1)
-        self._lock = threading.Lock()
+        self._open = list(dict.fromkeys(parents))
+        with _OPEN_LOCK:
+            _OPEN.update(self._open)
 
     def describe(self) -> str:
         """One line for the start-up log saying which bound is in force and where."""
@@ -206,8 +217,8 @@ class CgroupBound:
     def create(self, memory_bytes: int, processes: int, cpus: int = 1) -> RunGroup:
         """A fresh group bounding `memory_bytes` (no swap), `processes` (+ a small slack) and,
         with a CPU bound, its CPU to `cpus` (one but for a GPU trial's sandbox)."""
-        with self._lock:
-            name = f"run-{next(self._counter)}"
+        with _OPEN_LOCK:
+            name = f"run-{next(_RUN_NUMBERS)}"
         directories = [parent / name for parent in self.parents]
         for directory in directories:
             directory.mkdir()
@@ -244,8 +255,15 @@ class CgroupBound:
             raise
 
     def close(self) -> None:
-        """Remove the judge's directories (after every run group was removed)."""
-        for parent in dict.fromkeys(self.parents):
+        """Remove the judge's directories (after every run group was removed), where no other
+        bound of this process still has them open; a second close does nothing."""
+        with _OPEN_LOCK:
+            mine, self._open = self._open, []
+            _OPEN.subtract(mine)
+            last = [parent for parent in mine if _OPEN[parent] <= 0]
+            for parent in last:
+                del _OPEN[parent]
+        for parent in last:
             for child in parent.glob("run-*"):
                 kill_members(child)
                 with contextlib.suppress(OSError):
@@ -258,9 +276,14 @@ class CgroupBound:
         parents = list(self.parents)
         if self.version == 1 and self.cpu is not None and len(parents) > len(_V1_CONTROLLERS):
             parents.remove(self.cpu.parent)
-            with contextlib.suppress(OSError):
-                self.cpu.parent.rmdir()
-        return CgroupBound(self.version, parents, None, reason, self._kept_accounting(parents))
+            if _OPEN[self.cpu.parent] <= 1:
+                with contextlib.suppress(OSError):
+                    self.cpu.parent.rmdir()
+        kept = CgroupBound(self.version, parents, None, reason, self._kept_accounting(parents))
+        with _OPEN_LOCK:  # the new bound takes this one's place
+            _OPEN.subtract(self._open)
+            self._open = []
+        return kept
 
     def _kept_accounting(self, parents: list[Path]) -> Path | None:
         """The cpuacct directory, unless it was the cpu hierarchy's that was just dropped."""

@@ -522,6 +522,29 @@ def test_cgroups_of_a_killed_judge_are_removed_by_the_next_one(tmp_path: Path) -
         assert not any(group.exists() for group in groups)
 
 
+@pytest.mark.skipif(CGROUP_MISSING is not None, reason=f"{CGROUP_MISSING}")
+def test_a_second_bound_of_one_process_closing_leaves_the_first_one_working() -> None:
+    """Bounds of one process share its `guidance-ttt-judge-<pid>` directories: the launcher's
+    probe (`cgroup_missing`), or a test's bound beside another, closing must not remove them
+    from under a bound still open (random test order found this)."""
+    from judges.cgroups.groups import detect
+
+    first = detect("auto")
+    try:
+        second = detect("auto")
+        group = second.create(64 << 20, 8)
+        group.remove()
+        second.close()
+        second.close()  # idempotent
+        assert all(parent.is_dir() for parent in first.parents)
+        group = first.create(64 << 20, 8)  # still usable, and its run numbers are its own
+        assert all(directory.is_dir() for directory in group.directories)
+        group.remove()
+    finally:
+        first.close()
+    assert not any(parent.exists() for parent in first.parents)
+
+
 def one_second_problem(root: Path) -> Path:
     """A problem folder `0` of one Polyomino case with a 1 s time limit."""
     problems = root / "problems"
