@@ -77,11 +77,12 @@ def judge(state: Path) -> Iterator[JudgeProcess]:
 def test_an_identical_resubmission_gets_the_stored_verdict_without_running(
     judge: JudgeProcess,
 ) -> None:
-    first_sid = submit(judge.url, SHELF)
+    source = SHELF + "// submitted twice\n"  # no other test of the module's judge sends it
+    first_sid = submit(judge.url, source)
     first = wait_final(judge.url, first_sid)
     assert first["status"] == "done" and first["verdictCache"] == {"hit": False}
     runs = health(judge.url)["caseRuns"]
-    again = wait_final(judge.url, submit(judge.url, SHELF))
+    again = wait_final(judge.url, submit(judge.url, source))
     same_verdict(first, again)
     assert again["timing"] == first["timing"]  # the same document, not a new judging
     assert again["verdictCache"] == {"hit": True, "sid": first_sid}
@@ -92,9 +93,10 @@ def test_an_identical_resubmission_gets_the_stored_verdict_without_running(
 
 @pytest.mark.slow
 def test_one_changed_byte_is_judged(judge: JudgeProcess) -> None:
-    wait_final(judge.url, submit(judge.url, SHELF))
+    source = SHELF + "// and once more with a space\n"  # this test's own, whatever ran before
+    wait_final(judge.url, submit(judge.url, source))
     runs = health(judge.url)["caseRuns"]
-    changed = wait_final(judge.url, submit(judge.url, SHELF + " "))
+    changed = wait_final(judge.url, submit(judge.url, source + " "))
     assert changed["verdictCache"] == {"hit": False}
     assert health(judge.url)["caseRuns"] == runs + CASES
 
