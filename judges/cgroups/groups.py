@@ -232,9 +232,12 @@ class CgroupBound:
                 write_if_present(unified / "memory.swap.max", "0")
                 write(unified / "pids.max", pids_max)
                 return RunGroup(
-                    directories, unified / "memory.peak", unified / "memory.events", memory_bytes,
+                    directories,
+                    unified / "memory.peak",
+                    unified / "memory.events",
+                    memory_bytes,
                     unified / "cpu.stat",
-                )  # fmt: skip
+                )
             memory, pids = directories[:2]
             write(memory / "memory.limit_in_bytes", str(memory_bytes))
             write_if_present(memory / "memory.memsw.limit_in_bytes", str(memory_bytes))

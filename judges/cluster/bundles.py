@@ -58,20 +58,28 @@ def bundle_problem(problem: Problem) -> ProblemBundle:
     cases = tuple(_case_data(case) for case in problem.cases)
     testlib = problem.testlib / "testlib.h" if problem.testlib is not None else None
     return ProblemBundle(
-        problem_fingerprint(problem), problem.id, problem.kind, problem.checker,
-        problem.language, problem.program.name if problem.program else None,
+        problem_fingerprint(problem),
+        problem.id,
+        problem.kind,
+        problem.checker,
+        problem.language,
+        problem.program.name if problem.program else None,
         problem.program.read_bytes() if problem.program else None,
-        testlib.read_bytes() if testlib is not None else None, cases,
-    )  # fmt: skip
+        testlib.read_bytes() if testlib is not None else None,
+        cases,
+    )
 
 
 def _case_data(case: Case) -> CaseData:
     answer = case.answer_path
     data = case.input_path.read_bytes()
     return CaseData(
-        case.number, case.time_limit, case.memory_limit, data,
+        case.number,
+        case.time_limit,
+        case.memory_limit,
+        data,
         answer.read_bytes() if answer is not None else None,
-    )  # fmt: skip
+    )
 
 
 @contextlib.contextmanager
@@ -144,10 +152,13 @@ def _write_package(bundle: ProblemBundle, directory: Path) -> None:
     if bundle.testlib is not None:
         _write(directory / "include" / "testlib.h", bundle.testlib)
     header = {
-        "id": bundle.id, "kind": bundle.kind, "checker": bundle.checker,
-        "language": bundle.language, "program": bundle.program_name,
+        "id": bundle.id,
+        "kind": bundle.kind,
+        "checker": bundle.checker,
+        "language": bundle.language,
+        "program": bundle.program_name,
         "cases": [[c.number, c.time_limit, c.memory_limit] for c in bundle.cases],
-    }  # fmt: skip
+    }
     _write(directory / "bundle.json", json.dumps(header).encode())
     _write(directory / COMPLETE, b"")
 
@@ -162,11 +173,16 @@ def _read_package(directory: Path) -> Problem:
     testlib = directory / "include"
     program = header["program"]
     return Problem(
-        header["id"], directory, cases, header["checker"],
-        Suite("package", f"node copy of problem {header['id']}", False), header["kind"],
+        header["id"],
+        directory,
+        cases,
+        header["checker"],
+        Suite("package", f"node copy of problem {header['id']}", False),
+        header["kind"],
         directory / program if program else None,
-        testlib if (testlib / "testlib.h").is_file() else None, header["language"],
-    )  # fmt: skip
+        testlib if (testlib / "testlib.h").is_file() else None,
+        header["language"],
+    )
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -75,8 +75,12 @@ def local_cluster(runtime_env: dict[str, Any]) -> None:
     Config.initialize("")
     AuthenticationTokenLoader.instance().reset_cache()
     with _loopback_node():
-        ray.init(address="local", include_dashboard=False, runtime_env=runtime_env,
-                 _node_ip_address="127.0.0.1")  # fmt: skip
+        ray.init(
+            address="local",
+            include_dashboard=False,
+            runtime_env=runtime_env,
+            _node_ip_address="127.0.0.1",
+        )
 
 
 def join(address: str, runtime_env: dict[str, Any]) -> None:
@@ -90,8 +94,10 @@ def join(address: str, runtime_env: dict[str, Any]) -> None:
             log.warning(
                 "joining the Ray cluster at %s without token authentication (%s is not "
                 "'token'): anyone who can reach its ports runs code as its user; see "
-                "docs/judge.md, 'Security model'", address, AUTH_MODE_ENV,
-            )  # fmt: skip
+                "docs/judge.md, 'Security model'",
+                address,
+                AUTH_MODE_ENV,
+            )
         ray.init(address=address, runtime_env=runtime_env)
     except AuthenticationError as error:
         raise SandboxUnavailable(

@@ -158,9 +158,13 @@ class RayJudge:
         capacity = sum(n.capacity for n in judge.accepted())
         judge.in_flight = judge.in_flight or max(2, 2 * capacity)
         judge._slots = asyncio.Semaphore(judge.in_flight)
-        log.info("judging on %d Ray nodes (%d tasks at once, %d submitted at most): %s",
-                 len(judge.accepted()), capacity, judge.in_flight,
-                 ", ".join(n.name() for n in judge.accepted()))  # fmt: skip
+        log.info(
+            "judging on %d Ray nodes (%d tasks at once, %d submitted at most): %s",
+            len(judge.accepted()),
+            capacity,
+            judge.in_flight,
+            ", ".join(n.name() for n in judge.accepted()),
+        )
         return judge
 
     @property
@@ -181,15 +185,20 @@ class RayJudge:
         try:
             self._checked = time.monotonic()
             fresh = [
-                info for info in ray.nodes()
-                if info.get("Alive") and info["NodeID"] not in self.nodes
+                info
+                for info in ray.nodes()
+                if info.get("Alive")
+                and info["NodeID"] not in self.nodes
                 and self.selection.capacity(info) > 0
-            ]  # fmt: skip
+            ]
             probes = {}
             for info in fresh:
-                record = NodeRecord(info["NodeID"], info.get("NodeManagerAddress", "?"),
-                                    info.get("NodeManagerHostname", "?"),
-                                    self.selection.capacity(info))  # fmt: skip
+                record = NodeRecord(
+                    info["NodeID"],
+                    info.get("NodeManagerAddress", "?"),
+                    info.get("NodeManagerHostname", "?"),
+                    self.selection.capacity(info),
+                )
                 pinned = {**self._base_options(), "label_selector": self._label(record.id)}
                 probes[_probe.options(**pinned).remote(self.settings)] = record
             if not probes:
@@ -215,8 +224,11 @@ class RayJudge:
         return selector
 
     def _base_options(self, cpus: int = 1) -> dict[str, Any]:
-        options: dict[str, Any] = {"num_cpus": cpus, "max_retries": self.retries,
-                                   "retry_exceptions": False}  # fmt: skip
+        options: dict[str, Any] = {
+            "num_cpus": cpus,
+            "max_retries": self.retries,
+            "retry_exceptions": False,
+        }
         if self.selection.resource is not None:
             options["resources"] = {self.selection.resource: cpus}
         return options

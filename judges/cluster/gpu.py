@@ -84,8 +84,10 @@ def bundle_gpu_problem(problem: GpuProblem) -> GpuBundle:
             total += len(data)
             files.append((path.name, data))
     if total > PACKAGE_BYTES:
-        raise ValueError(f"GPU package {problem.directory} holds {total} bytes, over "
-                         f"{PACKAGE_BYTES}; keep only its config, cases and reference")  # fmt: skip
+        raise ValueError(
+            f"GPU package {problem.directory} holds {total} bytes, over "
+            f"{PACKAGE_BYTES}; keep only its config, cases and reference"
+        )
     digest = hashlib.sha256(repr(files).encode()).hexdigest()[:32]
     return GpuBundle(digest, problem.id, tuple(files))
 
@@ -106,9 +108,12 @@ class _NodeGpu:
         state = node_state(settings)  # the sandbox (runner, cgroup bound) of this process
         self.root = node_root()
         wanted = ",".join(str(i) for i in range(max(1, gpus))) if options.cpu_stand_in else "all"
-        self.judge = GpuJudge([], GpuOptions(wanted, options.python, options.sandbox_uid,
-                                             options.cpu_stand_in), state.sandbox,
-                              self.root)  # fmt: skip
+        self.judge = GpuJudge(
+            [],
+            GpuOptions(wanted, options.python, options.sandbox_uid, options.cpu_stand_in),
+            state.sandbox,
+            self.root,
+        )
         self.judge._probe()  # devices.NoGpu names what is missing
         self.problems: dict[str, GpuProblem] = {}
         self.lock = threading.Lock()
@@ -161,12 +166,12 @@ def probe_gpu(settings: NodeSettings, options: GpuNodeOptions, gpus: int) -> dic
         node = _node_gpu(settings, options, gpus)
     except (SandboxUnavailable, devices.NoGpu, OSError, ValueError) as error:
         return {**found, "ok": False, "error": str(error)}
-    return {**found, "ok": True, "error": "",
-            "gpus": [gpu.describe() for gpu in node.judge.gpus]}  # fmt: skip
+    return {**found, "ok": True, "error": "", "gpus": [gpu.describe() for gpu in node.judge.gpus]}
 
 
-def judge_gpu(settings: NodeSettings, options: GpuNodeOptions, gpus: int, bundle: GpuBundle,
-              code: str) -> tuple[dict[str, Any], str]:  # fmt: skip
+def judge_gpu(
+    settings: NodeSettings, options: GpuNodeOptions, gpus: int, bundle: GpuBundle, code: str
+) -> tuple[dict[str, Any], str]:
     """One GPU trial on this node (module docstring): (the record, this node's id)."""
     import ray  # only ever called in a Ray worker
 

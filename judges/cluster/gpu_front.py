@@ -37,8 +37,14 @@ _trial = ray.remote(node_gpu.judge_gpu)
 class GpuNodes:
     """The cluster's GPU nodes for GPU problems (module docstring)."""
 
-    def __init__(self, placement: node_gpu.GpuPlacement, options: node_gpu.GpuNodeOptions,
-                 settings: NodeSettings, retries: int, record_type: Any) -> None:  # fmt: skip
+    def __init__(
+        self,
+        placement: node_gpu.GpuPlacement,
+        options: node_gpu.GpuNodeOptions,
+        settings: NodeSettings,
+        retries: int,
+        record_type: Any,
+    ) -> None:
         self.placement, self.options, self.settings = placement, options, settings
         self.retries = retries
         self.record_type = record_type  # judges.cluster.front.NodeRecord
@@ -56,17 +62,25 @@ class GpuNodes:
     def check(self) -> None:
         """Probe every GPU node not probed yet; SandboxUnavailable when none can judge."""
         fresh = [
-            info for info in ray.nodes()
-            if info.get("Alive") and info["NodeID"] not in self.nodes
+            info
+            for info in ray.nodes()
+            if info.get("Alive")
+            and info["NodeID"] not in self.nodes
             and self.placement.gpus(info) > 0
-        ]  # fmt: skip
+        ]
         probes = {}
         for info in fresh:
-            record = self.record_type(info["NodeID"], info.get("NodeManagerAddress", "?"),
-                                      info.get("NodeManagerHostname", "?"),
-                                      self.placement.gpus(info))  # fmt: skip
-            options = {**self.placement.task_options(), "max_retries": 0,
-                       "label_selector": {NODE_ID_LABEL: record.id}}  # fmt: skip
+            record = self.record_type(
+                info["NodeID"],
+                info.get("NodeManagerAddress", "?"),
+                info.get("NodeManagerHostname", "?"),
+                self.placement.gpus(info),
+            )
+            options = {
+                **self.placement.task_options(),
+                "max_retries": 0,
+                "label_selector": {NODE_ID_LABEL: record.id},
+            }
             ref = _probe.options(**options).remote(self.settings, self.options, record.capacity)
             probes[ref] = record
         if probes:
@@ -89,8 +103,11 @@ class GpuNodes:
                 + "; start GPU nodes with `ray start --num-gpus N` (or the custom resource), or "
                 "serve the GPU problems from a judge on a GPU host"
             )
-        log.info("GPU problems on %d Ray GPU nodes: %s", len(self.accepted()),
-                 ", ".join(f"{n.name()} ({n.capacity} GPUs)" for n in self.accepted()))  # fmt: skip
+        log.info(
+            "GPU problems on %d Ray GPU nodes: %s",
+            len(self.accepted()),
+            ", ".join(f"{n.name()} ({n.capacity} GPUs)" for n in self.accepted()),
+        )
 
     def capacity(self) -> int:
         return sum(record.capacity for record in self.accepted())
@@ -100,9 +117,11 @@ class GpuNodes:
         _, bundle_ref = self.bundles[problem.id]
         ids = ",".join(sorted(record.id for record in self.accepted()))
         options = {
-            **self.placement.task_options(), "max_retries": self.retries,
-            "retry_exceptions": False, "label_selector": {NODE_ID_LABEL: f"in({ids})"},
-        }  # fmt: skip
+            **self.placement.task_options(),
+            "max_retries": self.retries,
+            "retry_exceptions": False,
+            "label_selector": {NODE_ID_LABEL: f"in({ids})"},
+        }
         gpus = max((record.capacity for record in self.accepted()), default=1)
         ref = _trial.options(**options).remote(self.settings, self.options, gpus, bundle_ref, code)
         try:
@@ -114,8 +133,9 @@ class GpuNodes:
             cause = error.cause
             if isinstance(cause, JudgeFailure):
                 raise cause from None
-            raise JudgeFailure(f"a GPU trial failed on a Ray node: {type(cause).__name__}: "
-                               f"{str(cause)[:300]}") from None  # fmt: skip
+            raise JudgeFailure(
+                f"a GPU trial failed on a Ray node: {type(cause).__name__}: {str(cause)[:300]}"
+            ) from None
         except RayError as error:
             raise JudgeFailure(
                 f"a GPU trial's Ray worker or node was lost {self.retries + 1} times "

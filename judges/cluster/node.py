@@ -185,10 +185,18 @@ def run_cases(
         if problem.kind != "interactive" and settings.sandbox_sessions:  # kept (tests only)
             sessions = SessionPool(state.sandbox, [("ro", binary, f"/box/{program.mount}")])
         records = [
-            judge_case(state.sandbox, compiled, state.problems.case(problem, digest, number),
-                       problem, workdir, checker, keep, sessions)
+            judge_case(
+                state.sandbox,
+                compiled,
+                state.problems.case(problem, digest, number),
+                problem,
+                workdir,
+                checker,
+                keep,
+                sessions,
+            )
             for number in numbers
-        ]  # fmt: skip
+        ]
     finally:
         if sessions is not None:
             sessions.close()

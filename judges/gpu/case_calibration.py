@@ -60,10 +60,11 @@ class Kept:
         """Whether it holds exactly the benchmarks of `cases`, each with three differences."""
         wanted = {str(case.index) for case in cases if case.kind == "benchmark"}
         return set(self.entries) == wanted and all(
-            isinstance(deltas := entry.get("deltaNs"), list) and len(deltas) == 3
+            isinstance(deltas := entry.get("deltaNs"), list)
+            and len(deltas) == 3
             and all(isinstance(x, int | float) and not isinstance(x, bool) for x in deltas)
             for entry in self.entries.values()
-        )  # fmt: skip
+        )
 
     def to_spec(self) -> dict[str, Any]:
         return {"entries": self.entries, "measuredAt": self.measured_at}
@@ -79,8 +80,9 @@ class Kept:
         return cls(entries, float(measured_at))
 
 
-def measure(judge: calls.Session, reference: Any, cases: list[GpuCase],
-            device: str) -> dict[str, dict[str, Any]]:  # fmt: skip
+def measure(
+    judge: calls.Session, reference: Any, cases: list[GpuCase], device: str
+) -> dict[str, dict[str, Any]]:
     """Each benchmark's own null calls (`Session.calibrate_case`), each made right after the
     work a real call of it follows: its inputs generated (from a seed of this process's own,
     never the submission's) and its reference output computed. Each entry carries its
@@ -100,8 +102,7 @@ def measure(judge: calls.Session, reference: Any, cases: list[GpuCase],
         entry = judge.calibrate_case(case.index, prepare, CALLS)
         delta = judge.case_deltas.get(case.index)
         if "failed" not in entry and delta is not None:
-            entry["deltaNs"] = [round(delta.clock_ns), round(delta.late_ns),
-                                round(delta.window_ns)]  # fmt: skip
+            entry["deltaNs"] = [round(delta.clock_ns), round(delta.late_ns), round(delta.window_ns)]
             entry["measuredAt"] = round(time.time(), 3)
         found[str(case.index)] = entry
     return found
@@ -113,10 +114,13 @@ def use(judge: calls.Session, kept: Kept) -> dict[str, dict[str, Any]]:
     from judges.gpu.session import Null
 
     age = round(kept.age(), 1)
-    judge.case_deltas = {int(index): Null(*map(float, entry["deltaNs"]))
-                         for index, entry in kept.entries.items()}  # fmt: skip
-    return {index: {**entry, "kept": True, "measuredAgoS": age}
-            for index, entry in sorted(kept.entries.items())}  # fmt: skip
+    judge.case_deltas = {
+        int(index): Null(*map(float, entry["deltaNs"])) for index, entry in kept.entries.items()
+    }
+    return {
+        index: {**entry, "kept": True, "measuredAgoS": age}
+        for index, entry in sorted(kept.entries.items())
+    }
 
 
 def kept_from_startup(startup: dict[str, Any]) -> Kept | None:
@@ -126,8 +130,10 @@ def kept_from_startup(startup: dict[str, Any]) -> Kept | None:
     entries = calibration.get("cases") if isinstance(calibration, dict) else None
     if not isinstance(entries, dict) or not entries:
         return None
-    if any(not isinstance(e, dict) or e.get("kept") or "deltaNs" not in e or "failed" in e
-           for e in entries.values()):  # fmt: skip
+    if any(
+        not isinstance(e, dict) or e.get("kept") or "deltaNs" not in e or "failed" in e
+        for e in entries.values()
+    ):
         return None
     when = min(float(e.get("measuredAt", 0.0)) for e in entries.values())
     kept = {index: {key: e[key] for key in MEASURED if key in e} for index, e in entries.items()}

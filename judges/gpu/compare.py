@@ -37,9 +37,10 @@ def compare(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
     """Compare every element of `got` with `expected` (module docstring)."""
     if tuple(got.shape) != tuple(expected.shape):
         return Comparison(
-            False, float("nan"),
+            False,
+            float("nan"),
             f"shape {list(got.shape)} is not the expected {list(expected.shape)}",
-        )  # fmt: skip
+        )
     found = fused.counts(got, expected, rtol, atol)
     count, max_error = found if found is not None else _counts(got, expected, rtol, atol)
     if count == 0:

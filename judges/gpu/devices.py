@@ -52,9 +52,13 @@ def discover(root: Path = DRIVER_GPUS) -> list[Gpu]:
             fields[key.strip()] = value.strip()
         minor = fields.get("Device Minor", "")
         found.append(
-            Gpu(index, fields.get("Model", "NVIDIA GPU"), fields.get("GPU UUID", ""),
-                (f"/dev/nvidia{minor}", *SHARED_NODES))
-        )  # fmt: skip
+            Gpu(
+                index,
+                fields.get("Model", "NVIDIA GPU"),
+                fields.get("GPU UUID", ""),
+                (f"/dev/nvidia{minor}", *SHARED_NODES),
+            )
+        )
     if not found:
         raise NoGpu(f"the NVIDIA driver lists no GPU in {root}")
     return found
@@ -105,9 +109,12 @@ def interpreter_facts(python: str, backend: str, timeout: float = 120.0) -> dict
     """The interpreter's folders and torch facts; NoGpu naming what is wrong."""
     try:
         done = subprocess.run(
-            [python, "-c", _FACTS, backend], capture_output=True, text=True, timeout=timeout,
+            [python, "-c", _FACTS, backend],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
             check=False,
-        )  # fmt: skip
+        )
     except (OSError, subprocess.TimeoutExpired) as error:
         raise NoGpu(f"the GPU interpreter {python} cannot be run: {error}") from None
     try:

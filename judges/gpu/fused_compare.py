@@ -63,10 +63,12 @@ def _launch(got: torch.Tensor, expected: torch.Tensor, rtol: float, atol: float)
     blocks = max(1, -(-n // BLOCK))
     counts = torch.empty(blocks, dtype=torch.int32, device=got.device)
     maxima = torch.empty(blocks, dtype=torch.float32, device=got.device)
-    _kernel[(blocks,)](got, expected, n, rtol, atol, counts, maxima, BLOCK=BLOCK,
-                       enable_fp_fusion=False)  # fmt: skip
-    pair = torch.stack([counts.sum(dtype=torch.int64).to(torch.float64),
-                        maxima.amax().to(torch.float64)])  # fmt: skip
+    _kernel[(blocks,)](
+        got, expected, n, rtol, atol, counts, maxima, BLOCK=BLOCK, enable_fp_fusion=False
+    )
+    pair = torch.stack(
+        [counts.sum(dtype=torch.int64).to(torch.float64), maxima.amax().to(torch.float64)]
+    )
     count, largest = pair.tolist()
     return int(count), float(largest)
 

@@ -60,17 +60,21 @@ class GpuOptions:
 def add_gpu_arguments(parser: Any) -> None:
     """The GPU judge's flags on the service's parser."""
     parser.add_argument(
-        "--gpus", default="all",
+        "--gpus",
+        default="all",
         help="GPUs for `type: gpu` problems, by nvidia-smi number, e.g. 0,3 (default: all)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--gpu-python", default=sys.executable,
+        "--gpu-python",
+        default=sys.executable,
         help="interpreter with CUDA torch for GPU problems (default: this one, %(default)s)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--gpu-sandbox-uid", type=int, default=DEFAULT_SANDBOX_UID,
+        "--gpu-sandbox-uid",
+        type=int,
+        default=DEFAULT_SANDBOX_UID,
         help="first uid of GPU candidates; GPU k runs them as this + k (default: %(default)s)",
-    )  # fmt: skip
+    )
 
 
 def options_from(args: Any, switches: Any) -> GpuOptions:
@@ -82,8 +86,9 @@ def options_from(args: Any, switches: Any) -> GpuOptions:
 class GpuJudge:
     """Judges submissions to GPU problems (module docstring)."""
 
-    def __init__(self, problems: list[GpuProblem], options: GpuOptions, sandbox: Sandbox,
-                 state_dir: Path) -> None:  # fmt: skip
+    def __init__(
+        self, problems: list[GpuProblem], options: GpuOptions, sandbox: Sandbox, state_dir: Path
+    ) -> None:
         self.problems = problems
         self.options = options
         self.sandbox = sandbox
@@ -105,8 +110,9 @@ class GpuJudge:
         self._closed = False
 
     @classmethod
-    def start(cls, problems: dict[str, Problem], options: GpuOptions, sandbox: Sandbox,
-              state_dir: Path) -> GpuJudge | None:  # fmt: skip
+    def start(
+        cls, problems: dict[str, Problem], options: GpuOptions, sandbox: Sandbox, state_dir: Path
+    ) -> GpuJudge | None:
         """None when no GPU problem is served; else the judge, its device status set and
         announced in one log line. ValueError for a `--gpus` naming no GPU of this host."""
         served = [p for p in problems.values() if isinstance(p, GpuProblem)]
@@ -119,8 +125,11 @@ class GpuJudge:
         except devices.NoGpu as reason:
             for problem in served:
                 problem.device.available, problem.device.detail = False, str(reason)
-            log.warning("GPU judge: no usable GPU here (%s); submissions to %s are judge "
-                        "errors", reason, names)  # fmt: skip
+            log.warning(
+                "GPU judge: no usable GPU here (%s); submissions to %s are judge errors",
+                reason,
+                names,
+            )
             return judge
         described = ", ".join(gpu.describe() for gpu in judge.gpus)
         for problem in served:
@@ -167,10 +176,16 @@ class GpuJudge:
         uid = self.options.sandbox_uid
         try:
             probe = subprocess.run(
-                [self.options.python, "-I", "-c", "import torch"], user=uid, group=uid,
-                extra_groups=[], capture_output=True, text=True, timeout=120, check=False,
+                [self.options.python, "-I", "-c", "import torch"],
+                user=uid,
+                group=uid,
+                extra_groups=[],
+                capture_output=True,
+                text=True,
+                timeout=120,
+                check=False,
                 cwd="/",
-            )  # fmt: skip
+            )
             if probe.returncode == 0:
                 return uid
             reason = (probe.stderr.strip().splitlines() or ["no message"])[-1]
@@ -179,8 +194,11 @@ class GpuJudge:
         if found[0].backend == "cpu":
             log.warning(
                 "GPU judge (CPU stand-in): uid %d cannot run %s (%s); the stand-in's sandbox "
-                "keeps the judge's uid", uid, self.options.python, reason,
-            )  # fmt: skip
+                "keeps the judge's uid",
+                uid,
+                self.options.python,
+                reason,
+            )
             return None
         raise devices.NoGpu(
             f"the sandbox uid {uid} cannot run {self.options.python} ({reason}); install the GPU "
@@ -192,8 +210,9 @@ class GpuJudge:
         if not problem.device.available or not self.gpus:
             return error_record(
                 f"judge failure: problem {problem.id} needs a GPU and this judge has none "
-                f"({problem.device.detail}); serve it on a GPU host", "judge",
-            )  # fmt: skip
+                f"({problem.device.detail}); serve it on a GPU host",
+                "judge",
+            )
         if self._free is None:
             self._free = asyncio.Queue()
             for gpu in self.gpus:
@@ -208,8 +227,11 @@ class GpuJudge:
                 self._threads, self._trial, gpu, problem, code, workdir
             )
             if retryable(record):  # the judge's own failure: once more, in a fresh trial
-                log.warning("GPU %d: %s; judging the submission again", gpu.index,
-                            record["error"].splitlines()[0])  # fmt: skip
+                log.warning(
+                    "GPU %d: %s; judging the submission again",
+                    gpu.index,
+                    record["error"].splitlines()[0],
+                )
                 await loop.run_in_executor(self._threads, finish)
                 record, finish = await loop.run_in_executor(
                     self._threads, self._trial, gpu, problem, code, workdir / "again"
@@ -236,8 +258,9 @@ class GpuJudge:
 
     def _release(self, gpu: devices.Gpu) -> None:
         state = self._state[gpu.index]
-        state.update(state="idle", submission=None, since=round(time.time(), 3),
-                     judged=state["judged"] + 1)  # fmt: skip
+        state.update(
+            state="idle", submission=None, since=round(time.time(), 3), judged=state["judged"] + 1
+        )
         assert self._free is not None
         self._free.put_nowait(gpu)
 
@@ -255,13 +278,15 @@ class GpuJudge:
             try:
                 trial.begin(code, origin)
             except OSError as error:  # it ended just now: start cold
-                log.warning("GPU %d: its prepared trial ended (%s); starting cold", gpu.index,
-                            error)  # fmt: skip
+                log.warning(
+                    "GPU %d: its prepared trial ended (%s); starting cold", gpu.index, error
+                )
                 self._end_spare(trial)
                 trial = None
         if trial is None:
-            trial = trial_process.start(self, gpu, problem, workdir, code,
-                                        kept=self.kept_calibration(gpu, problem))  # fmt: skip
+            trial = trial_process.start(
+                self, gpu, problem, workdir, code, kept=self.kept_calibration(gpu, problem)
+            )
         self._running.add(trial.process.pid)
         try:
             limit = settings.wall_seconds + WALL_GRACE
@@ -276,8 +301,11 @@ class GpuJudge:
             events += _over_time(problem, events, settings.wall_seconds)
         if not any(e.get("event") == "end" for e in events):
             tail = (trial.workdir / "trusted.log").read_bytes()[-2000:]
-            log.error("GPU trial on GPU %d ended without a result: %s", gpu.index,
-                      tail.decode("utf-8", "replace"))  # fmt: skip
+            log.error(
+                "GPU trial on GPU %d ended without a result: %s",
+                gpu.index,
+                tail.decode("utf-8", "replace"),
+            )
         record = build_record(problem.gpu_cases, events, problem.suite.to_json())
         self.keep_calibration(gpu, problem, events)
         if usage.killed_for_others:  # not the candidate's memory: never its verdict
@@ -286,12 +314,14 @@ class GpuJudge:
             record = judge_error_record(f"the judge ran out of memory: {detail}")
         phases = next((e for e in events if e.get("event") == "phases"), {})
         record["timing"] = {
-            "trialSeconds": round(time.monotonic() - started, 3), "gpu": gpu.index,
-            "startedAt": round(origin, 3), "endedAt": round(time.time(), 3),
+            "trialSeconds": round(time.monotonic() - started, 3),
+            "gpu": gpu.index,
+            "startedAt": round(origin, 3),
+            "endedAt": round(time.time(), 3),
             "prepared": trial.owns_workdir,  # its processes came up before the submission
             "phases": {k: v for k, v in phases.items() if k != "event"},
             "cpu": {"cpus": self.cpus_per_gpu, **throttling(trial.group.cpu_path)},
-        }  # fmt: skip
+        }
 
         def finish() -> None:
             trial.end()
@@ -307,8 +337,12 @@ class GpuJudge:
         if spare.problem_id == problem.id and spare.ready_to_begin():
             return spare
         why = "another problem" if spare.problem_id != problem.id else "it ended"
-        log.warning("GPU %d: its prepared trial for %s cannot be used (%s); starting cold",
-                    gpu.index, spare.problem_id, why)  # fmt: skip
+        log.warning(
+            "GPU %d: its prepared trial for %s cannot be used (%s); starting cold",
+            gpu.index,
+            spare.problem_id,
+            why,
+        )
         self._end_spare(spare)
         return None
 
@@ -325,16 +359,24 @@ class GpuJudge:
         self._spare_count += 1
         folder = self.sandbox.scratch / f"gpu-{gpu.index}-prepared-{self._spare_count}"
         try:
-            spare = trial_process.start(self, gpu, problem, folder, None, owns_workdir=True,
-                                        kept=self.kept_calibration(gpu, problem))  # fmt: skip
+            spare = trial_process.start(
+                self,
+                gpu,
+                problem,
+                folder,
+                None,
+                owns_workdir=True,
+                kept=self.kept_calibration(gpu, problem),
+            )
         except OSError as error:
             log.warning("GPU %d: cannot prepare its next trial (%s)", gpu.index, error)
             shutil.rmtree(folder, ignore_errors=True)
             return
         self._spares[gpu.index] = spare
 
-    def kept_calibration(self, gpu: devices.Gpu,
-                         problem: GpuProblem) -> case_calibration.Kept | None:  # fmt: skip
+    def kept_calibration(
+        self, gpu: devices.Gpu, problem: GpuProblem
+    ) -> case_calibration.Kept | None:
         """The benchmarks' calibration kept for `problem` on `gpu`, for
         `case_calibration.KEPT_FOR_S` seconds; None: the trial measures its own."""
         kept = self._kept.get((gpu.index, problem.id))
@@ -342,8 +384,9 @@ class GpuJudge:
             return None
         return kept
 
-    def keep_calibration(self, gpu: devices.Gpu, problem: GpuProblem,
-                         events: list[dict[str, Any]]) -> None:  # fmt: skip
+    def keep_calibration(
+        self, gpu: devices.Gpu, problem: GpuProblem, events: list[dict[str, Any]]
+    ) -> None:
         """Keep what a trial measured itself of its benchmarks' calibration (its `startup`
         line, written before its candidate was imported) for the GPU's next trials."""
         startup = next((e for e in events if e.get("event") == "startup"), None)
@@ -380,9 +423,17 @@ class GpuJudge:
         when), finishing or idle, how many submissions it judged, and whether its next trial is
         prepared (`judges.gpu.trial_process`: `waiting`, `preparing` or null)."""
         idle = {"state": "idle", "submission": None, "since": None, "judged": 0}
-        return {"gpus": [{**asdict(gpu), **idle, **self._state.get(gpu.index, {}),
-                          "prepared": self._prepared(gpu.index)}
-                         for gpu in self.gpus]}  # fmt: skip
+        return {
+            "gpus": [
+                {
+                    **asdict(gpu),
+                    **idle,
+                    **self._state.get(gpu.index, {}),
+                    "prepared": self._prepared(gpu.index),
+                }
+                for gpu in self.gpus
+            ]
+        }
 
 
 END_POLL_S = 0.02  # how often the results file is read for the trial's end
@@ -460,9 +511,13 @@ def _over_time(problem: GpuProblem, events: list[dict[str, Any]], limit: float) 
         extra.append({"event": "startup", "status": "Time Limit Exceeded", "detail": detail})
     for case in problem.gpu_cases:
         if (case.kind, case.index) not in done:
-            extra.append({
-                "event": "case", **case.to_json(), "runStatus": "Time Limit Exceeded",
-                "detail": f"the submission exceeded its time limit of {limit:g} s",
-            })  # fmt: skip
+            extra.append(
+                {
+                    "event": "case",
+                    **case.to_json(),
+                    "runStatus": "Time Limit Exceeded",
+                    "detail": f"the submission exceeded its time limit of {limit:g} s",
+                }
+            )
             break
     return [*extra, {"event": "end", "status": "done"}]

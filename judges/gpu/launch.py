@@ -42,17 +42,26 @@ PASSED_ENV = ("LD_LIBRARY_PATH", "CUDA_HOME")
 SANDBOX_USER = "sandbox"
 #: Where each compiler keeps its cache: the sandbox's private /tmp (module docstring).
 CACHE_ENV = {
-    "XDG_CACHE_HOME": "/tmp/cache", "TRITON_CACHE_DIR": "/tmp/cache/triton",
-    "TORCHINDUCTOR_CACHE_DIR": "/tmp/cache/inductor", "CUDA_CACHE_PATH": "/tmp/cache/nv",
+    "XDG_CACHE_HOME": "/tmp/cache",
+    "TRITON_CACHE_DIR": "/tmp/cache/triton",
+    "TORCHINDUCTOR_CACHE_DIR": "/tmp/cache/inductor",
+    "CUDA_CACHE_PATH": "/tmp/cache/nv",
     "TORCH_EXTENSIONS_DIR": "/tmp/cache/torch_extensions",
-}  # fmt: skip
+}
 #: Kept off in every GPU program started here (NVLink multicast can take a host's GPUs down).
 FIXED_ENV = {
-    "HOME": "/tmp", "TMPDIR": "/tmp", "LANG": "C", "PATH": SANDBOX_PATH,
-    "USER": SANDBOX_USER, "LOGNAME": SANDBOX_USER, **CACHE_ENV, "PYTHONDONTWRITEBYTECODE": "1",
-    "NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "HOME": "/tmp",
+    "TMPDIR": "/tmp",
+    "LANG": "C",
+    "PATH": SANDBOX_PATH,
+    "USER": SANDBOX_USER,
+    "LOGNAME": SANDBOX_USER,
+    **CACHE_ENV,
+    "PYTHONDONTWRITEBYTECODE": "1",
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
     "NVSHMEM_DISABLE_NVLS": "1",
-}  # fmt: skip
+}
 
 
 @dataclass(frozen=True)
@@ -97,10 +106,18 @@ def gpu_bwrap_argv(
     folder of `identity_files`."""
     argv = [
         spec.bwrap,
-        "--unshare-user", "--unshare-ipc", "--unshare-net", "--unshare-uts",
-        "--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session",
-        "--hostname", "sandbox", "--clearenv",
-    ]  # fmt: skip
+        "--unshare-user",
+        "--unshare-ipc",
+        "--unshare-net",
+        "--unshare-uts",
+        "--unshare-cgroup-try",
+        "--disable-userns",
+        "--die-with-parent",
+        "--new-session",
+        "--hostname",
+        "sandbox",
+        "--clearenv",
+    ]
     path = f"{Path(spec.python).parent}:{SANDBOX_PATH}"
     for name, value in {**FIXED_ENV, "PATH": path, **spec.env}.items():
         argv += ["--setenv", name, value]
@@ -128,9 +145,14 @@ class CandidateProcess:
     """The running sandbox: liveness, freezing between calls, and killing all of it."""
 
     def __init__(
-        self, spec: LaunchSpec, control_fd: int, socket_fd: int, procs_fds: tuple[int, ...],
-        stdout: Path, stderr: Path,
-    ) -> None:  # fmt: skip
+        self,
+        spec: LaunchSpec,
+        control_fd: int,
+        socket_fd: int,
+        procs_fds: tuple[int, ...],
+        stdout: Path,
+        stderr: Path,
+    ) -> None:
         self.spec = spec
         self.stderr = stderr
         self.dirs = [Path(d) for d in spec.cgroup_dirs]
@@ -144,10 +166,15 @@ class CandidateProcess:
             identity = {"user": spec.uid, "group": spec.uid, "extra_groups": []}
         with open(stdout, "wb") as out, open(stderr, "wb") as err:
             self.process = subprocess.Popen(
-                argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
-                pass_fds=(control_fd, socket_fd, *procs_fds), start_new_session=True,
-                env={"PATH": SANDBOX_PATH, "LANG": "C"}, **identity,
-            )  # fmt: skip
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=err,
+                pass_fds=(control_fd, socket_fd, *procs_fds),
+                start_new_session=True,
+                env={"PATH": SANDBOX_PATH, "LANG": "C"},
+                **identity,
+            )
         self.freezing = (
             "cgroup" if (self.dirs and (self.dirs[0] / "cgroup.freeze").exists()) else "signal"
         )

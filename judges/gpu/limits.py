@@ -32,8 +32,14 @@ FLOPS_PER_SM_CYCLE = {(9, 0): 8192, (8, 9): 4096, (8, 0): 2048, (8, 6): 2048, (7
 DEFAULT_FLOPS_PER_SM_CYCLE = 8192
 
 # CUdevice_attribute numbers (cuda.h)
-_ATTRIBUTES = {"clock_khz": 13, "sms": 16, "memory_clock_khz": 36, "bus_width_bits": 37,
-               "major": 75, "minor": 76}  # fmt: skip
+_ATTRIBUTES = {
+    "clock_khz": 13,
+    "sms": 16,
+    "memory_clock_khz": 36,
+    "bus_width_bits": 37,
+    "major": 75,
+    "minor": 76,
+}
 
 
 @dataclass(frozen=True)
@@ -56,15 +62,19 @@ class Peaks:
         return max(floors)
 
     def to_json(self) -> dict[str, Any]:
-        return {"bandwidthGBs": self.bandwidth / 1e9, "tflops": self.flops / 1e12,
-                "source": self.source}  # fmt: skip
+        return {
+            "bandwidthGBs": self.bandwidth / 1e9,
+            "tflops": self.flops / 1e12,
+            "source": self.source,
+        }
 
 
 def peaks_from(attributes: dict[str, int]) -> Peaks:
     """The peaks from the driver's attributes (clocks in kHz, bus width in bits)."""
     bandwidth = 2 * attributes["memory_clock_khz"] * 1e3 * attributes["bus_width_bits"] / 8
-    per_cycle = FLOPS_PER_SM_CYCLE.get((attributes["major"], attributes["minor"]),
-                                       DEFAULT_FLOPS_PER_SM_CYCLE)  # fmt: skip
+    per_cycle = FLOPS_PER_SM_CYCLE.get(
+        (attributes["major"], attributes["minor"]), DEFAULT_FLOPS_PER_SM_CYCLE
+    )
     flops = attributes["sms"] * attributes["clock_khz"] * 1e3 * per_cycle
     return Peaks(bandwidth, flops, "device")
 

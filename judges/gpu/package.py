@@ -155,15 +155,23 @@ def load_gpu_problem(
     cases_path = member(directory, values["cases"], "cases", where)
     cases = load_cases(cases_path, directory)
     listed = tuple(
-        Case(number, cases_path, settings.call_timeout,
-             settings.memory_bytes, case)
+        Case(number, cases_path, settings.call_timeout, settings.memory_bytes, case)
         for number, case in enumerate(cases, start=1)
-    )  # fmt: skip
+    )
     suite = suite or Suite("package", f"cases of the GPU package {directory}", True)
     return GpuProblem(
-        directory.name, directory, listed, None, suite, "gpu", settings.reference, None,
-        "python", settings, cases,
-    )  # fmt: skip
+        directory.name,
+        directory,
+        listed,
+        None,
+        suite,
+        "gpu",
+        settings.reference,
+        None,
+        "python",
+        settings,
+        cases,
+    )
 
 
 def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSettings:
@@ -190,8 +198,9 @@ def _settings(directory: Path, values: dict[str, Any], where: str) -> GpuSetting
     peaks = {}
     for key in ("peak_bandwidth", "peak_flops"):
         value = values[key]
-        if value is not None and (not isinstance(value, int | float) or isinstance(value, bool)
-                                  or value <= 0):  # fmt: skip
+        if value is not None and (
+            not isinstance(value, int | float) or isinstance(value, bool) or value <= 0
+        ):
             raise ProblemError(f"{where}: {key} must be a positive number or null, got {value!r}")
         peaks[key] = None if value is None else float(value)
     return GpuSettings(

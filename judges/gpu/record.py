@@ -71,10 +71,14 @@ def build_record(
     passed = all(record["scoreRatio"] == 1.0 for record in records)
     score = 100.0 * sum(record["scoreRatio"] for record in records) / len(records)
     final: dict[str, Any] = {
-        "status": "done", "passed": passed,
+        "status": "done",
+        "passed": passed,
         "result": "Correct Answer" if passed else "Wrong Answer",
-        "score": score, "scoreUnbounded": score, "suite": suite, "cases": records,
-    }  # fmt: skip
+        "score": score,
+        "scoreUnbounded": score,
+        "suite": suite,
+        "cases": records,
+    }
     if passed:
         final["value"] = geometric_mean([r["value"] for r in records if "value" in r])
         final["valueMean"] = "geometric"
@@ -96,8 +100,7 @@ def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
     status = found.get("runStatus", "Runtime Error")
     label = f"{case.kind} {case.index} ({case.label()})"
     if status != "Accepted":
-        return _failed(case, status, f"{status}: {label}: {found.get('detail', '')}"[:4000],
-                       found)  # fmt: skip
+        return _failed(case, status, f"{status}: {label}: {found.get('detail', '')}"[:4000], found)
     record = _base(case, 1.0, "Accepted", "", found)
     if case.kind == "test":
         record["msg"] = f"pass: {label}: {found.get('detail', '')}"
@@ -106,14 +109,20 @@ def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
     timing = dict(found.get("stats") or {})
     charged = found.get("charged") or {}
     mean = round(float(timing.get("meanUs", 0.0)), 6)
-    timing.update({
-        "earlyUs": charged.get("earlyNs", 0) / 1e3, "lateUs": charged.get("lateNs", 0) / 1e3,
-        "windowUs": charged.get("windowNs", 0) / 1e3, "floorUs": charged.get("floorNs", 0) / 1e3,
-        "callsCharged": charged.get("callsCharged", 0),
-        # the candidate's process's own account (diagnostic, untrusted), summed over the calls
-        "worker": {key: charged.get(f"worker{key}Ns", 0) / 1e3 for key in ("Call", "Sync",
-                   "Export")} | {"clockUs": charged.get("clockNs", 0) / 1e3},
-    })  # fmt: skip
+    timing.update(
+        {
+            "earlyUs": charged.get("earlyNs", 0) / 1e3,
+            "lateUs": charged.get("lateNs", 0) / 1e3,
+            "windowUs": charged.get("windowNs", 0) / 1e3,
+            "floorUs": charged.get("floorNs", 0) / 1e3,
+            "callsCharged": charged.get("callsCharged", 0),
+            # the candidate's process's own account (diagnostic, untrusted), summed over the calls
+            "worker": {
+                key: charged.get(f"worker{key}Ns", 0) / 1e3 for key in ("Call", "Sync", "Export")
+            }
+            | {"clockUs": charged.get("clockNs", 0) / 1e3},
+        }
+    )
     if "trace" in charged:  # the package's `trace_calls`: every timed call's figures, in µs,
         timing["calls"] = charged["trace"]  # and the benchmark's own steps, in ms
         timing["steps"] = charged.get("steps", {})
@@ -126,20 +135,30 @@ def _case(case: GpuCase, found: dict[str, Any]) -> dict[str, Any]:
     return record
 
 
-def _base(case: GpuCase, ratio: float, status: str, msg: str,
-          found: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def _base(
+    case: GpuCase, ratio: float, status: str, msg: str, found: dict[str, Any] | None = None
+) -> dict[str, Any]:
     found = found or {}
     return {
-        "ok": ratio == 1.0, "status": "Correct" if ratio == 1.0 else "Wrong Answer",
-        "time": int(found.get("durationNs", 0)), "memory": 0, "msg": msg,
-        "scoreRatio": ratio, "scoreRatioUnbounded": ratio, "runStatus": status,
-        "kind": case.kind, "index": case.index, "spec": case.label(),
-        "maxError": found.get("maxError"), "calls": found.get("calls", 0),
-    }  # fmt: skip
+        "ok": ratio == 1.0,
+        "status": "Correct" if ratio == 1.0 else "Wrong Answer",
+        "time": int(found.get("durationNs", 0)),
+        "memory": 0,
+        "msg": msg,
+        "scoreRatio": ratio,
+        "scoreRatioUnbounded": ratio,
+        "runStatus": status,
+        "kind": case.kind,
+        "index": case.index,
+        "spec": case.label(),
+        "maxError": found.get("maxError"),
+        "calls": found.get("calls", 0),
+    }
 
 
-def _failed(case: GpuCase, status: str, msg: str,
-            found: dict[str, Any] | None = None) -> dict[str, Any]:  # fmt: skip
+def _failed(
+    case: GpuCase, status: str, msg: str, found: dict[str, Any] | None = None
+) -> dict[str, Any]:
     return _base(case, 0.0, status, msg, found)
 
 

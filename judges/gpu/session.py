@@ -89,14 +89,19 @@ class Null:
 
     @classmethod
     def median(cls, outcomes: list[CallOutcome]) -> Null:
-        return cls(statistics.median(o.clock_ns for o in outcomes),
-                   statistics.median(o.late_ns for o in outcomes),
-                   statistics.median(o.window_ns for o in outcomes))  # fmt: skip
+        return cls(
+            statistics.median(o.clock_ns for o in outcomes),
+            statistics.median(o.late_ns for o in outcomes),
+            statistics.median(o.window_ns for o in outcomes),
+        )
 
     @classmethod
     def lowest(cls, outcomes: list[CallOutcome]) -> Null:
-        return cls(min(o.clock_ns for o in outcomes), min(o.late_ns for o in outcomes),
-                   min(o.window_ns for o in outcomes))  # fmt: skip
+        return cls(
+            min(o.clock_ns for o in outcomes),
+            min(o.late_ns for o in outcomes),
+            min(o.window_ns for o in outcomes),
+        )
 
 
 @dataclass(frozen=True)
@@ -149,8 +154,11 @@ class IdleProbe:
         samples = sorted(self.once() for _ in range(count))
         self.median_ns = statistics.median(samples)
         self.gpu_ns = self._event_timed(count)
-        return {"medianUs": self.median_ns / 1e3, "p99Us": samples[int(0.99 * count)] / 1e3,
-                "gpuUs": self.gpu_ns / 1e3}  # fmt: skip
+        return {
+            "medianUs": self.median_ns / 1e3,
+            "p99Us": samples[int(0.99 * count)] / 1e3,
+            "gpuUs": self.gpu_ns / 1e3,
+        }
 
     def _event_timed(self, count: int) -> float:
         """The median time CUDA events recorded around the kernel give it: what a plain
@@ -237,21 +245,23 @@ class Session:
         before late work is charged. (Until 2026-12-02 the probe's wall time, launch and wait
         included, was subtracted instead: 10-18 us too little, charged on every call.)
         A case calibrated by `calibrate_case` gets its own offsets on top (`use_case`)."""
-        outcomes = self._null_calls(lambda _: (torch.zeros(16, device=self.transport.device),),
-                                    calls)  # fmt: skip
+        outcomes = self._null_calls(
+            lambda _: (torch.zeros(16, device=self.transport.device),), calls
+        )
         if isinstance(outcomes, str):
             return {"failed": outcomes}
         self.null = Null.median(outcomes)
         self.null_lowest = Null.lowest(outcomes)
         self.use_case(None)
         return {
-            "calls": calls, "nullClockUs": self.null.clock_ns / 1e3,
+            "calls": calls,
+            "nullClockUs": self.null.clock_ns / 1e3,
             "probeGpuUs": self._own_ns() / 1e3,
             "clockOffsetUs": self.clock_offset_ns / 1e3,
             "lateAllowanceUs": self.late_allowance_ns / 1e3,
             "windowAllowanceUs": self.window_allowance_ns / 1e3,
             "nullEarlyUs": statistics.median(o.early_ns for o in outcomes) / 1e3,
-        }  # fmt: skip
+        }
 
     def calibrate_case(self, index: int, prepare: Any, calls: int) -> dict[str, float]:
         """Null calls on case `index`'s own pool, each made right after `prepare(i)` (the
@@ -276,11 +286,15 @@ class Session:
             return {"failed": outcomes}
         measured, plain = Null.lowest(outcomes), self.null_lowest
         switching = measured.clock_ns - copies[0] - (plain.clock_ns - self._own_ns())
-        self.case_deltas[index] = Null(switching, measured.late_ns - plain.late_ns,
-                                       measured.window_ns - plain.window_ns)  # fmt: skip
-        return {"calls": calls, "lowestNullClockUs": measured.clock_ns / 1e3,
-                "copyKernelUs": copies[0] / 1e3,
-                "moreThanPlainUs": self.case_deltas[index].clock_ns / 1e3}  # fmt: skip
+        self.case_deltas[index] = Null(
+            switching, measured.late_ns - plain.late_ns, measured.window_ns - plain.window_ns
+        )
+        return {
+            "calls": calls,
+            "lowestNullClockUs": measured.clock_ns / 1e3,
+            "copyKernelUs": copies[0] / 1e3,
+            "moreThanPlainUs": self.case_deltas[index].clock_ns / 1e3,
+        }
 
     def _copy_ns(self, count: int) -> float:
         """The median time CUDA events give the null entry's copy (of the case's largest
@@ -319,9 +333,11 @@ class Session:
         found = {}
         for index in sorted(self.case_deltas):
             self.use_case(index)
-            found[str(index)] = {"clockOffsetUs": self.clock_offset_ns / 1e3,
-                                 "lateAllowanceUs": self.late_allowance_ns / 1e3,
-                                 "windowAllowanceUs": self.window_allowance_ns / 1e3}  # fmt: skip
+            found[str(index)] = {
+                "clockOffsetUs": self.clock_offset_ns / 1e3,
+                "lateAllowanceUs": self.late_allowance_ns / 1e3,
+                "windowAllowanceUs": self.window_allowance_ns / 1e3,
+            }
         self.use_case(None)
         return found
 
@@ -333,8 +349,11 @@ class Session:
         right after `prepare(i)`, and `then()` before the pool is freed; the first failure's
         detail instead, if one failed."""
         outcome = self.setup_case(prepare(0))
-        outcomes = [outcome] if not outcome.passed else [
-            self.call(prepare(i), None) for i in range(1, calls + 1)]  # fmt: skip
+        outcomes = (
+            [outcome]
+            if not outcome.passed
+            else [self.call(prepare(i), None) for i in range(1, calls + 1)]
+        )
         if then is not None and all(o.passed for o in outcomes):
             then()
         self.release_case()
@@ -363,8 +382,11 @@ class Session:
         except (ChannelClosed, OSError):
             return self._ended("while starting")
         if message["op"] == "import_failed":
-            return CallOutcome(RUNTIME_ERROR, "the candidate could not be imported: "
-                               + str(message.get("error", "")).strip()[:MESSAGE_LIMIT])  # fmt: skip
+            return CallOutcome(
+                RUNTIME_ERROR,
+                "the candidate could not be imported: "
+                + str(message.get("error", "")).strip()[:MESSAGE_LIMIT],
+            )
         if message["op"] != "ready":
             return CallOutcome(RUNTIME_ERROR, f"unexpected start-up message {message['op']!r}")
         return CallOutcome(ACCEPTED, f"ready (torch {message.get('torch')})")
@@ -492,8 +514,10 @@ class Session:
             f"the candidate worked {spent:.3f} s outside its calls in this trial (GPU work "
             "running before a call or after it returned, or host work after the call said it "
             f"was done), beyond the limit of {OUTSIDE_LIMIT_NS / 1e9:g} s per trial",
-            outcome.charged_ns if outcome else 0, outcome.clock_ns if outcome else 0, early,
-        )  # fmt: skip
+            outcome.charged_ns if outcome else 0,
+            outcome.clock_ns if outcome else 0,
+            early,
+        )
 
     def _freeze(self) -> None:
         """Stop the candidate's processes; tried twice, then FreezeFailed (never goes on with
@@ -555,13 +579,23 @@ class Session:
             clock_ns, early, late - self.late_allowance_ns, window - self.window_allowance_ns
         )
         if expected is None:  # a calibration call of the worker's own
-            return CallOutcome(ACCEPTED, "calibration", charged, clock_ns, early, late, 0.0, worker,
-                               window)  # fmt: skip
+            return CallOutcome(
+                ACCEPTED, "calibration", charged, clock_ns, early, late, 0.0, worker, window
+            )
         verdict = compare(copy, expected, self.rtol, self.atol)
         status = ACCEPTED if verdict.ok else WRONG
         self.last = (descriptor, expected, copy)
-        return CallOutcome(status, verdict.detail, charged, clock_ns, early, late,
-                           verdict.max_error, worker, window)  # fmt: skip
+        return CallOutcome(
+            status,
+            verdict.detail,
+            charged,
+            clock_ns,
+            early,
+            late,
+            verdict.max_error,
+            worker,
+            window,
+        )
 
     def recheck(self, meanwhile: Any = None) -> CallOutcome:
         """The last call's output copied again, after a pause with the candidate frozen and
@@ -588,8 +622,9 @@ class Session:
         verdict = compare(again, expected, self.rtol, self.atol)
         if verdict.ok:
             return CallOutcome(ACCEPTED, verdict.detail)
-        return CallOutcome(WRONG, "the last timed call's output changed after it was checked: "
-                           + verdict.detail)  # fmt: skip
+        return CallOutcome(
+            WRONG, "the last timed call's output changed after it was checked: " + verdict.detail
+        )
 
     def _call_error(self, seq: int) -> CallOutcome:
         """The verdict of a call the worker reported failed: its output could not be shared

@@ -39,8 +39,11 @@ from judges.gpu.sandboxed import STAGED
 JUDGES_ROOT = Path(__file__).resolve().parents[2]  # the folder holding the `judges` package
 SANDBOXED = Path(__file__).with_name("sandboxed")
 EXIT_GRACE_S = 30.0  # seconds the trusted process has to exit after its end, then killed
-NO_MULTICAST = {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
-                "NVSHMEM_DISABLE_NVLS": "1"}  # fmt: skip
+NO_MULTICAST = {
+    "NCCL_NVLS_ENABLE": "0",
+    "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1",
+    "NVSHMEM_DISABLE_NVLS": "1",
+}
 
 
 @dataclass
@@ -94,8 +97,15 @@ class TrialProcess:
             shutil.rmtree(self.workdir, ignore_errors=True)
 
 
-def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | None,
-          owns_workdir: bool = False, kept: Kept | None = None) -> TrialProcess:  # fmt: skip
+def start(
+    judge: Any,
+    gpu: Any,
+    problem: GpuProblem,
+    workdir: Path,
+    code: str | None,
+    owns_workdir: bool = False,
+    kept: Kept | None = None,
+) -> TrialProcess:
     """Start a trial's trusted process for `problem` on `gpu` (`judge` is the GpuJudge: its
     sandbox, options and the sandbox's interpreter folders); a spare when `code` is None.
     `kept`: the benchmarks' calibration an earlier trial on this GPU measured, to use instead
@@ -103,24 +113,33 @@ def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | 
     settings = problem.settings
     assert settings is not None and judge.sandbox.bound is not None
     box = stage(workdir, code)
-    group = judge.sandbox.bound.create(settings.memory_bytes, settings.processes,
-                                       judge.cpus_per_gpu)  # fmt: skip
+    group = judge.sandbox.bound.create(
+        settings.memory_bytes, settings.processes, judge.cpus_per_gpu
+    )
     results = workdir / "results.jsonl"
     spec = {
         "settings": settings.to_json(),
         "cases": [case.to_json() for case in problem.gpu_cases],
-        "results": str(results), "workdir": str(workdir), "procs_fds": group.procs_fds,
+        "results": str(results),
+        "workdir": str(workdir),
+        "procs_fds": group.procs_fds,
         "launch": {
-            "bwrap": shutil.which("bwrap") or "bwrap", "runner": str(judge.sandbox.runner),
-            "python": judge.options.python, "box": str(box), "backend": gpu.backend,
-            "entry": settings.entry, "device_nodes": [n for n in gpu.nodes if Path(n).exists()],
-            "python_dirs": judge.python_dirs, "tmpfs_bytes": settings.tmpfs_bytes,
+            "bwrap": shutil.which("bwrap") or "bwrap",
+            "runner": str(judge.sandbox.runner),
+            "python": judge.options.python,
+            "box": str(box),
+            "backend": gpu.backend,
+            "entry": settings.entry,
+            "device_nodes": [n for n in gpu.nodes if Path(n).exists()],
+            "python_dirs": judge.python_dirs,
+            "tmpfs_bytes": settings.tmpfs_bytes,
             "cgroup_dirs": [str(d) for d in group.directories],
             "uid": None if judge.uid_base is None else judge.uid_base + gpu.index,
             "env": {**judge.env, "CUDA_VISIBLE_DEVICES": gpu.uuid}
-            if gpu.backend == "cuda" else {"OMP_NUM_THREADS": "1"},
+            if gpu.backend == "cuda"
+            else {"OMP_NUM_THREADS": "1"},
         },
-    }  # fmt: skip
+    }
     if kept is not None:
         spec["keptCalibration"] = kept.to_spec()
     if code is None:
@@ -128,26 +147,36 @@ def start(judge: Any, gpu: Any, problem: GpuProblem, workdir: Path, code: str | 
     else:
         spec.update(secret=secrets.randbelow(1 << 30), origin=time.time())
     (workdir / "spec.json").write_text(json.dumps(spec))
-    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LANG": "C",
-           "PYTHONPATH": str(JUDGES_ROOT), **judge.env, **NO_MULTICAST,
-           "TRITON_CACHE_DIR": str(judge.state_dir / "trusted-triton-cache")}  # fmt: skip
+    env = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "LANG": "C",
+        "PYTHONPATH": str(JUDGES_ROOT),
+        **judge.env,
+        **NO_MULTICAST,
+        "TRITON_CACHE_DIR": str(judge.state_dir / "trusted-triton-cache"),
+    }
     if gpu.backend == "cuda":
         env["CUDA_VISIBLE_DEVICES"] = gpu.uuid
     try:
         with open(workdir / "trusted.log", "wb") as trusted_log:
             process = subprocess.Popen(
                 [judge.options.python, "-m", "judges.gpu.trusted", str(workdir / "spec.json")],
-                cwd=workdir, stdout=trusted_log, stderr=subprocess.STDOUT,
+                cwd=workdir,
+                stdout=trusted_log,
+                stderr=subprocess.STDOUT,
                 stdin=subprocess.PIPE if code is None else subprocess.DEVNULL,
-                pass_fds=tuple(group.procs_fds), env=env, start_new_session=True,
-            )  # fmt: skip
+                pass_fds=tuple(group.procs_fds),
+                env=env,
+                start_new_session=True,
+            )
     except BaseException:
         group.remove()
         raise
     finally:
         group.close_fds()
-    return TrialProcess(process, group, workdir, box, results, problem.id, code is None,
-                        owns_workdir)  # fmt: skip
+    return TrialProcess(
+        process, group, workdir, box, results, problem.id, code is None, owns_workdir
+    )
 
 
 def stage(workdir: Path, code: str | None) -> Path:

@@ -117,16 +117,25 @@ def main(argv: list[str]) -> int:
 def run(spec: dict[str, Any], results: Results, phases: Phases) -> None:
     settings = GpuSettings(**{**spec["settings"], "reference": Path(spec["settings"]["reference"])})
     cases = [GpuCase(c["kind"], c["index"], c["spec"]) for c in spec["cases"]]
-    launch = LaunchSpec(**{**spec["launch"], "device_nodes": tuple(spec["launch"]["device_nodes"]),
-                           "python_dirs": tuple(spec["launch"]["python_dirs"]),
-                           "cgroup_dirs": tuple(spec["launch"]["cgroup_dirs"])})  # fmt: skip
+    launch = LaunchSpec(
+        **{
+            **spec["launch"],
+            "device_nodes": tuple(spec["launch"]["device_nodes"]),
+            "python_dirs": tuple(spec["launch"]["python_dirs"]),
+            "cgroup_dirs": tuple(spec["launch"]["cgroup_dirs"]),
+        }
+    )
     block = Control.create()
     link, theirs = Channel.pair()
     workdir = Path(spec["workdir"])
     candidate = CandidateProcess(
-        launch, block.fd, theirs.fileno(), tuple(spec["procs_fds"]),
-        workdir / "candidate.out", workdir / "candidate.err",
-    )  # fmt: skip
+        launch,
+        block.fd,
+        theirs.fileno(),
+        tuple(spec["procs_fds"]),
+        workdir / "candidate.out",
+        workdir / "candidate.err",
+    )
     theirs.close()
     phases.mark("sandboxStarted")
     try:
@@ -135,9 +144,17 @@ def run(spec: dict[str, Any], results: Results, phases: Phases) -> None:
         candidate.kill()
 
 
-def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], launch: LaunchSpec,
-           block: Control, link: Channel, candidate: CandidateProcess, results: Results,
-           phases: Phases) -> None:  # fmt: skip
+def _judge(
+    spec: dict[str, Any],
+    settings: GpuSettings,
+    cases: list[GpuCase],
+    launch: LaunchSpec,
+    block: Control,
+    link: Channel,
+    candidate: CandidateProcess,
+    results: Results,
+    phases: Phases,
+) -> None:
     """Everything after the sandbox's start (module docstring), while the worker comes up."""
     import torch  # noqa: F401 - the worker imports its own meanwhile
 
@@ -158,12 +175,24 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
     reference = _load(settings.reference)
     prepared = prepare_tests(reference, cases, device, share.synchronize)
     comparison = "fused" if warming.result() else "torch"
-    peaks = limits.choose(limits.query_cuda() if device == "cuda" else limits.Peaks(),
-                          settings.peak_bandwidth, settings.peak_flops)  # fmt: skip
+    peaks = limits.choose(
+        limits.query_cuda() if device == "cuda" else limits.Peaks(),
+        settings.peak_bandwidth,
+        settings.peak_flops,
+    )
     phases.mark("testsPrepared")
     probe = calls.IdleProbe(device, share.synchronize) if device == "cuda" else None
-    judge = calls.Session(share, block, link, candidate, probe, settings.call_timeout,
-                          settings.rtol, settings.atol, settings.compile_budget)  # fmt: skip
+    judge = calls.Session(
+        share,
+        block,
+        link,
+        candidate,
+        probe,
+        settings.call_timeout,
+        settings.rtol,
+        settings.atol,
+        settings.compile_budget,
+    )
     try:
         started = judge.wait_hello(settings.startup_timeout)
         phases.mark("workerHello")
@@ -174,7 +203,7 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         if kept is not None and not (
             kept.covers(cases) and kept.age() < case_calibration.KEPT_FOR_S
         ):
-            kept = None  # fmt: skip
+            kept = None
         calibrating = started.passed and "failed" not in calibration
         if calibrating:
             calibration["cases"] = (
@@ -198,8 +227,13 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
             if calibrating:  # the plain offsets, now
                 calibrated_probe = probe.calibrate() if probe else None
                 calibration = {**judge.calibrate(), "cases": calibration["cases"]}
-        results.write("meta", **versions(device), probe=calibrated_probe, peaks=peaks.to_json(),
-                      comparison=comparison)  # fmt: skip
+        results.write(
+            "meta",
+            **versions(device),
+            probe=calibrated_probe,
+            peaks=peaks.to_json(),
+            comparison=comparison,
+        )
         phases.mark("calibrated")
         failed = [c for c in [calibration, *calibration.get("cases", {}).values()] if "failed" in c]
         if failed:
@@ -211,11 +245,25 @@ def _judge(spec: dict[str, Any], settings: GpuSettings, cases: list[GpuCase], la
         if started.passed:
             started = judge.wait_ready(settings.startup_timeout)
         phases.mark("candidateImported")
-        results.write("startup", status=started.status, detail=started.detail,
-                      freezing=candidate.freezing, calibration=calibration)  # fmt: skip
+        results.write(
+            "startup",
+            status=started.status,
+            detail=started.detail,
+            freezing=candidate.freezing,
+            calibration=calibration,
+        )
         if started.passed:
-            context = Trial(judge, reference, settings, int(spec["secret"]), results, device,
-                            prepared, peaks, phases)  # fmt: skip
+            context = Trial(
+                judge,
+                reference,
+                settings,
+                int(spec["secret"]),
+                results,
+                device,
+                prepared,
+                peaks,
+                phases,
+            )
             context.run(cases)
     finally:
         candidate.kill()  # nothing of the candidate is wanted now: no polite exit to wait for
@@ -260,9 +308,18 @@ def prepare_tests(reference: Any, cases: list[GpuCase], device: str, sync: Any) 
 class Trial:
     """Tests, the determinism check, warm-up, benchmarks; stops at the first failing call."""
 
-    def __init__(self, judge: calls.Session, reference: Any, settings: GpuSettings, secret: int,
-                 results: Results, device: str, prepared: dict, peaks: Any,
-                 phases: Phases) -> None:  # fmt: skip
+    def __init__(
+        self,
+        judge: calls.Session,
+        reference: Any,
+        settings: GpuSettings,
+        secret: int,
+        results: Results,
+        device: str,
+        prepared: dict,
+        peaks: Any,
+        phases: Phases,
+    ) -> None:
         self.judge, self.reference, self.settings = judge, reference, settings
         self.secret, self.results, self.device = secret, results, device
         self.prepared, self.peaks, self.phases = prepared, peaks, phases
@@ -295,8 +352,11 @@ class Trial:
         data, expected = self.inputs(case, seed)
         inputs = time.perf_counter_ns() - started
         outcome = self.judge.call(data, expected)
-        self.steps = {"inputs": inputs, **self.judge.steps,
-                      "wall": time.perf_counter_ns() - started}  # fmt: skip
+        self.steps = {
+            "inputs": inputs,
+            **self.judge.steps,
+            "wall": time.perf_counter_ns() - started,
+        }
         return outcome
 
     def floor_ns(self, case: GpuCase) -> float:
@@ -317,27 +377,33 @@ class Trial:
                 return
         self.phases.mark("tests")
         if settings.determinism_check:
-            results.write("determinism", **self.determinism(next(c for c in cases
-                                                                 if c.kind == "test")))  # fmt: skip
+            results.write(
+                "determinism", **self.determinism(next(c for c in cases if c.kind == "test"))
+            )
         benchmarks = [case for case in cases if case.kind == "benchmark"]
         warm = benchmarks[0]
         rule = StoppingRule(
-            settings.min_repeats, settings.max_repeats, settings.target_error,
-            settings.warmup_seconds * 1e9, settings.benchmark_wall * 1e9,
-        )  # fmt: skip
+            settings.min_repeats,
+            settings.max_repeats,
+            settings.target_error,
+            settings.warmup_seconds * 1e9,
+            settings.benchmark_wall * 1e9,
+        )
         outcome, durations, _ = self.timed(
             warm, rule, self.secret ^ 0x5A5A, self.prepare_first(warm, self.secret)
         )
-        results.write("warmup", calls=len(durations), status=outcome.status,
-                      detail=outcome.detail)  # fmt: skip
+        results.write("warmup", calls=len(durations), status=outcome.status, detail=outcome.detail)
         self.phases.mark("warmup")
         if not outcome.passed:
             results.write("case", **warm.to_json(), **_outcome(outcome), calls=len(durations))
             return
         rule = StoppingRule(
-            settings.min_repeats, settings.max_repeats, settings.target_error,
-            settings.benchmark_seconds * 1e9, settings.benchmark_wall * 1e9,
-        )  # fmt: skip
+            settings.min_repeats,
+            settings.max_repeats,
+            settings.target_error,
+            settings.benchmark_seconds * 1e9,
+            settings.benchmark_wall * 1e9,
+        )
         for case, following in zip(benchmarks, [*benchmarks[1:], None], strict=True):
             meanwhile = self.prepare_first(following, self.secret) if following else None
             outcome, durations, charges = self.timed(case, rule, self.secret, meanwhile)
@@ -385,11 +451,20 @@ class Trial:
         judge, settings = self.judge, self.settings
         durations: list[float] = []
         floor = self.floor_ns(case)
-        charges = {"earlyNs": 0, "lateNs": 0, "windowNs": 0, "callsCharged": 0, "clockNs": 0,
-                   "workerCallNs": 0, "workerSyncNs": 0, "workerExportNs": 0,
-                   "floorNs": round(floor)}  # fmt: skip
-        trace: dict[str, list[float]] | None = {name: [] for name in (*TRACED, *TRACED_HOST)} if (
-            settings.trace_calls) else None  # fmt: skip
+        charges = {
+            "earlyNs": 0,
+            "lateNs": 0,
+            "windowNs": 0,
+            "callsCharged": 0,
+            "clockNs": 0,
+            "workerCallNs": 0,
+            "workerSyncNs": 0,
+            "workerExportNs": 0,
+            "floorNs": round(floor),
+        }
+        trace: dict[str, list[float]] | None = (
+            {name: [] for name in (*TRACED, *TRACED_HOST)} if (settings.trace_calls) else None
+        )
         marks = [time.perf_counter_ns()]  # the benchmark's own steps, for the trace
         judge.use_case(case.index)
         data, expected = self.inputs(case, combine_seed(case.spec["seed"], secret))
@@ -403,8 +478,9 @@ class Trial:
         step = 0
         while outcome.passed and not rule.done(durations, time.perf_counter_ns() - started):
             step += 1
-            outcome = self.call(case, combine_seed(case.spec["seed"] + settings.seed_step * step,
-                                                   secret))  # fmt: skip
+            outcome = self.call(
+                case, combine_seed(case.spec["seed"] + settings.seed_step * step, secret)
+            )
             if outcome.passed and outcome.charged_ns < floor:
                 outcome = calls.CallOutcome(
                     BELOW_FLOOR,
@@ -413,8 +489,9 @@ class Trial:
                     f"the peak bandwidth, its minimum FLOPs at the peak throughput: "
                     f"{self.peaks.to_json()}); a time no kernel can reach is a hole in the "
                     "timing, not ranked",
-                    outcome.charged_ns, outcome.clock_ns,
-                )  # fmt: skip
+                    outcome.charged_ns,
+                    outcome.clock_ns,
+                )
             if outcome.passed:
                 durations.append(outcome.charged_ns)
                 charges["earlyNs"] += outcome.early_ns
@@ -422,8 +499,11 @@ class Trial:
                 charges["windowNs"] += outcome.window_ns
                 charges["clockNs"] += outcome.clock_ns
                 charges["callsCharged"] += bool(outcome.early_ns or outcome.late_ns)
-                for key, value in zip(("workerCallNs", "workerSyncNs", "workerExportNs"),
-                                      outcome.worker_ns, strict=True):  # fmt: skip
+                for key, value in zip(
+                    ("workerCallNs", "workerSyncNs", "workerExportNs"),
+                    outcome.worker_ns,
+                    strict=True,
+                ):
                     charges[key] += value
                 if trace is not None:
                     values = (
@@ -447,16 +527,21 @@ class Trial:
         marks.append(time.perf_counter_ns())
         if trace is not None:
             charges["trace"] = trace
-            charges["steps"] = {f"{name}Ms": round((b - a) / 1e6, 2) for name, (a, b) in zip(
-                BENCHMARK_STEPS, itertools.pairwise(marks), strict=True)}  # fmt: skip
+            charges["steps"] = {
+                f"{name}Ms": round((b - a) / 1e6, 2)
+                for name, (a, b) in zip(BENCHMARK_STEPS, itertools.pairwise(marks), strict=True)
+            }
         return outcome, durations, charges
 
 
 def _outcome(outcome: calls.CallOutcome) -> dict[str, Any]:
     return {
-        "runStatus": outcome.status, "detail": outcome.detail, "durationNs": outcome.charged_ns,
-        "clockNs": outcome.clock_ns, "maxError": outcome.max_error,
-    }  # fmt: skip
+        "runStatus": outcome.status,
+        "detail": outcome.detail,
+        "durationNs": outcome.charged_ns,
+        "clockNs": outcome.clock_ns,
+        "maxError": outcome.max_error,
+    }
 
 
 def self_test(device: str, sync: Any) -> str | None:

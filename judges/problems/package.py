@@ -224,10 +224,17 @@ def load_cpu_problem(
         )
     suite = suite or Suite("package", f"cases of the problem package {directory}", True)
     return Problem(
-        problem_id, directory, tuple(cases), checker, suite, kind, program,
-        testlib if kind in ("checker", "interactive") else None, language,
+        problem_id,
+        directory,
+        tuple(cases),
+        checker,
+        suite,
+        kind,
+        program,
+        testlib if kind in ("checker", "interactive") else None,
+        language,
         declared_pure=declared_purity(config, str(config_path)),
-    )  # fmt: skip
+    )
 
 
 def declared_purity(config: dict[str, Any], where: str) -> bool | None:

@@ -106,13 +106,22 @@ def _sandbox(
         "--die-with-parent",
         "--as-pid-1",
         "--new-session",
-        "--hostname", "sandbox",
+        "--hostname",
+        "sandbox",
         "--clearenv",
-        "--setenv", "PATH", SANDBOX_PATH,
-        "--setenv", "HOME", "/tmp",
-        "--setenv", "TMPDIR", "/tmp",
-        "--setenv", "LANG", "C",
-    ]  # fmt: skip
+        "--setenv",
+        "PATH",
+        SANDBOX_PATH,
+        "--setenv",
+        "HOME",
+        "/tmp",
+        "--setenv",
+        "TMPDIR",
+        "/tmp",
+        "--setenv",
+        "LANG",
+        "C",
+    ]
     argv += system_binds()
     argv += ["--proc", "/proc", "--dev", "/dev"]
     argv += ["--size", str(tmpfs_bytes), "--tmpfs", "/tmp"]

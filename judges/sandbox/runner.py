@@ -240,9 +240,19 @@ class Sandbox:
                 raise
         try:
             return self._start_and_wait(
-                command, limits, stdin, stdout, stderr, binds, workdir, group, cap, share,
-                (report_read, report_write), cpu_fd,
-            )  # fmt: skip
+                command,
+                limits,
+                stdin,
+                stdout,
+                stderr,
+                binds,
+                workdir,
+                group,
+                cap,
+                share,
+                (report_read, report_write),
+                cpu_fd,
+            )
         finally:
             if cpu_fd >= 0:
                 os.close(cpu_fd)
@@ -392,9 +402,16 @@ def outcome_of(
     for_others = usage is not None and usage.killed_for_others
     status, detail = classify(report, limits, stdout_bytes, cap, oom_kills, for_others)
     return RunOutcome(
-        status, detail, report.exit_code, report.signal, report.cpu_ns, report.wall_ns,
-        report.memory_bytes, stdout_bytes, report.wait_ns,
-    )  # fmt: skip
+        status,
+        detail,
+        report.exit_code,
+        report.signal,
+        report.cpu_ns,
+        report.wall_ns,
+        report.memory_bytes,
+        stdout_bytes,
+        report.wait_ns,
+    )
 
 
 def _unreported(
@@ -422,9 +439,15 @@ def _unreported(
         with open(stderr, "rb") as file:
             message = file.read(2000).decode("utf-8", "replace").strip()
         return RunOutcome(
-            INTERNAL_ERROR, f"bwrap failed (status {returncode}): {message}", None, None, 0,
-            wall_ns, 0, size,
-        )  # fmt: skip
+            INTERNAL_ERROR,
+            f"bwrap failed (status {returncode}): {message}",
+            None,
+            None,
+            0,
+            wall_ns,
+            0,
+            size,
+        )
     if wall >= limits.backstop_seconds:
         detail = starved(wall_ns, 0, 0, limits)
         return RunOutcome(STARVED, detail, None, None, 0, wall_ns, peak, size)

@@ -261,14 +261,27 @@ class SessionPool:
             session = None
         if session is not None:
             try:
-                return session.run(command, limits=limits, stdin=stdin, stdout=stdout,
-                                   stderr=stderr, output_cap=output_cap)  # fmt: skip
+                return session.run(
+                    command,
+                    limits=limits,
+                    stdin=stdin,
+                    stdout=stdout,
+                    stderr=stderr,
+                    output_cap=output_cap,
+                )
             except SessionBroken:
                 session.close()
             finally:
                 self._give_back(session)
-        return self.sandbox.execute(command, limits=limits, stdin=stdin, stdout=stdout,
-                                    stderr=stderr, binds=binds, output_cap=output_cap)  # fmt: skip
+        return self.sandbox.execute(
+            command,
+            limits=limits,
+            stdin=stdin,
+            stdout=stdout,
+            stderr=stderr,
+            binds=binds,
+            output_cap=output_cap,
+        )
 
     def _take(self, tmpfs_bytes: int) -> SandboxSession:
         with self._lock:

@@ -285,8 +285,13 @@ class JudgeEngine:
         cause = now
         log.warning(
             "submission %d: %s (%s); judging it again in %g s (retry %d of %d)",
-            sid, cause, error, delay, attempt, RESOURCE_RETRIES,
-        )  # fmt: skip
+            sid,
+            cause,
+            error,
+            delay,
+            attempt,
+            RESOURCE_RETRIES,
+        )
         asyncio.get_running_loop().call_later(delay, self._requeue, sid)
         return None
 
@@ -300,8 +305,9 @@ class JudgeEngine:
         try:
             await asyncio.to_thread(self.store.save_result, sid, encoded)
         except OSError as error:
-            log.error("submission %d: cannot persist the result (%s); serving it from memory",
-                      sid, error)  # fmt: skip
+            log.error(
+                "submission %d: cannot persist the result (%s); serving it from memory", sid, error
+            )
             self._unsaved[sid] = encoded
             return
         for waiting, record in list(self._unsaved.items()):
@@ -379,11 +385,19 @@ class JudgeEngine:
             sessions = SessionPool(self.sandbox, binds)
         runs = [
             self._in_slot(
-                judge_case, self.sandbox, compiled, case, problem, workdir, checker, keep,
-                sessions, slots=slots,
+                judge_case,
+                self.sandbox,
+                compiled,
+                case,
+                problem,
+                workdir,
+                checker,
+                keep,
+                sessions,
+                slots=slots,
             )
             for case in problem.cases
-        ]  # fmt: skip
+        ]
         # Every case finishes before the work directory is removed, even when one failed.
         try:
             outcomes = await asyncio.gather(*runs, return_exceptions=True)

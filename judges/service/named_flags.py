@@ -54,8 +54,9 @@ def _shown(value: Any) -> str:
 
 
 class _NamedValues(argparse.Action):
-    def __init__(self, option_strings: Sequence[str], dest: str, names: dict[str, Named],
-                 **kwargs: Any) -> None:  # fmt: skip
+    def __init__(
+        self, option_strings: Sequence[str], dest: str, names: dict[str, Named], **kwargs: Any
+    ) -> None:
         self.names = names
         super().__init__(option_strings, argparse.SUPPRESS, **kwargs)
 

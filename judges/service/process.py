@@ -63,8 +63,15 @@ class JudgeProcess:
     ) -> None:
         self.cwd = cwd  # the service's working directory (relative flags resolve against it)
         self.command = [
-            sys.executable, "-m", "judges", "--port", "0", "--state-dir", str(state_dir), *args,
-        ]  # fmt: skip
+            sys.executable,
+            "-m",
+            "judges",
+            "--port",
+            "0",
+            "--state-dir",
+            str(state_dir),
+            *args,
+        ]
         self._environment = {**(environment or {}), testing.VARIABLE: ",".join(test_mode)}
         self.switches = testing.read(self._env())  # a wrong word fails here, not in the child
         self.startup_timeout = startup_timeout

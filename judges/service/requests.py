@@ -199,8 +199,10 @@ def _form_pairs(text: str, where: str, charset: str = "utf-8") -> list[tuple[str
         pairs = parse_qsl(text, keep_blank_values=True, encoding="latin-1", errors="strict")
     except ValueError as error:
         raise BadRequest(f"malformed {where}: {error}") from None
-    return [(key.encode("latin-1").decode(charset, "replace"), value.encode("latin-1"))
-            for key, value in pairs]  # fmt: skip
+    return [
+        (key.encode("latin-1").decode(charset, "replace"), value.encode("latin-1"))
+        for key, value in pairs
+    ]
 
 
 def _json_object(body: bytes, charset: str) -> dict[str, Any]:

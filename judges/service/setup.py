@@ -35,11 +35,15 @@ _NOT_IN_RECORDS = frozenset({"workers", "max_queue", "dispatchers"})
 def add_ray_arguments(parser: argparse.ArgumentParser) -> None:
     """Add `--ray` and `--ray-option NAME=VALUE` (`RAY_OPTIONS`)."""
     parser.add_argument(
-        "--ray", nargs="?", const="", default=None, metavar="ADDRESS",
+        "--ray",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="ADDRESS",
         help="compile and run cases as tasks on a Ray cluster: ADDRESS of its head, `auto` "
         "(a cluster started on this host) or `local` (start a private one here); without "
         "ADDRESS, $RAY_ADDRESS, else auto (default: off, judge on this host)",
-    )  # fmt: skip
+    )
     add_named_flag(parser, "--ray-option", RAY_OPTIONS, "with --ray, how it uses the cluster")
 
 

@@ -43,29 +43,45 @@ def absolute_path(text: str) -> Path:
 def add_problem_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the problem-source flags to the judge's argument parser."""
     parser.add_argument(
-        "--frontiercs", type=absolute_path, action="append", default=[], metavar="DIR",
+        "--frontiercs",
+        type=absolute_path,
+        action="append",
+        default=[],
+        metavar="DIR",
         help="a FrontierCS checkout (its algorithmic/problems is served), or that folder itself "
         "(repeatable; default: none)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--problems", type=absolute_path, action="append", default=[], metavar="DIR",
+        "--problems",
+        type=absolute_path,
+        action="append",
+        default=[],
+        metavar="DIR",
         help="a folder of problem packages <id>/config.yaml (repeatable; default: none)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--task", type=absolute_path, action="append", default=[], metavar="DIR",
+        "--task",
+        type=absolute_path,
+        action="append",
+        default=[],
+        metavar="DIR",
         help=f"a Harbor task directory whose {TASK_PACKAGES}/ packages are served "
         "(repeatable; default: none)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--public-cases", type=absolute_path, metavar="DIR",
+        "--public-cases",
+        type=absolute_path,
+        metavar="DIR",
         help="a plain folder of Polyomino cases (1.in ... 70.in), served as problem 0 "
         "(default: none; with no source at all a generated suite is served)",
-    )  # fmt: skip
+    )
     parser.add_argument(
-        "--testlib", type=absolute_path, metavar="DIR",
+        "--testlib",
+        type=absolute_path,
+        metavar="DIR",
         help="folder holding testlib.h (default: found beside the problems, e.g. "
         "algorithmic/judge/include of a checkout)",
-    )  # fmt: skip
+    )
 
 
 def load_served_problems(args: argparse.Namespace) -> dict[str, Problem]:

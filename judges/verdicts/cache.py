@@ -164,8 +164,9 @@ class VerdictCache:
         """The cache key of `code` in `language` for `problem` (see the module docstring)."""
         suite = json.dumps(problem.suite.to_json(), sort_keys=True)
         source = hashlib.sha256(code.encode()).hexdigest()
-        return digest(KEY_VERSION, self.context, self._problems[problem.id], suite, language,
-                      source)  # fmt: skip
+        return digest(
+            KEY_VERSION, self.context, self._problems[problem.id], suite, language, source
+        )
 
     def stats(self) -> dict[str, int]:
         """Hits, in-flight joins, misses, bypasses, store errors, entries and bytes held."""

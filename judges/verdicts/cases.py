@@ -90,9 +90,12 @@ def judge_case(
             output = stdout.read_bytes()
             found = get_checker(problem.checker).check(case.instance, output)
             return case_record(
-                outcome, checker_msg=found.render(), checker_exit=found.outcome.exit_code,
-                output=output, output_field_bytes=output_field_bytes,
-            )  # fmt: skip
+                outcome,
+                checker_msg=found.render(),
+                checker_exit=found.outcome.exit_code,
+                output=output,
+                output_field_bytes=output_field_bytes,
+            )
         assert checker is not None
         checked = run_checker(sandbox, problem.kind, checker, case, stdout, workdir)
         record = case_record(

@@ -57,11 +57,13 @@ def problem_fingerprint(problem: Problem) -> str:
     """A problem's package as judged: kind, checker, language, its program source and
     `testlib.h`, and every case's number, limits, input and answer (not its id or folder)."""
     parts: list[bytes | str] = [
-        problem.kind, problem.checker or "", problem.language,
+        problem.kind,
+        problem.checker or "",
+        problem.language,
         problem.program.name if problem.program else "",
         problem.program.read_bytes() if problem.program else b"",
         _read(problem.testlib / "testlib.h") if problem.testlib else b"",
-    ]  # fmt: skip
+    ]
     for case in problem.cases:
         answer = case.answer_path
         parts += [

@@ -51,9 +51,16 @@ pytestmark = [
 def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]:
     root = tmp_path_factory.mktemp("gpu-judge")
     # compiling and autotuning need room: the task's compile budget, memory and /tmp
-    packages = small_package(root / "packages", seqlen=64, dim=128, hidden=128,
-                             call_timeout="20s", compile_budget="300s", memory="32g",
-                             tmpfs="2g")  # fmt: skip
+    packages = small_package(
+        root / "packages",
+        seqlen=64,
+        dim=128,
+        hidden=128,
+        call_timeout="20s",
+        compile_budget="300s",
+        memory="32g",
+        tmpfs="2g",
+    )
     with JudgeProcess(root / "state", "--problems", str(packages), "--gpus", "0") as process:
         yield process
 
@@ -82,8 +89,10 @@ def test_kernels_as_people_write_them_are_valid_in_the_sandbox(
     record = judge_program(judge.url, (PROGRAMS / program).read_text())
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
     first_calls = [case["time"] / 1e9 for case in record["cases"] if case["kind"] == "test"]
-    print(f"{program}: judged in {record['timing']['trialSeconds']} s, first calls "
-          f"{[round(t, 2) for t in first_calls]} s")  # fmt: skip
+    print(
+        f"{program}: judged in {record['timing']['trialSeconds']} s, first calls "
+        f"{[round(t, 2) for t in first_calls]} s"
+    )
 
 
 @pytest.mark.parametrize("program", ["background_gpu.py", "early_done.py", "done_then_spin.py"])

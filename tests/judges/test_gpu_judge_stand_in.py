@@ -74,8 +74,16 @@ def stand_in(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JudgeProcess]
     small_package(packages, call_timeout="8s", name="trimul_traced", trace_calls=True)
     small_package(packages, call_timeout="8s", name="trimul_kept")  # judged by one test only
     gpus = ",".join(str(i) for i in range(STAND_IN_GPUS))
-    with JudgeProcess(root / "state", "--problems", str(packages), "--gpus", gpus,
-                      "--workers", "1", test_mode=("gpu-cpu-stand-in",)) as judge:  # fmt: skip
+    with JudgeProcess(
+        root / "state",
+        "--problems",
+        str(packages),
+        "--gpus",
+        gpus,
+        "--workers",
+        "1",
+        test_mode=("gpu-cpu-stand-in",),
+    ) as judge:
         yield judge
 
 
@@ -90,8 +98,13 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert all(3 <= case["timing"]["runs"] <= 5 for case in benchmarks)
     assert record["value"] > 0 and record["valueMean"] == "geometric"
     assert record["gpu"]["gpu"] == "none (CPU stand-in)" and record["warmup"]["calls"] >= 3
-    assert record["determinism"] == {"test": 1, "checked": True, "differing": 0,
-                                     "identical": True, "maxDifference": 0.0}  # fmt: skip
+    assert record["determinism"] == {
+        "test": 1,
+        "checked": True,
+        "differing": 0,
+        "identical": True,
+        "maxDifference": 0.0,
+    }
     calibrated = record["gpu"]["calibration"]["cases"]  # each benchmark's own null calls
     assert sorted(calibrated) == ["1", "2"], calibrated
     for found in calibrated.values():
@@ -101,9 +114,19 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
     assert record["timing"]["cpu"]["cpus"] >= 1  # its GPU's share of the host's CPUs
     assert all("calls" not in case["timing"] for case in benchmarks)  # no trace unless asked
     phases = record["timing"]["phases"]
-    order = ["trustedStarted", "sandboxStarted", "context", "testsPrepared", "workerHello",
-             "casesCalibrated", "calibrated", "candidateImported", "tests", "warmup",
-             "benchmarks"]  # fmt: skip
+    order = [
+        "trustedStarted",
+        "sandboxStarted",
+        "context",
+        "testsPrepared",
+        "workerHello",
+        "casesCalibrated",
+        "calibrated",
+        "candidateImported",
+        "tests",
+        "warmup",
+        "benchmarks",
+    ]
     assert list(phases) == order and all(
         phases[a] <= phases[b] for a, b in itertools.pairwise(order)
     )
@@ -113,18 +136,29 @@ def test_an_honest_candidate_gets_a_full_record_of_every_case(stand_in: JudgePro
 def test_a_traced_package_gives_every_timed_calls_figures(stand_in: JudgeProcess) -> None:
     """`trace_calls`: each benchmark's record lists every timed call's charge, clock, probe
     waits, window and the worker's own times, in µs, in order; the plain package does not."""
-    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(),
-                           pid="trimul_traced")  # fmt: skip
+    record = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text(), pid="trimul_traced")
     assert verdict(record) == "valid", first_failure(record)
     for case in record["cases"][3:]:
         timing = case["timing"]
         calls = timing["calls"]
-        assert list(calls) == ["chargedUs", "clockUs", "earlyUs", "lateUs", "windowUs",
-                               "workerCallUs", "workerSyncUs", "inputsUs", "packUs", "armUs",
-                               "beforeUs", "describeUs", "checkUs", "wallUs"]  # fmt: skip
+        assert list(calls) == [
+            "chargedUs",
+            "clockUs",
+            "earlyUs",
+            "lateUs",
+            "windowUs",
+            "workerCallUs",
+            "workerSyncUs",
+            "inputsUs",
+            "packUs",
+            "armUs",
+            "beforeUs",
+            "describeUs",
+            "checkUs",
+            "wallUs",
+        ]
         assert all(len(values) == timing["runs"] for values in calls.values()), calls
-        assert sum(calls["chargedUs"]) / timing["runs"] == pytest.approx(timing["meanUs"],
-                                                                          abs=0.1)  # fmt: skip
+        assert sum(calls["chargedUs"]) / timing["runs"] == pytest.approx(timing["meanUs"], abs=0.1)
         assert min(calls["chargedUs"]) == pytest.approx(timing["bestUs"], abs=0.1)
         assert sum(calls["clockUs"]) == pytest.approx(timing["worker"]["clockUs"], abs=1.0)
         for i, wall in enumerate(calls["wallUs"]):  # the host steps and the clock, within it
@@ -155,8 +189,9 @@ def judge_attack(url: str, program: str, pid: str = "trimul", attempts: int = 3)
 
 
 @pytest.mark.parametrize("program", sorted(ATTACKS))
-def test_each_attack_ends_as_its_verdict_on_the_stand_in(stand_in: JudgeProcess,
-                                                         program: str) -> None:  # fmt: skip
+def test_each_attack_ends_as_its_verdict_on_the_stand_in(
+    stand_in: JudgeProcess, program: str
+) -> None:
     record = judge_attack(stand_in.url, program)
     assert verdict(record) == ATTACKS[program], first_failure(record)
     if program == "sandbox_probe.py":
@@ -192,8 +227,9 @@ def test_a_gpus_next_trials_keep_the_benchmarks_calibration_its_first_measured(
         assert sorted(cases) == ["1", "2"] and calibration["calls"] > 0  # plain ones, its own
         if gpu not in first:  # nothing kept yet for this problem on this GPU: measured
             assert not any(case.get("kept") for case in cases.values()), cases
-            assert all(len(case["deltaNs"]) == 3 and case["measuredAt"] > 0
-                       for case in cases.values())  # fmt: skip
+            assert all(
+                len(case["deltaNs"]) == 3 and case["measuredAt"] > 0 for case in cases.values()
+            )
             first[gpu] = cases
             continue
         kept += 1
@@ -214,8 +250,15 @@ def test_a_package_named_by_a_relative_path_is_judged(tmp_path: Path) -> None:
     if missing is not None:
         pytest.skip(missing)
     small_package(tmp_path / "packages", call_timeout="8s")
-    with JudgeProcess(tmp_path / "state", "--problems", "packages", "--workers", "1",
-                      cwd=tmp_path, test_mode=("gpu-cpu-stand-in",)) as judge:  # fmt: skip
+    with JudgeProcess(
+        tmp_path / "state",
+        "--problems",
+        "packages",
+        "--workers",
+        "1",
+        cwd=tmp_path,
+        test_mode=("gpu-cpu-stand-in",),
+    ) as judge:
         record = judge_program(judge.url, (PROGRAMS / "honest.py").read_text())
     assert verdict(record) == "valid", first_failure(record) or record.get("error")
 
@@ -303,8 +346,9 @@ def test_every_gpu_judges_one_candidate_at_a_time(stand_in: JudgeProcess) -> Non
                     records[sid] = answer
         time.sleep(0.2)  # polling, bounded by the deadline
     assert len(records) == len(sids)
-    assert all(verdict(r) == "valid" for r in records.values()), [first_failure(r) for r in
-                                                                   records.values()]  # fmt: skip
+    assert all(verdict(r) == "valid" for r in records.values()), [
+        first_failure(r) for r in records.values()
+    ]
     by_gpu: dict[int, list[tuple[float, float]]] = {}
     for record in records.values():
         timing = record["timing"]

@@ -88,20 +88,49 @@ def test_geometric_mean_and_gpu_modes_seed_combination() -> None:
 
 
 def events(**overrides: Any) -> list[dict[str, Any]]:
-    timing = {"runs": 4, "meanUs": 100.25, "stdUs": 1.0, "errUs": 0.5, "bestUs": 99.0,
-              "worstUs": 101.0}  # fmt: skip
+    timing = {
+        "runs": 4,
+        "meanUs": 100.25,
+        "stdUs": 1.0,
+        "errUs": 0.5,
+        "bestUs": 99.0,
+        "worstUs": 101.0,
+    }
     found = [
         {"event": "meta", "gpu": "NVIDIA H200", "torch": "2.11"},
         {"event": "startup", "status": "Accepted", "detail": "ready", "freezing": "cgroup"},
-        *({"event": "case", **case.to_json(), "runStatus": "Accepted", "durationNs": 5000,
-           "detail": "max abs error 1.000e-04", "calls": 1} for case in CASES[:2]),
+        *(
+            {
+                "event": "case",
+                **case.to_json(),
+                "runStatus": "Accepted",
+                "durationNs": 5000,
+                "detail": "max abs error 1.000e-04",
+                "calls": 1,
+            }
+            for case in CASES[:2]
+        ),
         {"event": "warmup", "calls": 5, "status": "Accepted"},
-        {"event": "case", **CASES[2].to_json(), "runStatus": "Accepted", "calls": 5,
-         "detail": "", "stats": timing, "charged": {"earlyNs": 0, "lateNs": 2000}},
-        {"event": "case", **CASES[3].to_json(), "runStatus": "Accepted", "calls": 5,
-         "detail": "", "stats": {**timing, "meanUs": 400.0}, "charged": {}},
+        {
+            "event": "case",
+            **CASES[2].to_json(),
+            "runStatus": "Accepted",
+            "calls": 5,
+            "detail": "",
+            "stats": timing,
+            "charged": {"earlyNs": 0, "lateNs": 2000},
+        },
+        {
+            "event": "case",
+            **CASES[3].to_json(),
+            "runStatus": "Accepted",
+            "calls": 5,
+            "detail": "",
+            "stats": {**timing, "meanUs": 400.0},
+            "charged": {},
+        },
         {"event": "end", "status": "done", "healthyAfter": None},
-    ]  # fmt: skip
+    ]
     return [e for e in found if overrides.get(e.get("event"), True)]
 
 
@@ -126,8 +155,13 @@ def test_a_passing_trial_becomes_a_record_whose_value_is_the_geometric_mean() ->
 
 def test_a_failing_call_ends_the_trial_and_the_rest_is_not_run() -> None:
     found = events()
-    found[3] = {"event": "case", **CASES[1].to_json(), "runStatus": "Wrong Answer",
-                "detail": "3 of 8 elements differ", "calls": 1}  # fmt: skip
+    found[3] = {
+        "event": "case",
+        **CASES[1].to_json(),
+        "runStatus": "Wrong Answer",
+        "detail": "3 of 8 elements differ",
+        "calls": 1,
+    }
     found = [e for e in found if e.get("kind") != "benchmark"]
     record = build_record(CASES, found, SUITE)
     assert not record["passed"] and "value" not in record
@@ -143,14 +177,19 @@ def test_a_trial_without_its_end_is_the_judges_fault() -> None:
     assert build_record(CASES, events(end=False), SUITE)["errorKind"] == "judge"
     failed = [*events(end=False), {"event": "end", "status": "judge_error", "error": "boom"}]
     record = build_record(CASES, failed, SUITE)
-    assert record == {"status": "error", "error": "Error: judge failure: boom",
-                      "errorKind": "judge"}  # fmt: skip
+    assert record == {
+        "status": "error",
+        "error": "Error: judge failure: boom",
+        "errorKind": "judge",
+    }
     assert read_lines('{"event": "end"}\n{"torn') == [{"event": "end"}]
 
 
 def test_a_candidate_that_does_not_import_fails_the_first_case() -> None:
-    found = [{"event": "startup", "status": "Runtime Error", "detail": "SyntaxError"},
-             {"event": "end", "status": "done"}]  # fmt: skip
+    found = [
+        {"event": "startup", "status": "Runtime Error", "detail": "SyntaxError"},
+        {"event": "end", "status": "done"},
+    ]
     record = build_record(CASES, found, SUITE)
     assert [c["runStatus"] for c in record["cases"]][:2] == ["Runtime Error", "Not Run"]
     assert "the candidate did not start: SyntaxError" in record["cases"][0]["msg"]
@@ -164,8 +203,9 @@ def test_the_task_check_refuses_a_forged_or_inconsistent_case() -> None:
     test = dict(record["cases"][0])
     assert score_check.check_case({**test, "value": 1.0}) is not None
     assert score_check.check_case({**test, "scoreRatio": 0.0, "msg": "anything"}) is None
-    verdict = judge_verdict({**record, "value": 1.0}, score_check.check_case, {},
-                            Scoring("min", "geomean"))  # fmt: skip
+    verdict = judge_verdict(
+        {**record, "value": 1.0}, score_check.check_case, {}, Scoring("min", "geomean")
+    )
     assert not verdict.valid and "disagrees" in verdict.message
 
 
@@ -263,12 +303,19 @@ def test_probing_charges_only_waits_beyond_the_slack(monkeypatch: pytest.MonkeyP
 
 def test_the_gpu_sandbox_has_no_network_one_gpu_and_keeps_the_host_pid_namespace() -> None:
     spec = LaunchSpec(
-        bwrap="bwrap", runner="/judge-runner", python="/opt/py/bin/python3", box="/scratch/box",
-        backend="cuda", entry="custom_kernel",
+        bwrap="bwrap",
+        runner="/judge-runner",
+        python="/opt/py/bin/python3",
+        box="/scratch/box",
+        backend="cuda",
+        entry="custom_kernel",
         device_nodes=("/dev/nvidia3", "/dev/nvidiactl", "/dev/nvidia-uvm"),
-        python_dirs=("/opt/py",), tmpfs_bytes=1 << 30, cgroup_dirs=("/sys/fs/cgroup/x",),
-        uid=64003, env={"CUDA_VISIBLE_DEVICES": "GPU-abc"},
-    )  # fmt: skip
+        python_dirs=("/opt/py",),
+        tmpfs_bytes=1 << 30,
+        cgroup_dirs=("/sys/fs/cgroup/x",),
+        uid=64003,
+        env={"CUDA_VISIBLE_DEVICES": "GPU-abc"},
+    )
     argv = gpu_bwrap_argv(spec, 5, 6)
     assert {"--unshare-user", "--unshare-net", "--unshare-ipc", "--disable-userns"} <= set(argv)
     assert "--unshare-pid" not in argv and "--unshare-all" not in argv
@@ -296,7 +343,9 @@ def test_gpus_are_read_from_the_driver_in_bus_order_and_selected_by_number(
         )
     found = devices.discover(tmp_path)
     assert [(g.index, g.uuid, g.nodes[0]) for g in found] == [
-        (0, "GPU-a", "/dev/nvidia0"), (1, "GPU-b", "/dev/nvidia3")]  # fmt: skip
+        (0, "GPU-a", "/dev/nvidia0"),
+        (1, "GPU-b", "/dev/nvidia3"),
+    ]
     assert devices.select(found, "1") == [found[1]] and devices.select(found, "all") == found
     with pytest.raises(ValueError, match="there is no GPU 3"):
         devices.select(found, "0,3")
@@ -327,15 +376,31 @@ def test_the_hardware_floor_is_the_slower_of_bytes_at_peak_bandwidth_and_flops_a
     from judges.gpu.limits import Peaks, choose, peaks_from
 
     # An H100 SXM's driver attributes: 1980 MHz boost, 132 SMs, HBM3 at 2619 MHz on 5120 bits.
-    h100 = peaks_from({"clock_khz": 1_980_000, "sms": 132, "memory_clock_khz": 2_619_000,
-                       "bus_width_bits": 5120, "major": 9, "minor": 0})  # fmt: skip
+    h100 = peaks_from(
+        {
+            "clock_khz": 1_980_000,
+            "sms": 132,
+            "memory_clock_khz": 2_619_000,
+            "bus_width_bits": 5120,
+            "major": 9,
+            "minor": 0,
+        }
+    )
     assert h100.bandwidth == pytest.approx(3.352e12, rel=1e-3)  # 2 x 2619 MHz x 640 bytes
     assert h100.flops == pytest.approx(132 * 1.98e9 * 8192)  # FP8 dense, ~2.14 PFLOP/s
     assert h100.floor_ns({"bytes": 3.352e9, "flops": 0}) == pytest.approx(1e6, rel=1e-3)
     assert h100.floor_ns({"bytes": 0, "flops": 2.14e12}) == pytest.approx(1e6, rel=2e-3)
     assert h100.floor_ns(None) == 0.0 and Peaks().floor_ns({"bytes": 1e12}) == 0.0
-    unknown = peaks_from({"clock_khz": 1_000_000, "sms": 10, "memory_clock_khz": 1,
-                          "bus_width_bits": 8, "major": 12, "minor": 0})  # fmt: skip
+    unknown = peaks_from(
+        {
+            "clock_khz": 1_000_000,
+            "sms": 10,
+            "memory_clock_khz": 1,
+            "bus_width_bits": 8,
+            "major": 12,
+            "minor": 0,
+        }
+    )
     assert unknown.flops == 10 * 1e9 * 8192  # an unknown architecture: the largest per-cycle
     chosen = choose(Peaks(), 1000.0, None)
     assert (chosen.bandwidth, chosen.flops, chosen.source) == (1000.0, 0.0, "package")
@@ -344,8 +409,9 @@ def test_the_hardware_floor_is_the_slower_of_bytes_at_peak_bandwidth_and_flops_a
 
 def test_trimuls_minimum_work_is_below_what_its_reference_does() -> None:
     reference = _load(TASK / "judge" / "trimul" / "reference.py", "trimul_reference_units")
-    work = reference.minimum_work(seqlen=1024, bs=1, dim=384, hiddendim=128, seed=1,
-                                  nomask=True, distribution="normal")  # fmt: skip
+    work = reference.minimum_work(
+        seqlen=1024, bs=1, dim=384, hiddendim=128, seed=1, nomask=True, distribution="normal"
+    )
     elements = 1024 * 1024 * 384
     assert work["bytes"] == 6 * elements  # the float32 input read, the output at 2 bytes
     assert work["flops"] == 2 * 1024**3 * 128  # the triangle contraction alone
@@ -378,8 +444,7 @@ def test_the_trial_is_over_at_its_end_line_not_at_the_processs_exit(tmp_path: Pa
         "f.write(json.dumps({'event': 'end', 'status': 'done'}) + '\\n'); f.flush()\n"
         "time.sleep(60)\n"
     )
-    process = subprocess.Popen([sys.executable, "-c", writer, str(results)],
-                               start_new_session=True)  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-c", writer, str(results)], start_new_session=True)
     try:
         text, timed_out = _until_ended(process, results, limit=50)
         assert not timed_out and process.poll() is None  # still running: not waited for
@@ -425,8 +490,13 @@ def test_the_fused_comparison_counts_exactly_as_the_torch_rule(seed: int) -> Non
     on either side, in float32, bfloat16 and float16 (the H200 run checks the compiled one)."""
     pytest.importorskip("triton")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run([sys.executable, "-c", FUSED_AGAINST_TORCH, str(seed)], env=env,
-                          capture_output=True, text=True, timeout=600)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-c", FUSED_AGAINST_TORCH, str(seed)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     for fused, torch_rule in json.loads(done.stdout.splitlines()[-1]):
         assert fused == torch_rule
@@ -446,8 +516,16 @@ def test_handing_a_submission_to_a_spare_that_just_ended_is_an_oserror(tmp_path:
     process.wait()
     box = tmp_path / "box"
     box.mkdir()
-    spare = TrialProcess(process, Group(), tmp_path, box, tmp_path / "results.jsonl", "trimul",
-                         spare=True, owns_workdir=False)  # fmt: skip
+    spare = TrialProcess(
+        process,
+        Group(),
+        tmp_path,
+        box,
+        tmp_path / "results.jsonl",
+        "trimul",
+        spare=True,
+        owns_workdir=False,
+    )
     with pytest.raises(OSError):
         spare.begin("def custom_kernel(data):\n    return data\n" * 2000, time.time())
     spare.end(grace=1.0)
@@ -473,7 +551,10 @@ def test_each_benchmark_gets_the_plain_offsets_plus_how_much_more_its_null_calls
     session.case_deltas = {1: Null(60_000, 5_000, -10_000), 2: Null(-250_000, -40_000, 0)}
     session.use_case(1)
     assert (session.clock_offset_ns, session.late_allowance_ns, session.window_allowance_ns) == (
-        240_000, 35_000, 170_000)  # fmt: skip
+        240_000,
+        35_000,
+        170_000,
+    )
     session.use_case(2)  # never below zero
     assert (session.clock_offset_ns, session.late_allowance_ns) == (0, 0)
     session.use_case(None)
@@ -482,8 +563,10 @@ def test_each_benchmark_gets_the_plain_offsets_plus_how_much_more_its_null_calls
     assert session.clock_offset_ns == 180_000  # back to the plain offsets
     from judges.gpu.session import ACCEPTED, CallOutcome
 
-    calls = [CallOutcome(ACCEPTED, "", clock_ns=c, late_ns=c // 2, window_ns=c + 5)
-             for c in (260_000, 240_000, 900_000, 250_000)]  # one slow moment: 900 us  # fmt: skip
+    calls = [
+        CallOutcome(ACCEPTED, "", clock_ns=c, late_ns=c // 2, window_ns=c + 5)
+        for c in (260_000, 240_000, 900_000, 250_000)
+    ]  # one slow moment: 900 us
     assert Null.lowest(calls) == Null(240_000, 120_000, 240_005)
     assert Null.median(calls) == Null(255_000, 127_500, 255_005)
     without_probe = _session()
@@ -519,12 +602,15 @@ def test_a_gpu_trials_sandbox_gets_its_gpus_share_of_the_hosts_cpus(tmp_path: Pa
             try:
                 directory = bound.cpu.parent / group.directories[0].name
                 if bound.cpu.version == 2:
-                    assert (directory / "cpu.max").read_text().split() == [str(cpus * 100_000),
-                                                                           "100000"]  # fmt: skip
+                    assert (directory / "cpu.max").read_text().split() == [
+                        str(cpus * 100_000),
+                        "100000",
+                    ]
                     assert throttling(group.cpu_path) == {"throttled": 0, "throttledUs": 0}
                 else:
                     assert (directory / "cpu.cfs_quota_us").read_text().strip() == str(
-                        cpus * 100_000)  # fmt: skip
+                        cpus * 100_000
+                    )
             finally:
                 group.remove()
     finally:
@@ -538,15 +624,31 @@ def _startup(entries: dict[str, dict[str, Any]]) -> dict[str, Any]:
 def test_only_a_trials_own_whole_benchmark_calibration_is_kept_for_the_next() -> None:
     """`case_calibration.kept_from_startup`: what the service keeps from a trial's `startup`
     line — every benchmark measured (`deltaNs`), none failed, none itself handed on."""
-    measured = {"1": {"calls": 7, "copyKernelUs": 0.0, "moreThanPlainUs": 2.5,
-                      "deltaNs": [2500, -10, 40], "measuredAt": 100.0, "clockOffsetUs": 9.0},
-                "2": {"calls": 7, "copyKernelUs": 0.0, "moreThanPlainUs": 1.0,
-                      "deltaNs": [1000, 0, 5], "measuredAt": 101.5}}  # fmt: skip
+    measured = {
+        "1": {
+            "calls": 7,
+            "copyKernelUs": 0.0,
+            "moreThanPlainUs": 2.5,
+            "deltaNs": [2500, -10, 40],
+            "measuredAt": 100.0,
+            "clockOffsetUs": 9.0,
+        },
+        "2": {
+            "calls": 7,
+            "copyKernelUs": 0.0,
+            "moreThanPlainUs": 1.0,
+            "deltaNs": [1000, 0, 5],
+            "measuredAt": 101.5,
+        },
+    }
     kept = case_calibration.kept_from_startup(_startup(measured))
     assert kept is not None and kept.measured_at == 100.0
     assert "clockOffsetUs" not in kept.entries["1"]  # the trial's own offsets stay its own
-    cases = [GpuCase("test", 1, {"seed": 1}), GpuCase("benchmark", 1, {"seed": 2}),
-             GpuCase("benchmark", 2, {"seed": 3})]  # fmt: skip
+    cases = [
+        GpuCase("test", 1, {"seed": 1}),
+        GpuCase("benchmark", 1, {"seed": 2}),
+        GpuCase("benchmark", 2, {"seed": 3}),
+    ]
     assert kept.covers(cases) and not kept.covers(cases[:2])
     again = case_calibration.Kept.from_spec(json.loads(json.dumps(kept.to_spec())))
     assert again == kept and kept.age(now=160.0) == 60.0
@@ -558,8 +660,13 @@ def test_only_a_trials_own_whole_benchmark_calibration_is_kept_for_the_next() ->
     assert case_calibration.kept_from_startup({"event": "startup", "status": "Error"}) is None
     broken = case_calibration.Kept({"1": {"deltaNs": [1, 2]}, "2": {"deltaNs": [1, 2, True]}}, 0)
     assert not broken.covers(cases)
-    for spec in (None, [], {"entries": {}}, {"entries": [], "measuredAt": 1.0},
-                 {"entries": {}, "measuredAt": True}):  # fmt: skip
+    for spec in (
+        None,
+        [],
+        {"entries": {}},
+        {"entries": [], "measuredAt": 1.0},
+        {"entries": {}, "measuredAt": True},
+    ):
         assert case_calibration.Kept.from_spec(spec) is None, spec
 
 

@@ -36,10 +36,18 @@ def custom_kernel(data):
 
 
 def _spec(tmp_path: Path) -> LaunchSpec:
-    return LaunchSpec(bwrap="bwrap", runner="judge-runner", python="/opt/env/bin/python3",
-                      box=str(tmp_path / "box"), backend="cuda", entry="custom_kernel",
-                      device_nodes=("/dev/nvidia0",), python_dirs=("/opt/env",),
-                      tmpfs_bytes=1 << 30, cgroup_dirs=())  # fmt: skip
+    return LaunchSpec(
+        bwrap="bwrap",
+        runner="judge-runner",
+        python="/opt/env/bin/python3",
+        box=str(tmp_path / "box"),
+        backend="cuda",
+        entry="custom_kernel",
+        device_nodes=("/dev/nvidia0",),
+        python_dirs=("/opt/env",),
+        tmpfs_bytes=1 << 30,
+        cgroup_dirs=(),
+    )
 
 
 def _settings(argv: list[str]) -> dict[str, str]:
@@ -60,8 +68,13 @@ def test_the_sandbox_names_its_uid_and_keeps_every_compiler_cache_in_its_private
     assert all(os.stat(names / name).st_mode & 0o777 == 0o644 for name in ("passwd", "group"))
     env = _settings(argv)
     assert env["USER"] == env["LOGNAME"] == "sandbox" and env["HOME"] == "/tmp"
-    for name in ("TRITON_CACHE_DIR", "TORCHINDUCTOR_CACHE_DIR", "CUDA_CACHE_PATH",
-                 "XDG_CACHE_HOME", "TORCH_EXTENSIONS_DIR"):  # fmt: skip
+    for name in (
+        "TRITON_CACHE_DIR",
+        "TORCHINDUCTOR_CACHE_DIR",
+        "CUDA_CACHE_PATH",
+        "XDG_CACHE_HOME",
+        "TORCH_EXTENSIONS_DIR",
+    ):
         assert env[name] == CACHE_ENV[name] and env[name].split("/")[1] == "tmp", name
     # /tmp is a fresh tmpfs of this sandbox alone, mounted before anything is bound below it
     tmpfs = argv.index("--tmpfs")
@@ -166,12 +179,25 @@ def test_a_freeze_that_fails_twice_ends_the_call_as_the_judges_failure() -> None
     twice, the call never starts (no GO) and the trial ends as a judge error."""
     block = control.Control.create()
     candidate = _Unfreezable()
-    session = Session(_Transport(), block, _Link(), candidate, None,  # type: ignore[arg-type]
-                      call_timeout=5.0, rtol=0.02, atol=0.02, compile_budget=5.0)  # fmt: skip
+    session = Session(
+        _Transport(),
+        block,
+        _Link(),
+        candidate,
+        None,  # type: ignore[arg-type]
+        call_timeout=5.0,
+        rtol=0.02,
+        atol=0.02,
+        compile_budget=5.0,
+    )
     data = (torch.zeros(4),)
     tree, _, nbytes = layout.flatten(data)
-    session._case = {"tree": tree, "pool": torch.zeros(nbytes, dtype=torch.uint8),
-                     "staging": torch.zeros(nbytes, dtype=torch.uint8), "token": None}  # fmt: skip
+    session._case = {
+        "tree": tree,
+        "pool": torch.zeros(nbytes, dtype=torch.uint8),
+        "staging": torch.zeros(nbytes, dtype=torch.uint8),
+        "token": None,
+    }
     block.set(control.ARMED, 1)  # the worker is spinning for the call the session arms
     with pytest.raises(FreezeFailed, match="could not be stopped within 1 s, twice"):
         session.call(data, None, first=True)
@@ -190,5 +216,11 @@ def test_only_a_failed_freeze_makes_the_service_judge_the_submission_again() -> 
     frozen = judge_error_record("FreezeFailed: the candidate's processes could not be stopped")
     assert retryable(frozen)
     assert not retryable(judge_error_record("GPU self-test failed: a 512 x 512 product ..."))
-    assert not retryable({"status": "done", "passed": False, "cases": [],
-                          "error": "FreezeFailed: quoted by a candidate"})  # fmt: skip
+    assert not retryable(
+        {
+            "status": "done",
+            "passed": False,
+            "cases": [],
+            "error": "FreezeFailed: quoted by a candidate",
+        }
+    )

@@ -42,9 +42,15 @@ reference = load(PACKAGE / "reference.py", "trimul_reference")
 
 def small(seed: int = 1, nomask: bool = False, distribution: str = "normal", n: int = 6) -> Any:
     return reference.generate_input(
-        "cpu", seqlen=n, bs=2, dim=8, hiddendim=4, seed=seed, nomask=nomask,
+        "cpu",
+        seqlen=n,
+        bs=2,
+        dim=8,
+        hiddendim=4,
+        seed=seed,
+        nomask=nomask,
         distribution=distribution,
-    )  # fmt: skip
+    )
 
 
 def test_the_package_serves_gpu_modes_18_tests_and_7_benchmarks_with_its_rule() -> None:
@@ -66,8 +72,11 @@ def test_the_package_serves_gpu_modes_18_tests_and_7_benchmarks_with_its_rule() 
         "seqlen: 32; bs: 1; dim: 128; hiddendim: 128; seed: 9371; nomask: True; "
         "distribution: normal"
     )
-    assert problem.listing()["device"] == {"kind": "gpu", "available": None,
-                                           "detail": "not probed yet"}  # fmt: skip
+    assert problem.listing()["device"] == {
+        "kind": "gpu",
+        "available": None,
+        "detail": "not probed yet",
+    }
 
 
 @pytest.mark.skipif(not SHARED_CASES.is_file(), reason="../shared/data/trimul is absent")
@@ -107,16 +116,18 @@ def test_the_generator_draws_every_tensor_from_the_case_seed() -> None:
 
 
 def test_the_generator_scales_weights_and_draws_a_heavy_tailed_cauchy_input() -> None:
-    data = reference.generate_input("cpu", seqlen=64, bs=1, dim=64, hiddendim=64, seed=3,
-                                    nomask=True, distribution="cauchy")  # fmt: skip
+    data = reference.generate_input(
+        "cpu", seqlen=64, bs=1, dim=64, hiddendim=64, seed=3, nomask=True, distribution="cauchy"
+    )
     x, _, weights, _ = data
     assert x.abs().median().item() == pytest.approx(2.0, rel=0.05)  # Cauchy(0, 2): median |x| = 2
     assert x.abs().max().item() > 1000
     assert weights["left_gate.weight"].std().item() == pytest.approx(1 / 8, rel=0.1)
     assert weights["norm.weight"].std().item() == pytest.approx(1.0, rel=0.3)
     with pytest.raises(ValueError, match="distribution 'uniform'"):
-        reference.generate_input("cpu", seqlen=2, bs=1, dim=2, hiddendim=2, seed=1,
-                                 nomask=True, distribution="uniform")  # fmt: skip
+        reference.generate_input(
+            "cpu", seqlen=2, bs=1, dim=2, hiddendim=2, seed=1, nomask=True, distribution="uniform"
+        )
 
 
 def naive(data: Any) -> torch.Tensor:
@@ -153,16 +164,19 @@ def test_the_reference_is_the_instructions_formula(nomask: bool) -> None:
 
 
 @pytest.mark.parametrize(
-    "program", [TASK / "solution" / "solution.py",
-                REPO / "benchmarks" / "trimul_candidates" / "fast_bf16.py"],
+    "program",
+    [TASK / "solution" / "solution.py", REPO / "benchmarks" / "trimul_candidates" / "fast_bf16.py"],
     ids=lambda p: p.name,
-)  # fmt: skip
+)
 def test_the_seed_and_our_faster_candidate_match_the_reference(program: Path) -> None:
     candidate = load(program, program.stem)
-    for case in ({"nomask": True, "distribution": "normal"},
-                 {"nomask": False, "distribution": "cauchy"}):  # fmt: skip
-        data = reference.generate_input("cpu", seqlen=32, bs=1, dim=32, hiddendim=16, seed=11,
-                                        **case)  # fmt: skip
+    for case in (
+        {"nomask": True, "distribution": "normal"},
+        {"nomask": False, "distribution": "cauchy"},
+    ):
+        data = reference.generate_input(
+            "cpu", seqlen=32, bs=1, dim=32, hiddendim=16, seed=11, **case
+        )
         verdict = compare(candidate.custom_kernel(data), reference.ref_kernel(data), 2e-2, 2e-2)
         assert verdict.ok, verdict.detail
 
@@ -215,8 +229,9 @@ def test_the_guards_keys_are_checked(tmp_path: Path) -> None:
     package.mkdir()
     (package / "reference.py").write_text("")
     (package / "cases.yaml").write_text("tests: [{seed: 1}]\nbenchmarks: [{seed: 2}]\n")
-    loaded = load_gpu_problem(package, {"type": "gpu", "determinism_check": True,
-                                        "peak_bandwidth": 4.8e12}, "config.yaml")  # fmt: skip
+    loaded = load_gpu_problem(
+        package, {"type": "gpu", "determinism_check": True, "peak_bandwidth": 4.8e12}, "config.yaml"
+    )
     assert loaded.settings.determinism_check and loaded.settings.peak_bandwidth == 4.8e12
     assert loaded.settings.peak_flops is None
     with pytest.raises(ProblemError, match="determinism_check must be true or false"):

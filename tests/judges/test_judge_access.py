@@ -144,8 +144,9 @@ def test_an_authorization_header_that_is_not_utf8_is_a_401_on_every_route(
     expect = b"POST /submit HTTP/1.1\r\nHost: judge\r\n" + garbled
     expect += b"Content-Type: application/json\r\nContent-Length: 100\r\nExpect: 100-continue\r\n"
     assert raw_answer(port, expect + b"Connection: close\r\n\r\n").startswith(b"HTTP/1.1 401 ")
-    health = raw_answer(port, b"GET /health HTTP/1.1\r\nHost: judge\r\n" + garbled +
-                        b"Connection: close\r\n\r\n")  # fmt: skip
+    health = raw_answer(
+        port, b"GET /health HTTP/1.1\r\nHost: judge\r\n" + garbled + b"Connection: close\r\n\r\n"
+    )
     assert health.startswith(b"HTTP/1.1 200 "), health[:300]
     assert health.endswith(b'{"ok": true}')  # the counts stay for holders of the token
     log = judge.log_path.read_text()

@@ -41,8 +41,9 @@ def test_one_worker_two_workers_and_a_sandbox_per_run_give_one_verdict(tmp_path:
     instances = [generate_instance(46, number) for number in range(1, CASES + 1)]
     for number, text in enumerate(instances, start=1):
         (problem / "testdata" / f"{number}.in").write_text(text)
-    (problem / "config.yaml").write_text(f"time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n"
-                                         f"  n_cases: {CASES}\n")  # fmt: skip
+    (problem / "config.yaml").write_text(
+        f"time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n  n_cases: {CASES}\n"
+    )
     problems = tmp_path / "problems"
     records = {
         "one worker": judged(tmp_path / "one", problems, 1),

@@ -100,10 +100,20 @@ def checkers(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     for pid in ("0", "1", "5"):
         binary = build / f"chk{pid}"
         subprocess.run(
-            ["g++", str(PROBLEMS / pid / "chk.cc"), "-O2", "-pipe", "-std=gnu++17",
-             "-I", str(SHARED / "include"), "-o", str(binary)],
-            check=True, timeout=600,
-        )  # fmt: skip
+            [
+                "g++",
+                str(PROBLEMS / pid / "chk.cc"),
+                "-O2",
+                "-pipe",
+                "-std=gnu++17",
+                "-I",
+                str(SHARED / "include"),
+                "-o",
+                str(binary),
+            ],
+            check=True,
+            timeout=600,
+        )
         binaries[pid] = binary
     return binaries
 
@@ -116,8 +126,11 @@ def oracle(checker: Path, pid: str, number: int, output: str, tmp: Path) -> tupl
     answer = data / f"{number}.ans"
     run = subprocess.run(
         [str(checker), str(data / f"{number}.in"), str(out), str(answer)],
-        capture_output=True, text=True, timeout=60, check=False,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
     message = run.stdout or run.stderr
     found = RATIO.search(message)
     ratio = float(found.group(1)) if found else (1.0 if run.returncode == 0 else 0.0)

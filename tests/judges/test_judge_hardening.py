@@ -200,9 +200,11 @@ def test_over_size_body_without_a_length_is_a_413_once_it_passes_the_limit(
             yield b"x" * (1 << 20)
 
     answer = httpx.post(
-        f"{judge.url}/submit?pid=0&lang=cpp", content=chunks(), timeout=30,
+        f"{judge.url}/submit?pid=0&lang=cpp",
+        content=chunks(),
+        timeout=30,
         headers={"Content-Type": "text/x-c++src"},
-    )  # fmt: skip
+    )
     assert answer.status_code == 413, answer.text
     assert f"exceeds the limit of {MAX_BODY_BYTES} bytes" in answer.json()["error"]
 

@@ -46,8 +46,11 @@ def probed() -> dict[str, str]:
             (scratch / "bomb.cpp").write_text(BOMB)
             done = subprocess.run(
                 [sys.executable, str(PROBE), str(short), str(scratch), str(scratch / "bomb.cpp")],
-                cwd=REPO, capture_output=True, text=True, timeout=300,
-            )  # fmt: skip
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            )
         finally:
             shutil.rmtree(scratch, ignore_errors=True)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -91,8 +94,16 @@ def test_a_gpu_candidate_killed_for_the_judges_lack_of_memory_is_a_judge_error(
     filler = "blob = bytearray(3 << 30)  # 3 GB, every page written\n\n\n"
     filler += "def custom_kernel(data):\n    raise RuntimeError('never reached')\n"
     with small_memory_cgroup(1536 << 20) as short:
-        judge = JudgeProcess(tmp_path / "state", "--problems", str(packages), "--gpus", "0",
-                             "--workers", "1", test_mode=("gpu-cpu-stand-in",))  # fmt: skip
+        judge = JudgeProcess(
+            tmp_path / "state",
+            "--problems",
+            str(packages),
+            "--gpus",
+            "0",
+            "--workers",
+            "1",
+            test_mode=("gpu-cpu-stand-in",),
+        )
         judge.command = moved_into(short, judge.command)
         with judge:
             record = judge_program(judge.url, filler, timeout=600)

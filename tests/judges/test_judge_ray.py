@@ -49,9 +49,20 @@ SUBMISSIONS = {
 # verdictCache describe how it was judged).
 RECORD_FIELDS = ("status", "passed", "result", "score", "scoreUnbounded", "suite", "value", "error")
 CASE_FIELDS = (
-    "ok", "status", "msg", "output", "outputBytes", "outputSha256", "outputTruncated",
-    "scoreRatio", "scoreRatioUnbounded", "runStatus", "checkerExitCode", "stderr", "value",
-)  # fmt: skip
+    "ok",
+    "status",
+    "msg",
+    "output",
+    "outputBytes",
+    "outputSha256",
+    "outputTruncated",
+    "scoreRatio",
+    "scoreRatioUnbounded",
+    "runStatus",
+    "checkerExitCode",
+    "stderr",
+    "value",
+)
 # The shelf packer after a third of a CPU second or so: a case long enough to be killed in.
 SPIN = (
     "    volatile unsigned long spin = 0;\n    for (unsigned long i = 0; i < 2e8; ++i) spin += i;\n"
@@ -83,8 +94,9 @@ def wait_final(url: str, sid: int, timeout: float = 600.0) -> dict[str, Any]:
 def verdict(record: dict[str, Any]) -> dict[str, Any]:
     """What must agree between two judges: the record's verdict fields and each case's."""
     found = {name: record.get(name) for name in RECORD_FIELDS}
-    found["cases"] = [{name: case.get(name) for name in CASE_FIELDS} for case in
-                      record.get("cases", [])]  # fmt: skip
+    found["cases"] = [
+        {name: case.get(name) for name in CASE_FIELDS} for case in record.get("cases", [])
+    ]
     return found
 
 
@@ -113,8 +125,9 @@ def served_problems(root: Path) -> list[str]:
             source = FRONTIERCS / "problems" / "1" / "testdata" / f"{number}.{suffix}"
             shutil.copy(source, treasure / "testdata" / source.name)
     config = (FRONTIERCS / "problems" / "1" / "config.yaml").read_text()
-    (treasure / "config.yaml").write_text(re.sub(r"n_cases: \d+", f"n_cases: {TREASURE_CASES}",
-                                                 config))  # fmt: skip
+    (treasure / "config.yaml").write_text(
+        re.sub(r"n_cases: \d+", f"n_cases: {TREASURE_CASES}", config)
+    )
     shutil.copytree(FRONTIERCS / "problems" / "10", root / "10")
     return ["--problems", str(root), "--testlib", str(FRONTIERCS / "include")]
 
@@ -142,12 +155,12 @@ def setup(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Setup]:
         head_node_args={"num_cpus": 1, "include_dashboard": False, "env_vars": node_env},
     )
     try:
-        cluster.add_node(num_cpus=1, env_vars=node_env, resources={"judge": 1},
-                         labels={"pool": "judge"})  # fmt: skip
+        cluster.add_node(
+            num_cpus=1, env_vars=node_env, resources={"judge": 1}, labels={"pool": "judge"}
+        )
         no_bwrap = {**node_env, "PATH": str(without_bwrap(root / "path-without-bwrap"))}
         cluster.add_node(num_cpus=1, env_vars=no_bwrap)
-        front = JudgeProcess(root / "front", *flags, "--ray", cluster.address,
-                             startup_timeout=300)  # fmt: skip
+        front = JudgeProcess(root / "front", *flags, "--ray", cluster.address, startup_timeout=300)
         local = JudgeProcess(root / "local", *flags, "--workers", "2")
         with front, local:
             yield Setup(cluster, front, local, node_dir, flags)
@@ -161,11 +174,16 @@ def judged(setup: Setup) -> list[tuple[str, str, dict[str, Any], dict[str, Any]]
     """Every test program judged by the Ray front and by the local judge:
     (problem, program, front's record, local record)."""
     problems = ["0", "1", "10"] if HAS_FRONTIERCS else ["0"]
-    programs = [(pid, name, (PROGRAMS / f"{name}.cpp").read_text())
-                for pid in problems for name in SUBMISSIONS[pid]]  # fmt: skip
+    programs = [
+        (pid, name, (PROGRAMS / f"{name}.cpp").read_text())
+        for pid in problems
+        for name in SUBMISSIONS[pid]
+    ]
     programs.append(("0", "compile error", "int main( {}\n"))
-    sids = [(submit(setup.front.url, pid, code), submit(setup.local.url, pid, code))
-            for pid, _, code in programs]  # fmt: skip
+    sids = [
+        (submit(setup.front.url, pid, code), submit(setup.local.url, pid, code))
+        for pid, _, code in programs
+    ]
     return [
         (pid, name, wait_final(setup.front.url, front), wait_final(setup.local.url, local))
         for (pid, name, _), (front, local) in zip(programs, sids, strict=True)
@@ -246,8 +264,10 @@ def test_killing_a_worker_mid_case_does_not_change_the_verdict(setup: Setup) -> 
     record = wait_final(setup.front.url, sid)
     assert record["status"] == "done", record.get("error")
     assert verdict(record) == verdict(expected)
-    assert not Path(f"/proc/{killed}").exists() or b"run_cases" not in Path(
-        f"/proc/{killed}/cmdline").read_bytes()  # fmt: skip
+    assert (
+        not Path(f"/proc/{killed}").exists()
+        or b"run_cases" not in Path(f"/proc/{killed}/cmdline").read_bytes()
+    )
 
 
 def test_a_custom_resource_or_a_label_selects_the_nodes(setup: Setup, tmp_path: Path) -> None:
@@ -269,6 +289,5 @@ def test_without_ray_the_judge_does_not_import_it() -> None:
         "judges.service.app.build_parser().parse_args([])\n"
         "print('ray' in sys.modules)\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          check=True)  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"

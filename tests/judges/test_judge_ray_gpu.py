@@ -49,8 +49,15 @@ class Setup:
         self.cluster, self.flags, self.root = cluster, flags, root
 
     def front(self, name: str, *extra: str) -> JudgeProcess:
-        return JudgeProcess(self.root / name, *self.flags, "--ray", self.cluster.address, *extra,
-                            startup_timeout=600, test_mode=("gpu-cpu-stand-in",))  # fmt: skip
+        return JudgeProcess(
+            self.root / name,
+            *self.flags,
+            "--ray",
+            self.cluster.address,
+            *extra,
+            startup_timeout=600,
+            test_mode=("gpu-cpu-stand-in",),
+        )
 
 
 def start_cluster(node_env: dict[str, str], attempts: int = 3) -> Any:
@@ -60,9 +67,13 @@ def start_cluster(node_env: dict[str, str], attempts: int = 3) -> Any:
         try:
             return ray_cluster.Cluster(
                 initialize_head=True,
-                head_node_args={"num_cpus": 1, "num_gpus": 0, "include_dashboard": False,
-                                "env_vars": node_env},
-            )  # fmt: skip
+                head_node_args={
+                    "num_cpus": 1,
+                    "num_gpus": 0,
+                    "include_dashboard": False,
+                    "env_vars": node_env,
+                },
+            )
         except Exception as error:  # Ray raises a bare Exception for the timeout
             if "timed out during startup" not in str(error) or attempt == attempts - 1:
                 raise
@@ -106,8 +117,10 @@ def test_a_gpu_problem_is_judged_on_a_gpu_node(setup: Setup, front: JudgeProcess
     accepted = {node["id"] for node in cluster["gpuNodes"]}
     head = setup.cluster.head_node.node_id
     assert head not in accepted
-    records = [wait_record(front.url, sid) for sid in
-               [submit_program(front.url, f"{HONEST}\n# {n}\n") for n in range(3)]]  # fmt: skip
+    records = [
+        wait_record(front.url, sid)
+        for sid in [submit_program(front.url, f"{HONEST}\n# {n}\n") for n in range(3)]
+    ]
     for record in records:
         assert verdict(record) == "valid", first_failure(record) or record.get("error")
         assert record["timing"]["rayNode"] in accepted
@@ -115,8 +128,10 @@ def test_a_gpu_problem_is_judged_on_a_gpu_node(setup: Setup, front: JudgeProcess
 
 
 def test_a_placement_no_node_offers_is_refused_by_name(setup: Setup) -> None:
-    for option, named in (("gpu-resource=H200", "the resource 'H200'"),
-                          ("gpu-label=pool=none", "the label pool=none")):  # fmt: skip
+    for option, named in (
+        ("gpu-resource=H200", "the resource 'H200'"),
+        ("gpu-label=pool=none", "the label pool=none"),
+    ):
         with pytest.raises(RuntimeError) as failure:
             setup.front(f"refused-{option.split('=')[0]}", "--ray-option", option).start()
         assert "no Ray node can judge the GPU problems ['trimul']" in str(failure.value)
@@ -159,8 +174,9 @@ def kill_a_trial(url: str, code: str) -> tuple[int, int]:
     return sid, killed
 
 
-def test_a_lost_worker_is_run_again_then_is_a_judge_error(setup: Setup,
-                                                          front: JudgeProcess) -> None:  # fmt: skip
+def test_a_lost_worker_is_run_again_then_is_a_judge_error(
+    setup: Setup, front: JudgeProcess
+) -> None:
     sid, _ = kill_a_trial(front.url, f"{HONEST}\n# killed once\n")
     record = wait_record(front.url, sid)
     assert verdict(record) == "valid", first_failure(record) or record.get("error")

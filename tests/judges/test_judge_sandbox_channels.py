@@ -39,8 +39,12 @@ def box() -> Iterator[dict]:
     bound = detect("auto")
     sandbox = Sandbox(scratch / "box", uid=64126, bound=bound)
     try:
-        yield {"sandbox": sandbox, "bound": bound, "scratch": scratch,
-               "binds": [("ro", scratch / "probe", "/box/p")]}  # fmt: skip
+        yield {
+            "sandbox": sandbox,
+            "bound": bound,
+            "scratch": scratch,
+            "binds": [("ro", scratch / "probe", "/box/p")],
+        }
     finally:
         sandbox.close()
         bound.close()
@@ -49,8 +53,9 @@ def box() -> Iterator[dict]:
 
 def run(box: dict, runner: Sandbox | SessionPool, *args: str) -> str:
     out, err = box["scratch"] / "out.txt", box["scratch"] / "err.txt"
-    outcome = runner.execute(["/box/p", *args], limits=LIMITS, stdin=None, stdout=out,
-                             stderr=err, binds=box["binds"])  # fmt: skip
+    outcome = runner.execute(
+        ["/box/p", *args], limits=LIMITS, stdin=None, stdout=out, stderr=err, binds=box["binds"]
+    )
     assert outcome.status == ACCEPTED, (outcome, err.read_text())
     return out.read_text()
 
@@ -70,9 +75,17 @@ def test_the_kept_sandbox_removes_xattrs_and_acls_resets_times_and_refuses_keyri
         assert pool.started == 1  # one sandbox all along: put back as it was, each time
     finally:
         pool.close()
-    cleared = {"tmp_xattr": -1, "cwd_xattr": -1, "tmp_xattr_names": 0, "acl": -1, "user_key": 0,
-               "session_key": 0, "add_key_errno": EPERM, "compat_keyctl": -EPERM,
-               "tmp_time_kept": 0}  # fmt: skip
+    cleared = {
+        "tmp_xattr": -1,
+        "cwd_xattr": -1,
+        "tmp_xattr_names": 0,
+        "acl": -1,
+        "user_key": 0,
+        "session_key": 0,
+        "add_key_errno": EPERM,
+        "compat_keyctl": -EPERM,
+        "tmp_time_kept": 0,
+    }
     assert {name: before[name] for name in cleared} == cleared
     assert {name: after[name] for name in cleared} == cleared
     # What it does not put back (judges/MEASUREMENTS.md): the counters go on from where the

@@ -171,11 +171,17 @@ def box() -> Iterator[dict]:
         subprocess.run(["rm", "-rf", str(scratch)], check=False)
 
 
-def run(box: dict, runner: Sandbox | SessionPool, mode: str, stdin: bytes | None = None,
-        limits: Limits = LIMITS) -> tuple[RunOutcome, str]:  # fmt: skip
+def run(
+    box: dict,
+    runner: Sandbox | SessionPool,
+    mode: str,
+    stdin: bytes | None = None,
+    limits: Limits = LIMITS,
+) -> tuple[RunOutcome, str]:
     out, err = box["scratch"] / "out.txt", box["scratch"] / "err.txt"
-    outcome = runner.execute(["/box/p", mode], limits=limits, stdin=stdin, stdout=out,
-                             stderr=err, binds=box["binds"])  # fmt: skip
+    outcome = runner.execute(
+        ["/box/p", mode], limits=limits, stdin=stdin, stdout=out, stderr=err, binds=box["binds"]
+    )
     return outcome, out.read_text(errors="replace")
 
 
@@ -235,8 +241,10 @@ def test_every_outcome_is_the_one_a_sandbox_of_its_own_gives(box: dict, mode: st
     own, own_output = run(box, box["sandbox"], mode, b"x\n", limits)
     for outcome, output in kept:
         assert (outcome.status, outcome.exit_code, outcome.signal) == (
-            own.status, own.exit_code, own.signal,
-        ), (outcome, own)  # fmt: skip
+            own.status,
+            own.exit_code,
+            own.signal,
+        ), (outcome, own)
         assert output[:200] == own_output[:200]
     if mode == "hog":
         assert own.status == "Memory Limit Exceeded"
@@ -253,10 +261,13 @@ def test_the_service_judges_alike_with_kept_sandboxes_and_a_sandbox_per_run(
     (problem / "testdata").mkdir(parents=True)
     for number in range(1, 5):
         (problem / "testdata" / f"{number}.in").write_text(generate_instance(33, number))
-    (problem / "config.yaml").write_text("time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n"
-                                         "  n_cases: 4\n")  # fmt: skip
-    programs = {"shelf": (PROGRAMS / "shelf_packer.cpp").read_text(),
-                "crash": "int main() { return *(volatile int*)0; }\n"}  # fmt: skip
+    (problem / "config.yaml").write_text(
+        "time: 2s\nmemory: 256m\nsubtasks:\n- score: 100\n  n_cases: 4\n"
+    )
+    programs = {
+        "shelf": (PROGRAMS / "shelf_packer.cpp").read_text(),
+        "crash": "int main() { return *(volatile int*)0; }\n",
+    }
     found = {}
     for mode, switches in (("kept", ("kept-sandbox",)), ("per-run", ())):
         args = ["--problems", str(tmp_path / "problems"), "--workers", "1"]

@@ -108,8 +108,9 @@ def test_identical_submissions_in_flight_are_judged_once(judge: JudgeProcess) ->
     sids = [submit(judge.url, source) for _ in range(3)]
     records = [wait_final(judge.url, sid) for sid in sids]
     assert health(judge.url)["caseRuns"] == runs + CASES
-    judged = [sid for sid, record in zip(sids, records, strict=True)
-              if not record["verdictCache"]["hit"]]  # fmt: skip
+    judged = [
+        sid for sid, record in zip(sids, records, strict=True) if not record["verdictCache"]["hit"]
+    ]
     assert len(judged) == 1
     for record in records:
         same_verdict(records[0], record)

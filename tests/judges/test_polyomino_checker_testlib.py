@@ -30,25 +30,69 @@ pytestmark = [
 
 # Tokens that sit at or past the edges of what the checker reads.
 EDGES = [
-    "0", "1", "2", "3", "4", "-1", "-0", "00", "01", "+1", "1.0", "1e3", "-", "--1", "0x10",
-    "4000000000000", "4000000000001", "-4000000000000", "-4000000000001", "3999999999999",
-    "2147483647", "2147483648", "-2147483648", "-2147483649",
-    "9223372036854775807", "9223372036854775808", "-9223372036854775808",
-    "-9223372036854775809", "18446744073709551615", "18446744073709551616",
-    "18446744073709551617", "99999999999999999999", "-9999999999999999999",
-    "999999999999999999999", "00000000000000000000", "1" * 40, "a" * 70,
-    "5\0", "\0", "1\x002", "-\x001", "\x00" * 3, "7\x0b", "\x0c8",
-]  # fmt: skip
+    "0",
+    "1",
+    "2",
+    "3",
+    "4",
+    "-1",
+    "-0",
+    "00",
+    "01",
+    "+1",
+    "1.0",
+    "1e3",
+    "-",
+    "--1",
+    "0x10",
+    "4000000000000",
+    "4000000000001",
+    "-4000000000000",
+    "-4000000000001",
+    "3999999999999",
+    "2147483647",
+    "2147483648",
+    "-2147483648",
+    "-2147483649",
+    "9223372036854775807",
+    "9223372036854775808",
+    "-9223372036854775808",
+    "-9223372036854775809",
+    "18446744073709551615",
+    "18446744073709551616",
+    "18446744073709551617",
+    "99999999999999999999",
+    "-9999999999999999999",
+    "999999999999999999999",
+    "00000000000000000000",
+    "1" * 40,
+    "a" * 70,
+    "5\0",
+    "\0",
+    "1\x002",
+    "-\x001",
+    "\x00" * 3,
+    "7\x0b",
+    "\x0c8",
+]
 
 
 @pytest.fixture(scope="module")
 def testlib_checker(tmp_path_factory: pytest.TempPathFactory) -> Path:
     binary = tmp_path_factory.mktemp("chk") / "chk"
     subprocess.run(
-        ["g++", "-O1", "-std=gnu++17", "-I", str(SHARED / "include"), "-o", str(binary),
-         str(CHECKER)],
+        [
+            "g++",
+            "-O1",
+            "-std=gnu++17",
+            "-I",
+            str(SHARED / "include"),
+            "-o",
+            str(binary),
+            str(CHECKER),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     return binary
 
 
@@ -112,12 +156,15 @@ def test_every_verdict_and_exit_status_is_the_testlib_checkers(
 @pytest.mark.parametrize(
     ("line", "message"),
     [
-        ("4000000000001 0 0 0", "Integer parameter [name=X_i] equals to 4000000000001, violates "
-         "the range [-4*10^12, 4*10^12]"),
+        (
+            "4000000000001 0 0 0",
+            "Integer parameter [name=X_i] equals to 4000000000001, violates "
+            "the range [-4*10^12, 4*10^12]",
+        ),
         ("18446744073709551617 0 0 0", 'Expected integer, but "18446744073709551617" found'),
         ("1\x002 0 0 0", 'Expected integer, but "1~2" found (it contains \\0)'),
     ],
-)  # fmt: skip
+)
 def test_the_three_messages_of_issue_46_are_testlibs(
     testlib_checker: Path, tmp_path: Path, line: str, message: str
 ) -> None:

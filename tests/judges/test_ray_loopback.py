@@ -114,8 +114,9 @@ def test_ray_local_listens_on_loopback_only(tmp_path: Path) -> None:
     with JudgeProcess(tmp_path / "state", *flags, startup_timeout=300) as judge:
         code = (PROGRAMS / "shelf_packer.cpp").read_text()
         files = {"code": ("solution.cpp", code.encode(), "text/x-c++src")}
-        sid = httpx.post(f"{judge.url}/submit", data={"pid": "0", "lang": "cpp"}, files=files,
-                         timeout=30).json()["sid"]  # fmt: skip
+        sid = httpx.post(
+            f"{judge.url}/submit", data={"pid": "0", "lang": "cpp"}, files=files, timeout=30
+        ).json()["sid"]
         record: dict = {"status": "queued"}
         deadline = time.monotonic() + 300
         while record["status"] == "queued" and time.monotonic() < deadline:
@@ -126,8 +127,9 @@ def test_ray_local_listens_on_loopback_only(tmp_path: Path) -> None:
         listeners = listeners_of_tree(judge.process.pid)
         environments = [
             Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
-            for pid, name, _, _ in listeners if name in RAY_COMPONENTS
-        ]  # fmt: skip
+            for pid, name, _, _ in listeners
+            if name in RAY_COMPONENTS
+        ]
     names = {name for _, name, _, _ in listeners}
     assert set(RAY_COMPONENTS) <= names, listeners
     assert any(name.startswith("ray::") for name in names), listeners  # workers or agents

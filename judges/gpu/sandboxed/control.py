@@ -89,9 +89,18 @@ class Control:
             raise ValueError(f"the output has rank {rank}; at most {MAX_RANK} is supported")
         pad = (0,) * (MAX_RANK - rank)
         _OUTPUT.pack_into(
-            self._map, OUTPUT_OFFSET, output.handle, output.offset, output.allocation_bytes,
-            DTYPE_CODES[output.dtype], rank, *output.shape, *pad, *output.strides, *pad,
-        )  # fmt: skip
+            self._map,
+            OUTPUT_OFFSET,
+            output.handle,
+            output.offset,
+            output.allocation_bytes,
+            DTYPE_CODES[output.dtype],
+            rank,
+            *output.shape,
+            *pad,
+            *output.strides,
+            *pad,
+        )
 
     def read_output(self) -> OutputDescriptor:
         """The descriptor the worker wrote; ValueError when it is not a well-formed one (the

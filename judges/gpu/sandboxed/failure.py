@@ -29,13 +29,18 @@ def describe(error: BaseException) -> str:
         seen.add(id(link[1]))
         lines.append(f"{link[0]} {headline(link[1], TEXT_LIMIT // 4)}")
         link = _cause(link[1])
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__)
-              if not os.path.abspath(frame.filename).startswith(OWN_FOLDER + os.sep)]  # fmt: skip
+    frames = [
+        frame
+        for frame in traceback.extract_tb(error.__traceback__)
+        if not os.path.abspath(frame.filename).startswith(OWN_FOLDER + os.sep)
+    ]
     if frames:
         kept = frames[-FRAMES:]
         skipped = len(frames) - len(kept)
-        lines.append("Traceback, innermost last" + (f" ({skipped} outer frames left out):"
-                                                      if skipped else ":"))  # fmt: skip
+        lines.append(
+            "Traceback, innermost last"
+            + (f" ({skipped} outer frames left out):" if skipped else ":")
+        )
         lines += [line.rstrip("\n") for line in traceback.format_list(kept)]
     return "\n".join(lines)
 

@@ -16,9 +16,18 @@ import torch
 ALIGN = 256
 DTYPES = {
     name: getattr(torch, name)
-    for name in ("float32", "float16", "bfloat16", "float64", "int64", "int32", "int8",
-                 "uint8", "bool")
-}  # fmt: skip
+    for name in (
+        "float32",
+        "float16",
+        "bfloat16",
+        "float64",
+        "int64",
+        "int32",
+        "int8",
+        "uint8",
+        "bool",
+    )
+}
 
 
 def dtype_name(dtype: torch.dtype) -> str:
@@ -42,9 +51,11 @@ def _walk(item: Any, tensors: list[torch.Tensor], offset: list[int]) -> dict[str
     if isinstance(item, torch.Tensor):
         nbytes = item.numel() * item.element_size()
         entry = {
-            "tensor": len(tensors), "offset": offset[0], "dtype": dtype_name(item.dtype),
+            "tensor": len(tensors),
+            "offset": offset[0],
+            "dtype": dtype_name(item.dtype),
             "shape": list(item.shape),
-        }  # fmt: skip
+        }
         tensors.append(item)
         offset[0] += -(-max(nbytes, 1) // ALIGN) * ALIGN
         return entry
@@ -102,8 +113,9 @@ def largest(data: Any) -> torch.Tensor | None:
     """The tensor of `data` (a structure as `flatten` takes it) with the most bytes, if any."""
     if isinstance(data, torch.Tensor):
         return data
-    parts = data.values() if isinstance(data, dict) else data if isinstance(
-        data, tuple | list) else ()  # fmt: skip
+    parts = (
+        data.values() if isinstance(data, dict) else data if isinstance(data, tuple | list) else ()
+    )
     found = [tensor for tensor in map(largest, parts) if tensor is not None]
     return max(found, key=lambda tensor: tensor.numel() * tensor.element_size(), default=None)
 

@@ -112,9 +112,12 @@ class _CudaBytes:
 
     def __init__(self, pointer: int, nbytes: int) -> None:
         self.__cuda_array_interface__ = {
-            "shape": (nbytes,), "typestr": "|u1", "data": (pointer, False), "version": 3,
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (pointer, False),
+            "version": 3,
             "strides": None,
-        }  # fmt: skip
+        }
 
 
 def device_bytes(pointer: int, nbytes: int) -> torch.Tensor:
@@ -216,9 +219,13 @@ class CudaTransport:
             self._exported[key] = self.driver.export(base)
         handle = self._exported[key]
         return OutputDescriptor(
-            handle, pointer - base, size, _dtype(tensor), tuple(tensor.shape),
+            handle,
+            pointer - base,
+            size,
+            _dtype(tensor),
+            tuple(tensor.shape),
             tuple(tensor.stride()),
-        )  # fmt: skip
+        )
 
 
 class CpuTransport:

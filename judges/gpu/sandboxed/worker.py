@@ -88,8 +88,14 @@ def main(argv: list[str]) -> int:
             error = call(block, share, entry, data, pool, seq)
             del data
             if error is not None:
-                link.send({"op": "call_error", "seq": seq, "error": failure.describe(error),
-                           "kind": type(error).__name__})  # fmt: skip
+                link.send(
+                    {
+                        "op": "call_error",
+                        "seq": seq,
+                        "error": failure.describe(error),
+                        "kind": type(error).__name__,
+                    }
+                )
         elif op == "release":
             if token is not None:
                 share.close_pool(token)

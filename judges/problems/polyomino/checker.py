@@ -77,8 +77,9 @@ _COS = np.array([1, 0, -1, 0], dtype=np.int64)
 _SIN = np.array([0, 1, 0, -1], dtype=np.int64)
 
 
-def transform(x: np.ndarray, y: np.ndarray, rotations: np.ndarray, flip: np.ndarray
-              ) -> tuple[np.ndarray, np.ndarray]:  # fmt: skip
+def transform(
+    x: np.ndarray, y: np.ndarray, rotations: np.ndarray, flip: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Cells (x, y) reflected (x -> -x) where `flip`, then turned `rotations` times clockwise:
     `_rotate` for arrays, every cell with its own R and F."""
     reflected = x * (1 - 2 * flip)
