@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness.answers import rollout_entry
 from harness.library import Archive
 from harness.observe.events import EventLog
-from harness.search import rollout_entry
 from harness.state import (
     EXECUTION_ERROR,
     GUIDANCE_FORMAT_ERROR,

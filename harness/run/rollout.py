@@ -29,13 +29,13 @@ from typing import Any, Protocol
 
 from harness.adapters.executor.backends import ExecutionBackend
 from harness.adapters.executor.client import ExecutionResult, ExecutorAccessError
+from harness.answers import GuidanceFormatError, extract_solution, extract_summary, parse_guidance
+from harness.answers import rollout_entry as build_entry
 from harness.arms import ADDS_TO_TREE, UNGUIDED_INSTRUCTION, Arm
 from harness.contract import TaskContract
 from harness.endpoints import RequestShape, valid_data, valid_text
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
 from harness.scorer import JudgeUnavailableError, Scorer
-from harness.search import GuidanceFormatError, extract_solution, extract_summary, parse_guidance
-from harness.search import rollout_entry as build_entry
 from harness.state import (
     EXECUTION_ERROR,
     GUIDANCE_FORMAT_ERROR,

@@ -48,8 +48,8 @@ def test_task_toml_carries_the_references_registry_fields() -> None:
 def test_a_guidance_answer_without_string_content_is_a_format_error(response) -> None:
     """Listed difference: the reference's `openai_action` raises and ends the step; here the
     answer reads as empty, which the strict parser rejects (reward 0, reported, never executed)."""
+    from harness.answers import GUIDANCE_NOT_ONE_BLOCK, GuidanceFormatError, parse_guidance
     from harness.run.rollout import _content
-    from harness.search import GUIDANCE_NOT_ONE_BLOCK, GuidanceFormatError, parse_guidance
 
     assert _content(response) == ""
     with pytest.raises(GuidanceFormatError, match=GUIDANCE_NOT_ONE_BLOCK):

@@ -31,8 +31,8 @@ from judge_fakes import (
 
 from harness.adapters.judge.frontiercs import FrontierCSScorer, JudgeSettings
 from harness.adapters.judge.verdict import load_case_check
+from harness.answers import rollout_entry
 from harness.scorer import JudgeUnavailableError
-from harness.search import rollout_entry
 from harness.state import ArchiveConfig
 from tests.task_builders import write_task
 

@@ -16,11 +16,11 @@ from pathlib import Path
 
 import pytest
 
+from harness.answers import NO_CANONICAL_SUMMARY, rollout_entry
 from harness.archive.summary_filter import summary_code_problem
 from harness.contract import load_task
 from harness.library import Archive
 from harness.prompts import escape_model_text, executor_prompt, guidance_prompt
-from harness.search import NO_CANONICAL_SUMMARY, rollout_entry
 from harness.state import ArchiveConfig, VerificationResult
 from tests.archive_builders import make_seed
 from tests.summary_corpus import carriers, honest, measure

@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.archive.summary_filter import QUOTED_LINES
+from harness.answers import NO_CANONICAL_SUMMARY, rollout_entry
+from harness.archive.summary_filter import QUOTED_LINES, summary_code_problem
 from harness.contract import load_task
 from harness.library import Archive
 from harness.prompts import guidance_prompt
-from harness.search import (
-    NO_CANONICAL_SUMMARY,
-    rollout_entry,
-    summary_code_problem,
-)
 from harness.state import ArchiveConfig, VerificationResult
 from tests.archive_builders import make_seed
 

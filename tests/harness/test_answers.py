@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from harness.search import (
+from harness.answers import (
     GUIDANCE_EMPTY,
     GUIDANCE_NOT_ONE_BLOCK,
     GUIDANCE_NOT_TERMINAL,
