@@ -31,7 +31,6 @@ from harness.adapters.executor.backends import (
     ExecutionBackend,
     configured_backend,
 )
-from harness.endpoints import RequestShape
 from harness.preflight.machine import (
     DEFAULT_MIN_FREE_GB,
     DEFAULT_MODEL_ID,
@@ -45,6 +44,7 @@ from harness.preflight.machine import (
 from harness.preflight.report import CheckResult, PreflightReport, missing_check, ready_check
 from harness.preflight.services import check_executor, check_guidance, check_judge
 from harness.preflight.task import check_task, seed_scorer
+from harness.request_shapes import RequestShape
 from harness.settings.precedence import run_copy_in, settings_file_for
 from harness.settings.run_settings import (
     SETTINGS_BASE,

@@ -27,9 +27,9 @@ from harness.adapters.executor.client import (
 )
 from harness.adapters.judge.suites import suite_name
 from harness.adapters.judge.token import TOKEN_ENV, judge_headers, unauthorized_hint
-from harness.endpoints import OPENAI_CHAT_FIELDS, RequestShape
 from harness.preflight.report import CheckResult, missing_check, ready_check
 from harness.prompts import Prompt, guidance_request_body
+from harness.request_shapes import OPENAI_CHAT_FIELDS, RequestShape
 from harness.state import VerificationResult
 
 HEALTH_TIMEOUT_S = 5.0

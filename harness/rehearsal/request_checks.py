@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import cache
 from typing import Any
 
-from harness.endpoints import OPENROUTER_FIELDS
+from harness.request_shapes import OPENROUTER_FIELDS
 
 MODES = ("lenient", "strict", "sglang", "openrouter")
 
@@ -81,7 +81,7 @@ SGLANG_EXTRAS = frozenset(
 )
 
 #: OpenRouter's documented request parameters (the pages above): one list, the project's own
-#: (`harness.endpoints.OPENROUTER_FIELDS`, copied from those pages), so the two cannot drift.
+#: (`harness.request_shapes.OPENROUTER_FIELDS`, copied from those pages), so the two cannot drift.
 OPENROUTER_DOCUMENTED = OPENROUTER_FIELDS
 
 OPENROUTER_EFFORTS = ("xhigh", "high", "medium", "low", "minimal", "none")

@@ -180,7 +180,7 @@ def run_arm(view: RunView) -> str:
 
 
 def run_requests(view: RunView) -> dict[str, str | None]:
-    """How the run shapes each endpoint's requests (`harness.endpoints.RequestShape.describe`):
+    """How the run shapes each endpoint's requests (`harness.request_shapes.RequestShape.describe`):
     the guidance's from the resume identity (else the last `run_started` event; `sglang`, the
     reference's body, for a run from before shapes were recorded) and the executor's from the
     last `run_started` event (None when not recorded)."""

@@ -33,8 +33,9 @@ from harness.answers import GuidanceFormatError, extract_solution, extract_summa
 from harness.answers import rollout_entry as build_entry
 from harness.arms import ADDS_TO_TREE, UNGUIDED_INSTRUCTION, Arm
 from harness.contract import TaskContract
-from harness.endpoints import RequestShape, valid_data, valid_text
+from harness.model_text import valid_data, valid_text
 from harness.prompts import executor_prompt, guidance_prompt, guidance_request_body
+from harness.request_shapes import RequestShape
 from harness.scorer import JudgeUnavailableError, Scorer
 from harness.state import (
     EXECUTION_ERROR,
@@ -103,7 +104,7 @@ class RolloutSettings:
     groups_per_step: int
     rollouts_per_group: int
     arm: Arm = field(default_factory=Arm)
-    #: How the guidance body is shaped for its endpoint (`harness.endpoints`).
+    #: How the guidance body is shaped for its endpoint (`harness.request_shapes`).
     guidance_shape: RequestShape = field(default_factory=RequestShape)
 
 

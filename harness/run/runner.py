@@ -28,10 +28,10 @@ from harness.adapters.judge.suites import SeedOnSuite, check_archive_suite, seed
 from harness.adapters.reef.channel import ReefChannel
 from harness.archive.best import run_best, run_best_score
 from harness.contract import DEFAULT_TASK_TEXT, load_task
-from harness.endpoints import RequestShape
 from harness.library import Archive
 from harness.observe.cost import load_prices, usage_by_step
 from harness.observe.events import EventSink
+from harness.request_shapes import RequestShape
 from harness.run.controller import ControllerSettings, RunController, RunStart
 from harness.run.crash_hook import crash_point
 from harness.run.recovery import check_committed_library, rebuild_lost_slots
@@ -263,7 +263,7 @@ def _emit_run_started(
         arm=settings.arm,
         parent_selection=settings.parent_selection,
         run_seed=settings.run_seed,
-        # How each endpoint's requests are shaped (harness.endpoints; `status` shows them).
+        # How each endpoint's requests are shaped (harness.request_shapes; `status` shows them).
         guidance_request=settings.guidance_shape.describe() if settings.arm_spec.guided else None,
         executor_request=RequestShape(
             services.executor.backend.dialect, services.executor.backend.drop

@@ -1,7 +1,7 @@
 """Per-endpoint request options: ``harness.guidance.request`` and ``harness.executor.request``.
 
 Each block says how that endpoint's chat-completions bodies are shaped
-(``harness.endpoints``; docs/frozen.md, "What each dialect sends"):
+(``harness.request_shapes``; docs/frozen.md, "What each dialect sends"):
 
     harness:
       guidance:
@@ -24,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from harness.endpoints import DEFAULT_DIALECT, REQUIRED_FIELDS, RequestShape
+from harness.request_shapes import DEFAULT_DIALECT, REQUIRED_FIELDS, RequestShape
 from harness.validation import Section
 
 Dialect = Literal["sglang", "openai", "openrouter"]

@@ -22,7 +22,7 @@ from typing import Any
 from harness import arms
 from harness.adapters.executor.backends import ExecutionBackend, configured_backend
 from harness.contract import DEFAULT_TASK_TEXT
-from harness.endpoints import RequestShape
+from harness.request_shapes import RequestShape
 from harness.settings.document import (
     FROZEN_SECTION,
     HARNESS_SECTION,
@@ -166,7 +166,7 @@ class RunSettings:
 
     @property
     def guidance_shape(self) -> RequestShape:
-        """The guidance endpoint's request shape (`harness.endpoints`)."""
+        """The guidance endpoint's request shape (`harness.request_shapes`)."""
         return RequestShape.from_dict(self.guidance_request)
 
     @property

@@ -90,7 +90,7 @@ class RunIdentity:
     arm: str = "guidance-ttt"
     parent_selection: str = "puct"
     run_seed: int = 0
-    #: How guidance requests are shaped (`harness.endpoints.RequestShape.describe()`): the
+    #: How guidance requests are shaped (`harness.request_shapes.RequestShape.describe()`): the
     #: reference's body is `sglang`. A record written before request shapes existed sent it.
     guidance_request: str = "sglang"
 

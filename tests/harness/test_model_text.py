@@ -1,4 +1,4 @@
-"""Model text made valid UTF-8 at the boundary (harness.endpoints): lone surrogates and NULs in
+"""Model text made valid UTF-8 at the boundary (harness.model_text): lone surrogates and NULs in
 an answer are replaced and counted, never an exception later (the whole-step case is
 tests/harness/test_agent.py::test_a_lone_surrogate_in_an_executor_answer_is_a_recorded_rollout_and_the_step_commits)."""
 
@@ -8,7 +8,7 @@ import json
 
 from harness.adapters.executor.backends import backend_from_name
 from harness.adapters.executor.client import ExecutionClient
-from harness.endpoints import REPLACEMENT, valid_data, valid_text
+from harness.model_text import REPLACEMENT, valid_data, valid_text
 from tests.openai_fixture import OpenAIFixture, Reply
 
 LONE_HIGH, LONE_LOW = chr(0xD800), chr(0xDFFF)

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, fields, replace
 from types import MappingProxyType
 from typing import Any
 
-from harness.endpoints import DEFAULT_DIALECT, DIALECTS, REQUIRED_FIELDS, RequestShape
+from harness.request_shapes import DEFAULT_DIALECT, DIALECTS, REQUIRED_FIELDS, RequestShape
 
 GPT_OSS_EFFORTS = ("low", "medium", "high")
 #: The reference's record of a backend (its harness/execution.py `ExecutionBackend.safe_dict`),
@@ -65,7 +65,7 @@ class ExecutionBackend:
     """One executor service. It holds the *name* of the key's environment variable
     (`api_key_env`, None when the service needs no key) and never a secret, so `safe_dict()` is
     safe to persist anywhere. `request_options` are merged into every request body; `dialect`
-    shapes the base fields for the service (`harness.endpoints`: `openai` sends
+    shapes the base fields for the service (`harness.request_shapes`: `openai` sends
     `max_completion_tokens` for `max_tokens`) and `drop` removes top-level fields last."""
 
     name: str
@@ -264,7 +264,7 @@ def configured_backend(
     any endpoint named by `base_url` and `model`. None means "the preset's value". `extra_body`
     is merged into every request body; `reasoning_effort` is GPT-OSS's effort for that preset
     and `reasoning_effort` in the body of a generic endpoint. `dialect` and `drop` shape every
-    body (`harness.endpoints`; None: the preset's dialect, `sglang` for a generic one)."""
+    body (`harness.request_shapes`; None: the preset's dialect, `sglang` for a generic one)."""
     shape: dict[str, Any] = {}
     if dialect is not None:
         shape["dialect"] = dialect

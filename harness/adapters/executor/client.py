@@ -20,7 +20,7 @@ from typing import Any
 import httpx
 
 from harness.adapters.executor.backends import ExecutionBackend, build_request_body
-from harness.endpoints import valid_text
+from harness.model_text import valid_text
 
 __all__ = [
     "ACCESS_STATUSES",
@@ -104,7 +104,7 @@ class ExecutionResult:
     response_provider: str | None = None
     backend: str = ""
     #: Characters of `text` and `reasoning` replaced to make them valid UTF-8 without NUL
-    #: (`harness.endpoints`); empty when the answer needed none.
+    #: (`harness.model_text`); empty when the answer needed none.
     repairs: dict[str, int] | None = None
 
     def response_metadata(self) -> dict[str, Any]:
@@ -150,7 +150,7 @@ def parse_completion(payload: Any) -> tuple[str, str, str | None, dict[str, Any]
     does. Text is `message.content`, else `choice.text`, and must hold more than whitespace;
     reasoning is the first non-empty of `message.reasoning_content`, `message.reasoning`,
     `choice.reasoning_content` and `choice.reasoning`. Both are returned as received except
-    for lone surrogates and NULs (`harness.endpoints`; `repaired_completion` counts them)."""
+    for lone surrogates and NULs (`harness.model_text`; `repaired_completion` counts them)."""
     choice = _first_choice(payload)
     message = choice.get("message") if isinstance(choice.get("message"), Mapping) else {}
     text = message.get("content") or choice.get("text")

@@ -1,7 +1,7 @@
-"""The model endpoints' wire: what a request is shaped like for each service, and model text made
-safe to keep.
+"""What a model request is shaped like for each service it goes to: the dialects, the fields
+each keeps, and `RequestShape`.
 
-**Request shapes** (docs/frozen.md, "What each dialect sends"; docs/executors.md). A
+docs/frozen.md ("What each dialect sends") and docs/executors.md tell it for users. A
 chat-completions body is built once by its caller (`harness.prompts.guidance_request_body`,
 `harness.adapters.executor.backends.build_request_body`) and then shaped for the endpoint that
 receives it by a `RequestShape`:
@@ -20,23 +20,11 @@ receives it by a `RequestShape`:
 
 The field lists are facts from the services' published definitions; the tests check them
 against the installed ``openai`` package's request types and OpenRouter's documented parameters.
-
-**Model text** (docs/design.md §6). A model service answers JSON, and JSON may carry what
-UTF-8 cannot: a lone UTF-16 surrogate (a JSON escape of half of a pair) decodes to a Python
-string that every `.encode("utf-8")` refuses, so one such character in an answer would stop the
-step at the journal. A NUL is valid UTF-8 but ends C strings, terminals and many stores early.
-Both are replaced by U+FFFD (the Unicode replacement character) where the text enters the
-harness: the executor client's answer (`harness.adapters.executor.client.parse_completion`) and
-the guidance answer (`harness.run.rollout`). How many characters were replaced is recorded in
-the entry's `model_text_repairs` (field -> count), so the record says the text is not character
-for character what the service sent; `valid_data` is the backstop for every other string of a
-record.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -221,26 +209,3 @@ class RequestShape:
         if self.extra_body:
             parts.append("extra_body " + json.dumps(_thaw(self.extra_body), sort_keys=True))
         return "; ".join(parts)
-
-
-# ------------------------------------------------------------------- model text
-
-REPLACEMENT = "\ufffd"
-#: Lone surrogates (a valid pair is one code point once JSON is decoded) and NUL.
-_UNSAFE = re.compile("[\\ud800-\\udfff\\x00]")
-
-
-def valid_text(text: str) -> tuple[str, int]:
-    """`text` with every lone surrogate and NUL replaced by U+FFFD, and how many were."""
-    return _UNSAFE.subn(REPLACEMENT, text)
-
-
-def valid_data(value: Any) -> Any:
-    """JSON-like data with `valid_text` applied to every string, keys included."""
-    if isinstance(value, str):
-        return valid_text(value)[0]
-    if isinstance(value, dict):
-        return {valid_data(key): valid_data(item) for key, item in value.items()}
-    if isinstance(value, list | tuple):
-        return [valid_data(item) for item in value]
-    return value

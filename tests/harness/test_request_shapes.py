@@ -30,7 +30,6 @@ from openai.types.chat import completion_create_params
 from harness.adapters.executor.backends import backend_from_name, build_request_body
 from harness.adapters.executor.client import ExecutionClient, ExecutionHTTPError
 from harness.arms import Arm
-from harness.endpoints import OPENAI_CHAT_FIELDS, OPENROUTER_FIELDS, RequestShape
 from harness.prompts import Prompt, guidance_request_body
 from harness.rehearsal.request_checks import (
     OPENROUTER_DOCUMENTED,
@@ -41,6 +40,7 @@ from harness.rehearsal.request_checks import (
     sglang_refusal,
     undocumented_openrouter_fields,
 )
+from harness.request_shapes import OPENAI_CHAT_FIELDS, OPENROUTER_FIELDS, RequestShape
 from tests.openai_fixture import OpenAIFixture
 from tests.rehearsal_support import REPO
 
