@@ -2,16 +2,18 @@
 # Set this checkout up for one of its two commands, idempotently (./run.sh and ./test.sh call it):
 #
 #   scripts/setup.sh run     system packages for a run, a Python >= 3.12 virtualenv in .venv,
-#                            the project with the extras a run and its look afterwards need
-#                            (reef: reef serve, reef-eval, Harbor; plot: guidance-ttt plot)
+#                            the judge (./judges, its own distribution) and the project with
+#                            the extras a run and its look afterwards need (reef: reef serve,
+#                            reef-eval, Harbor; plot: guidance-ttt plot)
 #   scripts/setup.sh test    the same with the test tools' system packages (shellcheck,
 #                            chromium) and every extra the suite needs
 #
 # Python: .venv's own when it exists, else scripts/find-python.sh ($PYTHON, python3.1x, python3,
 # pyenv) or one line naming the need. What is installed is recorded in .venv/.guidance-ttt-setup
-# (the hash of pyproject.toml and the extras); when that already covers the command, nothing is
-# installed and the check takes well under a second. GUIDANCE_TTT_SETUP_DRY_RUN=1 only says what
-# it would do (the tests check its decisions that way, without network).
+# (one hash of pyproject.toml and judges/pyproject.toml, and the extras); when that already
+# covers the command, nothing is installed and the check takes well under a second.
+# GUIDANCE_TTT_SETUP_DRY_RUN=1 only says what it would do (the tests check its decisions that
+# way, without network).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -47,7 +49,7 @@ else
     python=.venv/bin/python
 fi
 
-hash=$(sha256sum pyproject.toml | cut -d' ' -f1)
+hash=$(cat pyproject.toml judges/pyproject.toml | sha256sum | cut -d' ' -f1)
 installed=()
 if [ -f "$stamp" ] && [ "$(head -n1 "$stamp")" = "$hash" ]; then
     read -r -a installed <<<"$(sed -n 2p "$stamp")"
@@ -70,11 +72,12 @@ spec=".[$(
     echo "${all[*]}"
 )]"
 if [ -n "$dry" ]; then
-    echo "setup: would install $spec into .venv (missing: ${needed[*]})"
+    echo "setup: would install ./judges and $spec into .venv (missing: ${needed[*]})"
     exit 0
 fi
-echo "setup: installing $spec into .venv (a few minutes the first time)"
+echo "setup: installing ./judges and $spec into .venv (a few minutes the first time)"
 rm -f "$stamp"
 "$python" -m pip install -q --upgrade pip
-"$python" -m pip install -q -e "$spec"
+# one call, so pip resolves the project's pin on guidance-ttt-judge against ./judges (not on PyPI)
+"$python" -m pip install -q -e ./judges -e "$spec"
 printf '%s\n%s\n' "$hash" "${all[*]}" >"$stamp"

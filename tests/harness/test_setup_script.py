@@ -1,12 +1,13 @@
 """scripts/setup.sh's decisions, as ./run.sh and ./test.sh take them on a fresh clone, without
-network: the script runs in a copy of the checkout's set-up files (scripts/, pyproject.toml)
-with GUIDANCE_TTT_SETUP_DRY_RUN=1, and a PATH of stub interpreters stands for the machine's
-Pythons (each stub answers the version probe as that version would). The real installation is
-what ./test.sh does on every fresh machine; hatch_build.py's refusal of an old pip is checked
-with the real hatchling below."""
+network: the script runs in a copy of the checkout's set-up files (scripts/, pyproject.toml,
+judges/pyproject.toml) with GUIDANCE_TTT_SETUP_DRY_RUN=1, and a PATH of stub interpreters stands
+for the machine's Pythons (each stub answers the version probe as that version would). The real
+installation is what ./test.sh does on every fresh machine; hatch_build.py's refusal of an old
+pip is checked with the real hatchling below."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import subprocess
@@ -35,6 +36,8 @@ def _checkout(tmp_path: Path) -> Path:
     root = tmp_path / "clone"
     shutil.copytree(REPO / "scripts", root / "scripts")
     shutil.copy(REPO / "pyproject.toml", root / "pyproject.toml")
+    (root / "judges").mkdir()
+    shutil.copy(REPO / "judges" / "pyproject.toml", root / "judges" / "pyproject.toml")
     return root
 
 
@@ -76,10 +79,12 @@ def test_a_fresh_clone_picks_the_newest_python_and_installs_what_the_command_nee
     assert run.returncode == 0, run.stderr
     assert f"would create .venv with {chosen} (Python 3.12.0)" in run.stdout
     # the README's No-GPU path ends with `guidance-ttt plot`: the run set-up installs its extra
-    assert "would install .[reef,plot] into .venv" in run.stdout
+    assert "would install ./judges and .[reef,plot] into .venv" in run.stdout
     test = _setup(root, "test", path)
     assert test.returncode == 0, test.stderr
-    assert "would install .[reef,torch,plot,test,watch,cluster] into .venv" in test.stdout
+    assert (
+        "would install ./judges and .[reef,torch,plot,test,watch,cluster] into .venv" in test.stdout
+    )
 
 
 def test_pythons_older_than_3_12_give_one_line_naming_the_need(tmp_path: Path) -> None:
@@ -123,9 +128,8 @@ def test_a_set_up_checkout_installs_nothing_and_a_changed_pyproject_reinstalls(
     root = _checkout(tmp_path)
     (root / ".venv" / "bin").mkdir(parents=True)
     _stub(root / ".venv" / "bin", "python", 12)
-    digest = subprocess.run(
-        ["sha256sum", str(root / "pyproject.toml")], capture_output=True, text=True, check=True
-    ).stdout.split()[0]
+    projects = (root / "pyproject.toml", root / "judges" / "pyproject.toml")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in projects)).hexdigest()
     stamp = root / ".venv" / ".guidance-ttt-setup"
     stamp.write_text(f"{digest}\nreef torch plot test watch cluster\n")
     path = _path_with(stubs)
@@ -136,12 +140,17 @@ def test_a_set_up_checkout_installs_nothing_and_a_changed_pyproject_reinstalls(
         assert "would create" not in done.stdout and "would install" not in done.stdout
     stamp.write_text(f"{digest}\nreef\n")
     done = _setup(root, "test", path)
-    assert "would install .[reef,torch,plot,test,watch,cluster] into .venv" in done.stdout
+    assert (
+        "would install ./judges and .[reef,torch,plot,test,watch,cluster] into .venv" in done.stdout
+    )
     assert "(missing: torch plot test watch cluster)" in done.stdout
-    with (root / "pyproject.toml").open("a") as changed:
-        changed.write("\n# changed\n")
-    done = _setup(root, "run", path)
-    assert "would install .[reef,plot] into .venv" in done.stdout
+    stamp.write_text(f"{digest}\nreef torch plot test watch cluster\n")
+    for changed_file in ("pyproject.toml", "judges/pyproject.toml"):  # either changes the install
+        original = (root / changed_file).read_text()
+        (root / changed_file).write_text(original + "\n# changed\n")
+        done = _setup(root, "run", path)
+        assert "would install ./judges and .[reef,plot] into .venv" in done.stdout
+        (root / changed_file).write_text(original)
 
 
 def test_a_venv_of_an_old_python_is_named_with_the_fix(tmp_path: Path) -> None:
