@@ -30,7 +30,8 @@ from harness.experiment.plan import Plan, PlannedRun
 from harness.observe.wandb_sink import RunNames, name_wandb_runs
 from harness.run.controller import ResumeRefused
 from harness.run.spend import SpendLimitReached
-from harness.settings.copies import (
+from harness.settings.paths import REPO_ROOT, RUN_SH
+from harness.settings.run_copy import (
     RunValues,
     fill_run,
     is_frozen,
@@ -38,7 +39,6 @@ from harness.settings.copies import (
     with_upstream,
     write_copy,
 )
-from harness.settings.paths import REPO_ROOT, RUN_SH
 from harness.settings.run_settings import scenario_name
 from harness.storage.command_lock import EXPERIMENT_LOCK, holding
 from harness.storage.resume_state import RESUME_STATE, ResumeState

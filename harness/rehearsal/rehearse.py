@@ -46,8 +46,8 @@ from harness.rehearsal.stand_ins import (
 from harness.run.controller import ResumeRefused
 from harness.run.launch import Launch, launch_run
 from harness.run.runner import RunResult
-from harness.settings.copies import RunValues, fill_run, load_document, write_copy
 from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
+from harness.settings.run_copy import RunValues, fill_run, load_document, write_copy
 from harness.settings.run_settings import RunSettings, scenario_name
 from harness.storage.command_lock import holding
 from harness.storage.resume_state import RESUME_STATE, ResumeState

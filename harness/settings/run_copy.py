@@ -1,6 +1,9 @@
-"""A run's own settings copy: the settings file (serve.yaml or serve-frozen.yaml) with what the
-command line changed, written into the run's state directory, where the run, `status`,
-`resume` and `export` all read it.
+"""A run's own copy of its settings file (serve.yaml or serve-frozen.yaml), in its state
+directory: the one writer of settings YAML in the project. run.sh, `reef serve`,
+`RunSettings.load`, `status`, `resume` and `export` read that copy, so what ran is on disk beside
+what it made. Copies are written atomically.
+
+**`guidance-ttt run`'s copy**: the settings file with what the command line changed.
 
     copy = write_run_copy(Path("serve-frozen.yaml"), Path("work/run1"),
                           {"steps": 3, "groups": 1}, ["harness.max_rollout_workers=2"])
@@ -17,6 +20,17 @@ invocation on the same state directory starts from the settings file again with 
 changes (plus its own): a resume with only `--steps 3` keeps `--groups 1 --rollouts 2` of the
 first invocation, and the run's identity stays what it was. A change to an identity key is then
 refused by the run controller, naming the key.
+
+**The rehearsal's and an experiment's copies**: the document with the run's own values filled in.
+
+    document = load_document(FROZEN_TEMPLATE)
+    fill_run(document, RunValues(state_dir, steps=2, groups=2, rollouts=4, ...))
+    write_copy(document, state_dir / "serve-frozen.yaml", header="# Written by ...\n")
+    forwarded = with_upstream(path, "http://127.0.0.1:PORT")   # the key forwarder's copy
+
+`fill_run` sets the grid, STEPS, the state directory, the experiment arm and the spend limit of
+either layout (a frozen file's `recipe.config.guidance-ttt`, a trained one's `training.config`,
+whose Megatron batch and checkpoint and Reef run directories follow).
 """
 
 from __future__ import annotations
@@ -24,18 +38,107 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from harness.settings import bounded_yaml
-from harness.settings.copies import load_document, write_copy
 from harness.settings.document import FROZEN_SECTION, RunSettingsError
 from harness.settings.run_settings import RunSettings
+from harness.storage.atomic import atomic_write_bytes
+
+__all__ = [
+    "NAMED",
+    "OVERRIDES_FILE",
+    "RunValues",
+    "apply_overrides",
+    "copy_name",
+    "fill_run",
+    "is_frozen",
+    "judge_url_given",
+    "load_document",
+    "overrides_of",
+    "parse_set",
+    "previous_overrides",
+    "run_section",
+    "with_upstream",
+    "write_copy",
+    "write_run_copy",
+]
 
 OVERRIDES_FILE = "settings-overrides.json"
 TRAINED_RUN_SECTION = ("training", "config")
+
+
+@dataclass(frozen=True)
+class RunValues:
+    """What a run's copy carries of its own."""
+
+    state_dir: Path
+    steps: int
+    groups: int
+    rollouts: int
+    arm: str
+    parent_selection: str
+    run_seed: int
+    max_cost_usd: float | None = None
+    max_tokens: int | None = None
+
+
+def load_document(path: Path) -> dict[str, Any]:
+    """The settings file at `path` as a plain document (no interpolation), its aliases and size
+    bounded (`harness.settings.bounded_yaml`: `YamlRefused`, a ValueError, in one line)."""
+    document = bounded_yaml.read(Path(path))
+    if not isinstance(document, dict):
+        raise ValueError(f"{path} is not a settings file: its top level is not a mapping")
+    return document
+
+
+def is_frozen(document: Mapping[str, Any]) -> bool:
+    """A frozen-guidance file (`recipe.config.guidance-ttt`) rather than a trained serve.yaml."""
+    recipe = document.get("recipe")
+    config = recipe.get("config") if isinstance(recipe, Mapping) else None
+    return isinstance(config, Mapping) and FROZEN_SECTION[-1] in config
+
+
+def fill_run(document: dict[str, Any], values: RunValues) -> dict[str, Any]:
+    """Set the run's own values in `document` (in place) and return its run section."""
+    config = document.setdefault("recipe", {}).setdefault("config", {})
+    config.update({"groups-per-step": values.groups, "rollouts-per-group": values.rollouts})
+    if is_frozen(document):
+        run = config[FROZEN_SECTION[-1]]
+    else:
+        run = document["training"]["config"]
+        document["training"]["options"]["global-batch-size"] = values.groups * values.rollouts
+        run["checkpoint_dir"] = str(values.state_dir / "checkpoints")
+        document["reef"]["run-dir"] = str(values.state_dir / "stack")
+    run.update(steps=values.steps, state_dir=str(values.state_dir))
+    harness = run.setdefault("harness", {})
+    harness["experiment"] = {
+        "arm": values.arm,
+        "parent_selection": values.parent_selection,
+        "run_seed": values.run_seed,
+    }
+    harness["spend_limit"] = {"max_cost_usd": values.max_cost_usd, "max_tokens": values.max_tokens}
+    return run
+
+
+def write_copy(document: dict[str, Any], path: Path, header: str = "") -> Path:
+    """Write `document` to `path` atomically, after `header` (comment lines); returns `path`."""
+    text = header + yaml.safe_dump(document, sort_keys=False)
+    atomic_write_bytes(Path(path), text.encode("utf-8"))
+    return Path(path)
+
+
+def with_upstream(path: Path, url: str) -> Path:
+    """A copy of the settings file `path` beside it (`<stem>-forwarded.yaml`) whose guidance
+    upstream (`inference.upstream-url`) is `url`: the loopback key forwarder's address."""
+    document = load_document(path)
+    document["inference"]["upstream-url"] = url
+    return write_copy(document, Path(path).with_name(Path(path).stem + "-forwarded.yaml"))
+
 
 #: The named flags of `guidance-ttt run` and where each lives, relative to the run section
 #: (a leading "/" is from the document's root).
@@ -57,17 +160,11 @@ NAMED: dict[str, str] = {
 def copy_name(document: Mapping[str, Any]) -> str:
     """The copy's file name: serve-frozen.yaml for a frozen-guidance file, else serve.yaml (the
     names `status` and the other read-only commands look for in a state directory)."""
-    return "serve-frozen.yaml" if _frozen(document) else "serve.yaml"
-
-
-def _frozen(document: Mapping[str, Any]) -> bool:
-    recipe = document.get("recipe")
-    config = recipe.get("config") if isinstance(recipe, Mapping) else None
-    return isinstance(config, Mapping) and FROZEN_SECTION[-1] in config
+    return "serve-frozen.yaml" if is_frozen(document) else "serve.yaml"
 
 
 def run_section(document: Mapping[str, Any]) -> tuple[str, ...]:
-    return FROZEN_SECTION if _frozen(document) else TRAINED_RUN_SECTION
+    return FROZEN_SECTION if is_frozen(document) else TRAINED_RUN_SECTION
 
 
 def parse_set(items: Sequence[str]) -> dict[str, Any]:
@@ -124,7 +221,7 @@ def apply_overrides(
         _set(document, _path(document, key), value, key)
     section = run_section(document)
     _set(document, (*section, "state_dir"), str(state_dir), "state_dir")
-    if not _frozen(document):
+    if not is_frozen(document):
         config = document.get("recipe", {}).get("config", {})
         groups, rollouts = config.get("groups-per-step"), config.get("rollouts-per-group")
         if isinstance(groups, int) and isinstance(rollouts, int):

@@ -427,7 +427,7 @@ def test_every_cited_path_exists() -> None:
 
 
 def test_only_settings_writes_a_settings_file() -> None:
-    """`harness.settings.copies` is the one writer of YAML in the harness (a run's copy of its
+    """`harness.settings.run_copy` is the one writer of YAML in the harness (a run's copy of its
     settings file): no other module calls `yaml.dump` or `yaml.safe_dump`."""
     writers = []
     for path in sorted((REPO / "harness").rglob("*.py")):
@@ -440,7 +440,7 @@ def test_only_settings_writes_a_settings_file() -> None:
                 and called.value.id == "yaml"
             ):
                 writers.append(path.relative_to(REPO).as_posix())
-    assert set(writers) == {"harness/settings/copies.py"}
+    assert set(writers) == {"harness/settings/run_copy.py"}
 
 
 def test_no_cli_function_is_over_a_hundred_lines() -> None:

@@ -16,7 +16,7 @@ import pytest
 import yaml
 
 from harness.settings import bounded_yaml
-from harness.settings.copies import load_document
+from harness.settings.run_copy import load_document
 from harness.settings.run_settings import RunSettings, RunSettingsError
 
 REPO = Path(__file__).resolve().parents[2]
