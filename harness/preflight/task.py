@@ -22,6 +22,10 @@ from harness.state import VerificationResult
 
 #: The seed record the judge row scores, relative to the task directory.
 DEFAULT_SEED = Path("solution/seed.json")
+#: How often the judge row asks for the seed's result (as `guidance-ttt task check` does): a
+#: verdict the judge's cache answers is final at once, and the run's 2 s poll would hold every
+#: launch that long for it.
+SEED_POLL_S = 0.2
 
 
 def check_task(task_dir: Path, seed_file: Path | None = None) -> CheckResult:
@@ -87,7 +91,9 @@ def seed_scorer(
         pid = contract.judge_problem_id if problem_id is None else problem_id
         record = Path(seed_file or task_dir / DEFAULT_SEED)
         code = seed_program(record)
-        with FrontierCSScorer.for_task(task_dir, judge_url, pid, attempts=1) as scorer:
+        with FrontierCSScorer.for_task(
+            task_dir, judge_url, pid, attempts=1, poll_interval_s=SEED_POLL_S
+        ) as scorer:
             verdict = scorer(code)
         if record.suffix == ".json":  # a seed record: its measured score names its suite
             try:
