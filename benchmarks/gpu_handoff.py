@@ -18,7 +18,7 @@ DONE. Modes, interleaved call by call so that both see the same host:
 For each mode it prints the latency from GO written to the worker seeing it and the round trip
 to DONE seen (median, standard deviation, 99th percentile, largest, and the share of calls more
 than 100 us above the mode's fastest). The GPU judge's clock holds this round trip on every call
-(docs/judge.md, "Where the clock's jitter is").
+(judges/README.md, "Where the clock's jitter is").
 """
 
 from __future__ import annotations

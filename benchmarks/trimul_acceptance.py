@@ -17,10 +17,10 @@ geometric means, their ratios, the wall clock of its judging and where that went
 (DIR/side_by_side.json). `--honest` picks the honest candidates (default: the seed, the
 reference and fast_bf16; `people` adds the candidates as kernel authors write them,
 tests/programs/trimul/: Triton autotuning, torch.compile twice, load_inline, float16 autocast).
-docs/task.md and docs/judge.md quote the figures it produced. Each
+docs/task.md and judges/README.md quote the figures it produced. Each
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
-`--trace` judges a copy of the task whose package sets `trace_calls` (docs/judge.md).
+`--trace` judges a copy of the task whose package sets `trace_calls` (judges/README.md).
 """
 
 from __future__ import annotations

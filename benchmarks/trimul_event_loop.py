@@ -2,7 +2,7 @@
 
     python benchmarks/trimul_event_loop.py CANDIDATE.py [--package DIR] [--out FILE] [--recheck]
 
-The comparison for the GPU judge's hardening (docs/judge.md): the same cases, inputs (the
+The comparison for the GPU judge's hardening (judges/README.md): the same cases, inputs (the
 task's generator), warm-up and stopping rule as the judge, but the candidate imported into this
 process and each call timed by two CUDA events on the current stream around it (GPU MODE's
 eval.py, leaderboard mode; its re-check of every timed call against the reference with

@@ -75,7 +75,7 @@ _CPP = SolutionLanguage(fence_tag="cpp", extension="cpp", judge_lang="cpp")
 _PYTHON = SolutionLanguage(fence_tag="python", extension="py", judge_lang="python")
 #: The `solution_language` values a contract may declare (case-insensitive): only languages the
 #: judge runs. FrontierCS's algorithmic problems take C++17; the local judge also runs Python 3
-#: (with numpy) for packages that declare `language: python` (docs/judge.md).
+#: (with numpy) for packages that declare `language: python` (judges/README.md).
 SOLUTION_LANGUAGES: Mapping[str, SolutionLanguage] = {
     "cpp": _CPP, "c++": _CPP, "cxx": _CPP, "python": _PYTHON, "py": _PYTHON,
 }  # fmt: skip

@@ -13,7 +13,7 @@ The error contract: a candidate's own failure (compile error, inconsistent score
 submission too large) is a verdict, `invalid` with reward 0. A judge infrastructure fault is never a
 reward: each attempt that meets one raises `JudgeFault` inside the client and is retried; when the
 attempts are spent the scorer raises `JudgeUnavailableError` and the caller stops before reporting
-the slot (docs/judge.md).
+the slot (judges/README.md).
 """
 
 from __future__ import annotations

@@ -778,7 +778,7 @@ def render() -> str:
         "",
         "## GPU task packages",
         "",
-        "Keys of a `type: gpu` judge package's config.yaml (docs/judge.md).",
+        "Keys of a `type: gpu` judge package's config.yaml (judges/README.md).",
         "",
         *_table(gpu, ("key", "file", "default", "what it sets")),
         "",

@@ -324,7 +324,7 @@ SHARED_CASES = Path(__file__).resolve().parents[2] / "shared" / "data" / "fronti
 def public_problems(root: Path) -> Path:
     """A FrontierCS problem package for problem 0 under `root` holding copies of the 70 public
     cases in ../shared (1.6 MB, copied into `root`, a temporary folder: the judge serves no
-    link out of a problem folder, docs/judge.md "Security model"). Skips the calling test when
+    link out of a problem folder, judges/README.md "Security model"). Skips the calling test when
     ../shared is absent."""
     inputs = (
         sorted(SHARED_CASES.glob("*.in"), key=lambda p: int(p.stem))

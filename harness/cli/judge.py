@@ -1,4 +1,4 @@
-"""`guidance-ttt judge`: start the local judge (`judges.service.app`, docs/judge.md) with its own
+"""`guidance-ttt judge`: start the local judge (`judges.service.app`, judges/README.md) with its own
 flags (`guidance-ttt judge --help`); this module hands them the arguments unparsed."""
 
 from __future__ import annotations

@@ -94,7 +94,7 @@ def join(address: str, runtime_env: dict[str, Any]) -> None:
             log.warning(
                 "joining the Ray cluster at %s without token authentication (%s is not "
                 "'token'): anyone who can reach its ports runs code as its user; see "
-                "docs/judge.md, 'Security model'",
+                "judges/README.md, 'Security model'",
                 address,
                 AUTH_MODE_ENV,
             )

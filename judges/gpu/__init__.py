@@ -10,6 +10,6 @@ submission gets one GPU to itself (`judges.gpu.judge`) and two processes on it:
   that GPU's device nodes: it imports the candidate and calls it when told to.
 
 They share GPU memory through CUDA IPC (`judges.gpu.sandboxed.transport`) and a small control
-block of host memory (`judges.gpu.sandboxed.control`). docs/judge.md, "The GPU judge", says what
+block of host memory (`judges.gpu.sandboxed.control`). judges/README.md, "The GPU judge", says what
 each part defends against and what was measured.
 """

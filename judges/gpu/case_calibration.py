@@ -3,7 +3,7 @@
 A benchmark's null calls (`Session.calibrate_case`) measure how much more the GPU's switch into
 the candidate's process costs on that benchmark's memory than on the plain null calls: seven
 calls per benchmark, each after the case's own inputs and reference, ~1.05 s for TriMul's seven
-benchmarks on the H200 (docs/judge.md). A prepared trial makes them while it waits for
+benchmarks on the H200 (judges/README.md). A prepared trial makes them while it waits for
 its submission; back-to-back, when the submission is already there, they were on its critical
 path. What they give — per benchmark, the clock, late-probe and window differences from the
 plain null calls (`Session.case_deltas`) — is a property of the GPU, the host and the

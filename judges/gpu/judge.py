@@ -458,7 +458,7 @@ def cpu_share(gpus: int) -> int:
     (`judges.cgroups.cpu`); a GPU candidate's process spins while it waits for its call and
     while the GPU works, so one CPU would leave next to nothing for its other threads (the
     CUDA driver's, PyTorch's, a Triton compile's) and the bound could stop the process in the
-    middle of a timed call (docs/judge.md)."""
+    middle of a timed call (judges/README.md)."""
     try:
         available = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

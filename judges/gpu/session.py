@@ -27,7 +27,7 @@ the median of the calibration calls' and the slack: work done there on the CPU (
 computed after the worker said DONE) is not seen by the probes. Of the late probes' charge and
 this window's, the larger is charged (they overlap). `recheck` copies the last call's output
 again after a pause and compares it once more, so an output that was right only at the moment
-of its copy fails (docs/judge.md, "Guards").
+of its copy fails (judges/README.md, "Guards").
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ PROBE_SLACK_NS = 25_000  # a probe this much slower than calibrated means the GP
 # Probe waits before a call, and after it beyond the calibrated allowance, are charged beyond a
 # slack of 25 us or 3 % of the call's clock, whichever is larger: switching the GPU between the
 # two processes takes longer the more memory the candidate's work touched (measured on the H200:
-# docs/judge.md), and honest calls must not pay for that.
+# judges/README.md), and honest calls must not pay for that.
 EARLY_SLACK_NS = 25_000
 LATE_SLACK_NS = 25_000
 WINDOW_SLACK_NS = 25_000
@@ -271,7 +271,7 @@ class Session:
         switching into the worker's process costs more the more memory the call touches and
         after the trusted process's own work on a large case (measured on the H200: 206-350
         us of clock beyond the kernels on real calls against 153-190 us for the plain null
-        calls, docs/judge.md). The copy's own kernel time, as CUDA events count it in this
+        calls, judges/README.md). The copy's own kernel time, as CUDA events count it in this
         process right after the pool is written (`_copy_ns`: what a plain event loop would
         charge it), is taken off, so each case's clock offset is the plain one plus how much
         more the switching cost its null calls than the plain null calls measured just before

@@ -1,5 +1,5 @@
 """A problem folder stays inside itself: every file a package names is a regular file inside its
-folder, and what is read from one is bounded (docs/judge.md "Security model").
+folder, and what is read from one is bounded (judges/README.md "Security model").
 
 A package names files two ways: by convention (`config.yaml`, `statement.txt`,
 `testdata/<k>.in`, `chk.cc`, `generated.txt`) and by a key of its config.yaml (`checker:`,

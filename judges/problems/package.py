@@ -21,7 +21,7 @@ How a problem is checked (its `kind`):
 - `interactive` — `type: interactive` with an interactor (`interactor:`, default
   `interactor.cc`), run as `interactor in tout ans` with its stdio piped to the candidate's;
 - `gpu` — `type: gpu`, a Python `custom_kernel(data)` timed on a GPU against the package's
-  reference module (`judges.gpu`, docs/judge.md "The GPU judge");
+  reference module (`judges.gpu`, judges/README.md "The GPU judge");
 - `verifier` — `type: verifier`, a Python verifier (`verifier:`, a file in the package) run as
   `python3 verify.py in out` after the candidate; it prints `points <ratio>` or a value line (see
   `judges.verifier`). It is how a task that is not a FrontierCS problem is served.

@@ -9,7 +9,7 @@
 
 The sources may be combined; two sources offering the same problem id is an error naming both.
 The FrontierCS repository is github.com/FrontierCS/Frontier-CS; this project pins commit
-6d597dfb60be9e592881aef051b94e30d197c436 (see docs/judge.md).
+6d597dfb60be9e592881aef051b94e30d197c436 (see judges/README.md).
 """
 
 from __future__ import annotations

@@ -123,7 +123,7 @@ def test_task_toml_is_accepted_by_harbors_own_task_config(task: Path) -> None:
     config = TaskConfig.model_validate(tomllib.loads((task / "task.toml").read_text()))
     assert config.agent.timeout_sec == 604800 and config.verifier.timeout_sec == 900
     # The judge's address and problem, and its access token when it is off loopback
-    # (docs/judge.md, "Access"); the token is passed through from the host, never written here.
+    # (judges/README.md, "Access"); the token is passed through from the host, never written here.
     assert set(config.verifier.env) == {
         "FRONTIERCS_JUDGE_URL",
         "FRONTIERCS_PROBLEM_ID",

@@ -2,7 +2,7 @@
 
 Marked `gpu`: they need an NVIDIA GPU, CUDA torch and a judge running as root (the candidate
 gets a uid of its own), and are skipped elsewhere with a one-line reason. They ran on the H200
-through the device tool (docs/judge.md, "The GPU judge", records the run). The small package
+through the device tool (judges/README.md, "The GPU judge", records the run). The small package
 (tests/gpu_judge_support.py) keeps each judging to seconds; the full task's figures come from
 benchmarks/trimul_acceptance.py.
 """

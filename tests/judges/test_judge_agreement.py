@@ -2,7 +2,7 @@
 
 The judge serves `../shared/data/frontiercs-p0` laid out as a FrontierCS problem package (the
 real limits: 2 s, 256 MiB) and judges two different valid packers. Every case is then re-judged
-here by an independent oracle written straight from the rules (docs/judge.md, "The Polyomino
+here by an independent oracle written straight from the rules (judges/README.md, "The Polyomino
 checker") — a naive cell set, no shared code with the judge — which also rebuilds the checker's
 exact `msg` text. Validity, message and ratio must agree on every case, and the score must be
 100 x the mean ratio.

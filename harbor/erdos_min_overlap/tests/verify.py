@@ -50,7 +50,7 @@ def _own_check_case() -> Any:
 check_case = _own_check_case()  # the task's own hook, beside this file
 
 DEFAULT_JUDGE_URL = "http://host.docker.internal:8081"
-TOKEN_ENV = "GUIDANCE_TTT_JUDGE_TOKEN"  # the judge's access token (docs/judge.md, "Access")
+TOKEN_ENV = "GUIDANCE_TTT_JUDGE_TOKEN"  # the judge's access token (judges/README.md, "Access")
 # This file is the same in every task (a test keeps the copies identical); the task's own facts —
 # judge problem, candidate language, where the program is, scoring rule — are in `task_facts.json`
 # beside it, which a test keeps in agreement with the task's contract.json and task.toml.

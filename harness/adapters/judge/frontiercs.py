@@ -16,7 +16,7 @@ the first final answer or the attempt's deadline, and hands that answer to
   JSON or misses its fields, a result the judge lost, and whatever `judge_verdict` calls a
   broken judge's answer. Each attempt that hits one is retried with exponential backoff; when
   the attempts are spent the client raises `JudgeUnavailableError` and the caller stops before
-  reporting the slot (docs/judge.md);
+  reporting the slot (judges/README.md);
 * a submit refused with another 4xx (unknown problem id or language) is a configuration error:
   `JudgeUnavailableError` at once, without retrying.
 """
@@ -47,7 +47,7 @@ from harness.validation import http_url
 
 log = logging.getLogger(__name__)
 
-#: Where the project's local judge listens by default (`python -m judges`, docs/judge.md).
+#: Where the project's local judge listens by default (`python -m judges`, judges/README.md).
 DEFAULT_JUDGE_URL = "http://127.0.0.1:8081"
 #: The verdict message of a submission the judge refused as too large (HTTP 413).
 SUBMISSION_TOO_LARGE = "judge submission failed with HTTP 413: the program is too large"

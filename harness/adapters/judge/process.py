@@ -14,7 +14,7 @@ the judge's own refusal stands.
 
 With `with_token=True` (every judge a run, rehearsal, experiment or re-evaluation starts for
 itself) the judge gets a fresh random access token, through its environment only: any other
-local user who finds its port gets 401 (docs/judge.md, "Access"). While the judge runs the
+local user who finds its port gets 401 (judges/README.md, "Access"). While the judge runs the
 token is also in this process's environment (`GUIDANCE_TTT_JUDGE_TOKEN`, which the harness's
 judge clients send), and `token_environment()` hands it to the processes the caller starts;
 it is never printed, logged or written to a file.

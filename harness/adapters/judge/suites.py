@@ -171,7 +171,7 @@ def check_resume_suite(archived: str, serving: str, judge_url: str) -> None:
         raise SuiteMismatch(
             f"this run's scores were measured on suite {archived}, but the judge at {judge_url} "
             f"serves suite {serving}; scores of two suites do not compare. Start the judge on "
-            f"{archived} (see docs/judge.md), or start a new state directory"
+            f"{archived} (see judges/README.md), or start a new state directory"
         )
 
 

@@ -1,7 +1,7 @@
 """The judge's access token, as every client of the judge sends it.
 
 A judge bound off loopback (a Harbor task container reaches it at the host's gateway) needs
-its token on every call but `/health` (docs/judge.md, "Access"). The token comes from the
+its token on every call but `/health` (judges/README.md, "Access"). The token comes from the
 environment variable TOKEN_ENV only, the same one the judge reads, and is never logged or
 written: where it is missing or wrong the judge answers 401 and the message names the variable.
 """

@@ -8,7 +8,7 @@ output (found with cuMemGetAddressRange) and the trusted process maps it to copy
 An allocation the worker did not make (a view of the judge's input) cannot be exported. Legacy
 IPC needs both processes in one PID namespace (the driver names the exporter by its PID), which
 is why the candidate's sandbox keeps the host's PID namespace and runs under a uid of its own
-(docs/judge.md).
+(judges/README.md).
 
 `CpuTransport` stands for it where there is no GPU (CPU tests of the whole protocol): CPU
 tensors in memory files shared by descriptor passing; the worker copies the candidate's output

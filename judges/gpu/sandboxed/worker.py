@@ -16,7 +16,7 @@ clock starts: views only, no data is read), says ARMED and spins. A call then ca
 synchronises the whole device (every stream of this process) and writes DONE; after it, it
 exports the output's memory and writes its descriptor, STATUS and DESCRIBED. Everything here
 runs in the candidate's process and may be patched by it; that is why the clock and the check
-are in the trusted process and why the trusted side verifies what arrives (docs/judge.md, "What
+are in the trusted process and why the trusted side verifies what arrives (judges/README.md, "What
 the candidate cannot do")."""
 
 from __future__ import annotations

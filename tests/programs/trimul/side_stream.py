@@ -1,7 +1,7 @@
 """Attack: do the work on a side stream and return at once, so that timing events recorded
 on the current stream alone see almost nothing. Here the judge synchronises the whole device
 before the call counts as done: expected verdict valid, timed like the same work on the
-default stream (docs/judge.md records both)."""
+default stream (judges/README.md records both)."""
 
 import torch
 import torch.nn.functional as F
