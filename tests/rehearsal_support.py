@@ -11,7 +11,7 @@ in for what cannot run on CPU:
   actually stored (`ReefReports.step_rewards`), first report per slot, as Reef's grouping does.
 
 Run as a module, this file is the crash-test driver: `python -m tests.rehearsal_support ...`
-runs `harness.run.runner.run_steps` with those adapters and prints the result as JSON.
+runs `harness.run.step_loop.run_steps` with those adapters and prints the result as JSON.
 """
 
 from __future__ import annotations
@@ -51,9 +51,9 @@ from harness.rehearsal.stand_ins import (  # noqa: E402,F401  (re-exported for t
 )
 from harness.run.crash_hook import ENV_VAR, crash_point  # noqa: E402
 from harness.run.gate import FrozenGate  # noqa: E402
-from harness.run.runner import RunResult, run_steps  # noqa: E402
 from harness.run.services import RunServices, executor_backend  # noqa: E402
 from harness.run.step import StepInterrupted  # noqa: E402
+from harness.run.step_loop import RunResult, run_steps  # noqa: E402
 from harness.settings.run_settings import RunSettings  # noqa: E402
 from harness.storage.atomic import temp_path_for  # noqa: E402
 from harness.storage.run_files import COMMITTED_LIBRARY, event_log_path  # noqa: E402
@@ -225,7 +225,7 @@ def journal(state_dir: Path) -> list[Journaled]:
 
 
 def fake_bridge(settings: RunSettings) -> FakeTrainingBridge:
-    """The training-bridge factory the tests hand to the runner and the Harbor agent: a fake
+    """The training-bridge factory the tests hand to the step loop and the Harbor agent: a fake
     slime-driver on the run's state directory that trains a step once Reef holds its grid."""
     reports = ReefReports(settings.reef_url, settings.scenario, settings.reef_token or TOKEN)
     return FakeTrainingBridge(

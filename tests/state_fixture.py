@@ -7,7 +7,7 @@ writes `resume-state.json` with the controller's own step summaries (`StepOutcom
 and the real `EventLog` writes `events.jsonl`. The last step is left in flight with some slots
 journaled, as after a crash or while a run is going; with `in_flight_slots=0` the run is a
 finished one (its `run_started` asked for exactly the committed steps, and `run_finished` is
-logged, as `harness.run.runner` does). Nothing here talks to a model, a judge or
+logged, as `harness.run.step_loop` does). Nothing here talks to a model, a judge or
 Reef: verdicts and token counts come from a seeded generator, and the train metrics are the
 illustrative ones a bridge fake would report.
 
@@ -201,7 +201,7 @@ def build_state_dir(
     journaled rollouts into `state_dir`, with the real store, resume state and event log. A
     valid child scores its parent's score plus a change drawn uniformly from `score_change`
     (`(0.0, 0.0)`: every valid child is an unchanged copy of its parent). `labels` go into the
-    `run_started` event as the runner writes them (e.g. `{"mode": "frozen", "suite": ...}`).
+    `run_started` event as the step loop writes them (e.g. `{"mode": "frozen", "suite": ...}`).
     `text` is appended to every guidance, summary and raw answer (what a model could write);
     `parse_error_slot` makes that slot of every step an executor answer without a program."""
     rng = random.Random(seed)

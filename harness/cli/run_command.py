@@ -1,5 +1,5 @@
 """`guidance-ttt run`: the one command that starts (or resumes) a run; ./run.sh is a thin
-wrapper over it. What it starts and in which order is `harness.run.front_door`; here are its
+wrapper over it. What it starts and in which order is `harness.run.stack`; here are its
 flags, and the stop: SIGINT (Ctrl-C), SIGTERM or SIGHUP prints one line naming the exact
 command that resumes, stops everything the run started and exits with 128 + the signal; a
 second signal while stopping exits at once (`harness.cli.termination`).
@@ -98,9 +98,9 @@ def run(args: argparse.Namespace, console: Any = None) -> int:
         resume_command,
         stopping_on_signals,
     )
-    from harness.run.front_door import FrontDoor, start
+    from harness.run.stack import StackRequest, start_stack
 
-    request = FrontDoor(
+    request = StackRequest(
         config=args.config,
         state_dir=args.state_dir,
         named={name: getattr(args, name) for name in NAMED_FLAGS},
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace, console: Any = None) -> int:
     )
     try:
         with stopping_on_signals("guidance-ttt run", request.command):
-            return start(request)
+            return start_stack(request)
     except Terminated as exc:  # the stopping line is printed; everything it started is stopped
         exit_now(int(exc.code))
         raise  # not reached

@@ -235,12 +235,12 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
     """A frozen or model-free run in this process, as `./run.sh` runs one: a `reef serve -c`
     of the run's copy when the arm calls the guidance model (behind the loopback key forwarder
     when `GUIDANCE_TTT_GUIDANCE_API_KEY` is set, docs/frozen.md), the executor at
-    `GUIDANCE_TTT_EXECUTOR_URL` when set, through the one run launcher (`harness.run.launch`:
+    `GUIDANCE_TTT_EXECUTOR_URL` when set, through the one run assembly (`harness.run.assembly`:
     the event log, the console's live display, W&B when the settings enable it)."""
     from contextlib import ExitStack
 
     from harness.adapters.reef.process import running_reef
-    from harness.run.launch import Launch, launch_run
+    from harness.run.assembly import AssemblyOptions, assemble_and_run
     from harness.settings.task_dirs import bundled_task_dir
 
     task = bundled_task_dir(settings.task)
@@ -255,11 +255,11 @@ def _frozen_run(settings: Any, path: Path, console: Console) -> None:
                     token=settings.reef_token,
                 )
             )
-        launch_run(
+        assemble_and_run(
             settings,
             task,
             (task / "instruction.md").read_text(encoding="utf-8"),
-            Launch(
+            AssemblyOptions(
                 executor_url=os.environ.get("GUIDANCE_TTT_EXECUTOR_URL") or None, console=console
             ),
         )

@@ -43,9 +43,9 @@ from harness.rehearsal.stand_ins import (
     seed_edits,
     task_dir,
 )
+from harness.run.assembly import AssemblyOptions, assemble_and_run
 from harness.run.controller import ResumeRefused
-from harness.run.launch import Launch, launch_run
-from harness.run.runner import RunResult
+from harness.run.step_loop import RunResult
 from harness.settings.paths import CHECK_RESULTS, FROZEN_TEMPLATE
 from harness.settings.run_copy import RunValues, fill_run, load_document, write_copy
 from harness.settings.run_settings import RunSettings, scenario_name
@@ -302,11 +302,11 @@ def rehearse_run(
             f"{options.run_seed}, {options.groups}×{options.rollouts} rollouts per step, steps up "
             f"to {options.steps}, {suite}; state in {state_dir}"
         )
-        return launch_run(
+        return assemble_and_run(
             settings,
             task,
             (task / "instruction.md").read_text(encoding="utf-8"),
-            Launch(backend=backend, console=console, workers=options.workers),
+            AssemblyOptions(backend=backend, console=console, workers=options.workers),
         )
 
 

@@ -1,4 +1,5 @@
-"""The one run launcher: build a run's services, sinks and closers, run its steps, close them.
+"""A run assembled in this process: its services, sinks and closers built around the step loop
+(`harness.run.step_loop.run_steps`), which it runs, and closed whatever ends it.
 
 Every way of starting a run ends here — the Harbor agent (`harness.run.harbor_agent`, i.e.
 `./run.sh` and `guidance-ttt run`), the rehearsal (`harness.rehearsal.rehearse`) and the runs of
@@ -30,8 +31,8 @@ from harness.contract import load_contract
 from harness.observe.cost import PriceTable, load_prices
 from harness.observe.events import EventLog, Fanout
 from harness.observe.progress import ProgressDisplay
-from harness.run.runner import RunResult, run_steps
 from harness.run.services import production_services
+from harness.run.step_loop import RunResult, run_steps
 from harness.run.watchers import wandb_sink
 from harness.settings.run_settings import RunSettings
 from harness.storage.run_files import event_log_path
@@ -40,8 +41,8 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class Launch:
-    """How one run is started, beyond its settings: where the executor is (`executor_url`, or
+class AssemblyOptions:
+    """How one run is assembled, beyond its settings: where the executor is (`executor_url`, or
     a whole `backend`, the rehearsal's labelled stand-in), Reef's training bridge for a trained
     run (default: Reef's Ray bridge from the run directory), the console of the live display
     (default: stderr), the most rollouts at once (default: the settings') and the controller's
@@ -55,13 +56,13 @@ class Launch:
     controller_overrides: Mapping[str, Any] | None = None
 
 
-def launch_run(
-    settings: RunSettings, task_dir: Path, problem: str, how: Launch | None = None
+def assemble_and_run(
+    settings: RunSettings, task_dir: Path, problem: str, how: AssemblyOptions | None = None
 ) -> RunResult:
     """Run (or resume) the run of `settings` on the task in `task_dir`, with `problem` as the
     task text, and return its result; every service and sink is closed on the way out, whatever
     ends the run. Raises what `run_steps` raises."""
-    how = how or Launch()
+    how = how or AssemblyOptions()
     services = production_services(
         settings, task_dir, executor_url=how.executor_url, bridge=how.bridge, backend=how.backend
     )

@@ -1,6 +1,6 @@
 """Step gates: what the run controller waits for between a step's last report and its commit.
 
-A run has one gate, chosen by its mode (the adapter the runner builds; the controller never
+A run has one gate, chosen by its mode (the adapter the step loop builds; the controller never
 asks which mode it is in):
 
 * `TrainedGate` (mode `trained`): Reef's training of the step must be durable and qualified.

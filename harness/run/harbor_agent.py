@@ -1,8 +1,8 @@
 """`harness:HarborAgent`: one Harbor trial owns one whole Guidance-TTT run (docs/design.md §8).
 
 The only module that imports `harbor`. The search runs on the host, not in the task container:
-`run()` reads the run settings from `serve.yaml`, starts the run through the one run launcher
-(`harness.run.launch`: the real adapters — Reef, the configured executor backend, the judge,
+`run()` reads the run settings from `serve.yaml`, starts the run through the one run assembly
+(`harness.run.assembly`: the real adapters — Reef, the configured executor backend, the judge,
 Reef's training bridge — and the run's sinks), runs or resumes the steps up to STEPS in a
 worker thread, writes the best archived candidate to the task's `solution_path` (task.toml;
 default `/workspace/solution.<ext>`) in the task environment (one `exec` of a here-document, as
@@ -53,10 +53,10 @@ from harbor.models.agent.context import AgentContext
 from harness.adapters.executor.client import require_api_key
 from harness.adapters.reef.training_bridge import TrainingBridge
 from harness.contract import load_harbor_task
+from harness.run.assembly import AssemblyOptions, assemble_and_run
 from harness.run.candidate_file import write_candidate
-from harness.run.launch import Launch, launch_run
-from harness.run.runner import RunResult
 from harness.run.services import executor_backend
+from harness.run.step_loop import RunResult
 from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
 from harness.settings.task_dirs import task_dir_of
 
@@ -189,10 +189,10 @@ class HarborAgent(BaseAgent):
         overrides = {}
         if self.options.poll_interval_s is not None:
             overrides["poll_interval_s"] = self.options.poll_interval_s
-        how = Launch(
+        how = AssemblyOptions(
             executor_url=self.options.executor_url, bridge=bridge, controller_overrides=overrides
         )
-        return launch_run(settings, task_dir, problem, how)
+        return assemble_and_run(settings, task_dir, problem, how)
 
     async def _write_best(
         self, environment: BaseEnvironment, result: RunResult, task_dir: Path

@@ -1,10 +1,10 @@
 """The adapters of a run, and how the real ones are built from the run's settings.
 
-`RunServices` is what `harness.run.runner.run_steps` runs against: Reef's channel, the executor, the
-judge's scorer, and the step gate's adapters (Reef's training bridge and status page for a
-trained run, `FrozenGate` for a frozen-guidance run), plus the run's event sink. Tests build it
-from honest fakes; `production_services` builds the real ones, and `close` releases what it
-opened.
+`RunServices` is what `harness.run.step_loop.run_steps` runs against: Reef's channel, the
+executor, the judge's scorer, and the step gate's adapters (Reef's training bridge and status
+page for a trained run, `FrozenGate` for a frozen-guidance run), plus the run's event sink.
+Tests build it from honest fakes; `production_services` builds the real ones, and `close`
+releases what it opened.
 """
 
 from __future__ import annotations

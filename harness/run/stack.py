@@ -1,4 +1,5 @@
-"""`guidance-ttt run` (and ./run.sh, a thin wrapper over it): the one way to start a run.
+"""The stack of processes `guidance-ttt run` (and ./run.sh, a thin wrapper over it) starts: the one
+way to start a run from the command line.
 
 0. The state directory's lock (`harness.storage.command_lock`), before anything else: a second
    command on a directory in use is refused in one line naming the holder, having started and
@@ -20,12 +21,12 @@
    process, before the judge starts.
 3. The stack (`scripts/run-stack.sh`, the preflight table, `reef serve -c <copy>`, the episode:
    a Harbor trial with `harness:HarborAgent`, which runs the steps through the one run
-   launcher), started in a session of its own and tied to this process
+   assembly, `harness.run.assembly`), started in a session of its own and tied to this process
    (`harness.adapters.child_process`): a stop sends it SIGTERM, on which it stops the episode,
    Reef and the key forwarder; if this process dies, the kernel sends it the same.
 
-`start` raises what ends it; `harness.cli.run_command` turns a signal into the one stopping line
-and exit 128 + the signal (`harness.cli.termination`).
+`start_stack` raises what ends it; `harness.cli.run_command` turns a signal into the one stopping
+line and exit 128 + the signal (`harness.cli.termination`).
 """
 
 from __future__ import annotations
@@ -66,7 +67,7 @@ STACK_STOP_S = 90.0
 
 
 @dataclass(frozen=True)
-class FrontDoor:
+class StackRequest:
     """What `guidance-ttt run` was asked: the settings file, the state directory (default: the
     file's), the named overrides (`harness.settings.run_copy.NAMED`) and `--set` items."""
 
@@ -90,14 +91,14 @@ def settings_file(config: Path | None, environ: Mapping[str, str]) -> Path:
     return Path(DEFAULT_SERVE_YAML).resolve()
 
 
-def state_dir_of(request: FrontDoor, environ: Mapping[str, str]) -> Path:
+def state_dir_of(request: StackRequest, environ: Mapping[str, str]) -> Path:
     """The run's state directory: `--state-dir`, else the settings file's `state_dir`."""
     if request.state_dir is not None:
         return Path(request.state_dir)
     return RunSettings.load(settings_file(request.config, environ), environ=environ).state_dir
 
 
-def prepare(request: FrontDoor, environ: Mapping[str, str]) -> tuple[Path, RunSettings]:
+def prepare(request: StackRequest, environ: Mapping[str, str]) -> tuple[Path, RunSettings]:
     """Write the run's settings copy and load it; `RunSettingsError` names a wrong key, and
     `RunRefused` a missing task folder or a run that has committed its steps already (the
     copy is then left as it was)."""
@@ -239,7 +240,7 @@ def _stop(stack: subprocess.Popen[Any]) -> None:
         stack.wait(timeout=10)
 
 
-def start(request: FrontDoor, environ: Mapping[str, str] | None = None) -> int:
+def start_stack(request: StackRequest, environ: Mapping[str, str] | None = None) -> int:
     """Start (or resume) the run `request` describes; returns the stack's exit status."""
     environ = dict(os.environ if environ is None else environ)
     state_dir = state_dir_of(request, environ).resolve()

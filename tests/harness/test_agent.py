@@ -28,9 +28,9 @@ from harness.observe.events import read_events
 from harness.rehearsal.stand_ins import apply_variant, parent_program, seed_source
 from harness.run.crash_hook import ENV_VAR
 from harness.run.rollout import RolloutSettings, RolloutTask, Slot, report_body, run_rollout
-from harness.run.runner import run_steps
 from harness.run.services import NoReef
 from harness.run.step import RESUME_HINT, StepInterrupted, step_outcome
+from harness.run.step_loop import run_steps
 from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry, VerificationResult

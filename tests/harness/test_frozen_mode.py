@@ -33,7 +33,7 @@ from harness.rehearsal.stand_ins import GUIDANCE_MODEL
 from harness.run.controller import ResumeRefused
 from harness.run.crash_hook import ENV_VAR
 from harness.run.gate import TrainedGate
-from harness.run.runner import RunResult
+from harness.run.step_loop import RunResult
 from harness.settings.run_settings import RunSettings
 from harness.storage.run_files import event_log_path
 from harness.storage.store import read_committed

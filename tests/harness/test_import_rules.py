@@ -178,9 +178,9 @@ PLANTS = [
     ),
     (
         "harness/storage/atomic.py",
-        LAZY.format("from harness.run.runner import run_steps"),
+        LAZY.format("from harness.run.step_loop import run_steps"),
         "harness packages form layers: a package imports only the layers below it",
-        "harness.storage.atomic -> harness.run.runner",
+        "harness.storage.atomic -> harness.run.step_loop",
     ),
     (
         "harness/state.py",
@@ -214,9 +214,9 @@ PLANTS = [
     ),
     (
         "harness/cli/rehearse.py",
-        LAZY.format("from harness.run.runner import run_steps"),
+        LAZY.format("from harness.run.step_loop import run_steps"),
         "cli parses, dispatches and renders: no process start-up, YAML or run",
-        "harness.cli.rehearse -> harness.run.runner",
+        "harness.cli.rehearse -> harness.run.step_loop",
     ),
     (
         "judges/verdicts/archive_view.py",

@@ -51,7 +51,7 @@ def test_agent_record_ids_cover_this_invocations_rollouts_only() -> None:
 
     from archive_builders import make_entry
 
-    from harness.run.runner import well_formed_receipts
+    from harness.run.step_loop import well_formed_receipts
 
     entries = {}
     for step, rollout, ok in [(0, 0, True), (0, 1, False), (1, 0, True), (1, 1, True)]:

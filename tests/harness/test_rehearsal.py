@@ -20,8 +20,8 @@ import yaml
 from judge_fakes import LocalJudge
 
 from harness.run.controller import ResumeRefused
-from harness.run.runner import RunResult, run_steps
 from harness.run.services import executor_backend
+from harness.run.step_loop import RunResult, run_steps
 from harness.settings.run_settings import RunSettings
 from harness.storage.library_json import library_json_bytes, read_library_json
 from harness.storage.run_files import COMMITTED_LIBRARY

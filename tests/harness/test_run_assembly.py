@@ -1,5 +1,5 @@
-"""One run launcher (`harness.run.launch.launch_run`) builds every run's services, sinks and
-closers: nothing else in `harness/` or `tttd/` calls what assembles a run, and a run started by
+"""One run assembly (`harness.run.assembly.assemble_and_run`) builds every run's services, sinks
+and closers: nothing else in `harness/` or `tttd/` calls what assembles a run, and a run started by
 `guidance-ttt experiment` from a settings file gets the W&B sink like any run (real: the CLI,
 the local judge, the run loop, wandb in offline mode; stand-ins: the scripted executor)."""
 
@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 REPO = Path(__file__).resolve().parents[2]
-LAUNCHER = REPO / "harness" / "run" / "launch.py"
+ASSEMBLER = REPO / "harness" / "run" / "assembly.py"
 #: What assembles a run: the adapters, the sinks, the step loop.
 ASSEMBLY = {"production_services", "run_steps", "EventLog", "Fanout", "wandb_sink"}
 
@@ -28,15 +28,15 @@ def _called_names(path: Path) -> set[str]:
     return names
 
 
-def test_the_launcher_is_the_only_place_a_run_is_assembled() -> None:
+def test_the_assembly_is_the_only_place_a_run_is_assembled() -> None:
     sources = [*(REPO / "harness").rglob("*.py"), *(REPO / "tttd").rglob("*.py"), REPO / "run.py"]
     elsewhere = {
         str(path.relative_to(REPO)): sorted(names)
         for path in sources
-        if path != LAUNCHER and (names := _called_names(path))
+        if path != ASSEMBLER and (names := _called_names(path))
     }
-    assert elsewhere == {}, f"a run is assembled outside harness/run/launch.py: {elsewhere}"
-    assert _called_names(LAUNCHER) == ASSEMBLY
+    assert elsewhere == {}, f"a run is assembled outside harness/run/assembly.py: {elsewhere}"
+    assert _called_names(ASSEMBLER) == ASSEMBLY
 
 
 @pytest.mark.slow

@@ -56,14 +56,14 @@ def test_the_command_line_lands_in_the_runs_copy_and_is_remembered(tmp_path: Pat
 
 def test_plain_runs_copies_give_reefs_tracker_ids_of_their_own(tmp_path: Path) -> None:
     """Two plain runs of one task and a resume of the first, through `guidance-ttt run`'s copy
-    (`front_door.prepare`): Reef's tracker ids — its own `stable_run_id`, from the names in the
+    (`stack.prepare`): Reef's tracker ids — its own `stable_run_id`, from the names in the
     copy Reef is started with — differ between the runs, and the resume keeps its run's."""
     from reef.observability.wandb import stable_run_id
 
-    from harness.run.front_door import FrontDoor, prepare
+    from harness.run.stack import StackRequest, prepare
 
     def reef_id(state: Path) -> str:
-        copy, settings = prepare(FrontDoor(config=FROZEN, state_dir=state), ENV)
+        copy, settings = prepare(StackRequest(config=FROZEN, state_dir=state), ENV)
         block = yaml.safe_load(copy.read_text())["observability"]["wandb"]
         scenario = scenario_name(settings.task)
         return stable_run_id(

@@ -53,7 +53,7 @@ def options(directory: Path, mode: str = "offline", **block: Any) -> WandbOption
 
 
 def feed(sink: WandbSink, state_dir: Path, steps: range, groups: int, rollouts: int) -> None:
-    """The events a run emits, as `harness.run.runner` and `harness.run.step` emit them."""
+    """The events a run emits, as `harness.run.step_loop` and `harness.run.step` emit them."""
     sink.emit(
         "run_started",
         state_dir=str(state_dir),
