@@ -167,8 +167,20 @@ PLANTS = [
     (
         "harness/run/step_plot.py",
         LAZY.format("import matplotlib"),
-        "matplotlib and the judge service only in cli; the judge's launcher in adapters.judge",
+        "matplotlib only in cli",
         "harness.run.step_plot -> matplotlib",
+    ),
+    (
+        "harness/adapters/judge/verdict.py",
+        LAZY.format("from judges.verdicts import cache"),
+        "the recipe reaches the judge only through its launcher, judges.service.process",
+        "harness.adapters.judge.verdict -> judges.verdicts.cache",
+    ),
+    (
+        "harness/cli/judge_state.py",
+        LAZY.format("from judges.service import engine"),
+        "the recipe reaches the judge only through its launcher, judges.service.process",
+        "harness.cli.judge_state -> judges.service.engine",
     ),
     (
         "harness/adapters/executor/client.py",
