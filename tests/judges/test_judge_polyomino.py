@@ -305,6 +305,46 @@ def test_malformed_inputs_are_refused_with_the_offending_value(text: str, proble
         parse_instance(text)
 
 
+def _input_token_by_token(text: str) -> Instance | str:
+    """What the token-by-token reading makes of `text`: its instance, or its refusal."""
+    try:
+        return checker_module._read_token_by_token(text.split())
+    except ValueError as refusal:
+        return str(refusal)
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        lambda text: text,
+        lambda text: text + " 7",
+        lambda text: text.rsplit(None, 1)[0],
+        lambda text: text.replace("\n", "\n+", 5),
+        lambda text: text.replace("\n", " 1_0 ", 1),
+        lambda text: text.replace("\n", f" {INT64_MAX // 4 + 1} ", 4),
+        lambda text: f"{text}\n".replace("\n", f" {-(INT64_MAX // 4) - 2}\n", 3),
+        lambda text: "1" + "0" * 5000 + " " + text,
+        lambda text: "12\n" + text.split(None, 1)[1],
+    ],
+)
+def test_an_input_read_at_once_is_what_reading_token_by_token_makes_of_it(edit) -> None:
+    """The judge's start reads its suite's inputs at once; every instance and every refusal
+    (the first offending value, named) is the token-by-token reading's."""
+    text = edit(generate_instance(5, 2))
+    try:
+        read: Instance | str = parse_instance(text)
+    except ValueError as refusal:
+        read = str(refusal)
+    assert read == _input_token_by_token(text)
+
+
+def test_coordinates_at_the_input_bounds_are_read_at_once_and_token_by_token() -> None:
+    low, high = -(INT64_MAX // 4) - 1, INT64_MAX // 4
+    text = f"100\n2\n{low} {high}\n{high} {low}\n" + "1\n0 0\n" * 99
+    assert parse_instance(text) == _input_token_by_token(text)
+    assert parse_instance(text).pieces[0] == ((low, high), (high, low))
+
+
 @given(st.integers(min_value=INT64_MIN, max_value=INT64_MAX))
 def test_every_int64_reads_back_exactly(value: int) -> None:
     assert OutputReader(f" {value}\n".encode()).read_long(INT64_MIN, INT64_MAX, "v") == value

@@ -92,8 +92,41 @@ def parse_instance(text: str) -> Instance:
 
     Accepts 100 <= n <= 10^4 pieces of 1..10 cells with coordinates within int64/4, and no
     trailing tokens. (The checker trusts inputs; validation happens once, when a suite loads.)
+    A valid input is read at once (`_pieces_at_once`, a judge's start parses its whole suite);
+    anything that path does not accept is read token by token, which names the first problem.
     """
     tokens = text.split()
+    try:
+        pieces = _pieces_at_once(list(map(int, tokens)))
+    except ValueError:
+        pieces = None
+    if pieces is not None:
+        return Instance(pieces)
+    return _read_token_by_token(tokens)
+
+
+def _pieces_at_once(values: list[int]) -> tuple[tuple[tuple[int, int], ...], ...] | None:
+    """The pieces of an input whose tokens are `values`, or None unless every rule
+    `_read_token_by_token` checks holds (it then finds the same pieces)."""
+    if not values or not MIN_PIECES <= values[0] <= MAX_PIECES:
+        return None
+    if min(values) < -_COORDINATE_BOUND - 1 or max(values) > _COORDINATE_BOUND:
+        return None
+    pieces = []
+    position, end = 1, len(values)
+    for _ in range(values[0]):
+        k = values[position] if position < end else 0
+        stop = position + 1 + 2 * k
+        if not 1 <= k <= MAX_PIECE_SIZE or stop > end:
+            return None
+        cells = values[position + 1 : stop]
+        pieces.append(tuple(zip(cells[0::2], cells[1::2], strict=True)))
+        position = stop
+    return tuple(pieces) if position == end else None
+
+
+def _read_token_by_token(tokens: list[str]) -> Instance:
+    """`parse_instance`, one token at a time: ValueError naming the first offending token."""
     position = 0
 
     def take(low: int, high: int, what: str) -> int:
