@@ -4,7 +4,7 @@ What each arm changes is checked where it happens: the archive's parent choice (
 uniform, the seed for best-of-n), whether a candidate becomes a node (best-of-n: never), the
 settings that select them (refused where they cannot run), the run identity that binds a state
 directory to them, and the spend limit's arithmetic. The full loop per arm runs in
-tests/harness/test_arms_rehearsal.py.
+tests/harness/test_arm_differences.py.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The ``loss-tp2`` check: the tttd loss path at Megatron TP 2 on two gloo ranks (CPU).
 
-Like ``tests/judges/test_gpu_boundary.py`` these run ``python -m tttd.gpu_check`` as a
+Like ``tests/tttd/test_gpu_check_boundary.py`` these run ``python -m tttd.gpu_check`` as a
 subprocess and need Slime at the pinned commit and its Megatron-LM (installed, or the source
 trees named by ``GUIDANCE_TTT_SLIME_SRC`` / ``GUIDANCE_TTT_MEGATRON_SRC``; docs/training.md,
 "Checking the GPU boundary"); without them they skip with one line. The same check runs over
@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 import pytest
-from test_gpu_boundary import REPO, failed, gpu_check, requires_upstream
+from test_gpu_check_boundary import REPO, failed, gpu_check, requires_upstream
 
 pytestmark = pytest.mark.slow
 
