@@ -17,7 +17,7 @@
 #   trap_signals                     stop_all on exit; INT, TERM and HUP (a closed terminal)
 #                                    exit with 128 + the signal after stopping everything
 #
-# Reads $python (the interpreter with httpx), GUIDANCE_TTT_QUIET_STOP (set: the stop names no
+# Reads $python (the project's interpreter), GUIDANCE_TTT_QUIET_STOP (set: the stop names no
 # process) and REEF_HEALTH_POLL_S (default 5: how often a port that is open but not yet healthy
 # is asked after its first 30 s).
 
@@ -42,21 +42,25 @@ stop_reef() {
 }
 
 # Whether URL's host:port accepts a TCP connection (bash's /dev/tcp: no process started), so
-# that the port is polled often and the health request (a Python process) made only once it is
-# open.
+# that the port is polled often and the health request made only once it is open.
 port_open() {
     local hostport=${1#*://}
     hostport=${hostport%%/*}
     (exec 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}") 2>/dev/null
 }
 
+# Whether URL/healthz answers 200, asked over bash's /dev/tcp too (no process started: a Python
+# client's start-up held each ask about half a second); the answer must come within 5 s.
 reef_healthy() {
-    "$python" -c 'import sys, httpx
-try:
-    ok = httpx.get(sys.argv[1] + "/healthz", timeout=5).status_code == 200
-except httpx.HTTPError:
-    ok = False
-sys.exit(0 if ok else 1)' "$1" 2>/dev/null
+    local hostport=${1#*://}
+    hostport=${hostport%%/*}
+    local status=""
+    status=$(
+        exec 2>/dev/null 3<>"/dev/tcp/${hostport%:*}/${hostport##*:}" || exit 1
+        printf 'GET /healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n' "$hostport" >&3
+        IFS= read -r -t 5 line <&3 && printf '%s' "$line"
+    ) || return 1
+    [[ $status =~ ^HTTP/1\.[01]\ 200[[:space:]] ]]
 }
 
 wait_for_reef() {

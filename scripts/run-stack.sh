@@ -2,8 +2,9 @@
 # The stack of one Guidance-TTT run (docs/running.md), started by `guidance-ttt run` (which
 # ./run.sh is a thin wrapper over) with the run's own settings copy as GUIDANCE_TTT_SERVE_YAML
 # and PYTHON set: the preflight table, then the Reef stack (`reef serve -c <copy>`, log in
-# <state>/reef.log), then one reef-eval episode (run.py: a Harbor trial with
-# harness:HarborAgent), and a clean stop of the stack on exit, INT, TERM or HUP (guidance-ttt
+# <state>/reef.log; a frozen run's starts beside the preflight and is stopped if the preflight
+# fails), then one reef-eval episode (run.py: a Harbor trial with harness:HarborAgent) once Reef
+# is healthy and the preflight passed, and a clean stop of the stack on exit, INT, TERM or HUP (guidance-ttt
 # run sends TERM; it runs in a session of its own and gets TERM from the kernel if guidance-ttt
 # run dies). Re-running the same command resumes the run where it stopped.
 #
@@ -88,61 +89,83 @@ fi
 if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE:-}" ]; then
     preflight+=(--local-judge "$GUIDANCE_TTT_LOCAL_JUDGE")
 fi
-if ! "${preflight[@]}"; then
-    echo "$say: stopping after the preflight; nothing was started." >&2
-    if [ "$MODE" = frozen ]; then
-        echo "$say: fix every row marked missing above, then run again: $command" >&2
-        exit 1
-    fi
-    echo "$say: fix every row marked missing above (a run needs the GPUs listed in" \
-        "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES visible to torch), then run again:" \
-        "$command" >&2
-    if ! "$python" -c 'import sys, torch; sys.exit(torch.cuda.device_count() == 0)' \
-        2>/dev/null; then
-        frozen_hint
-    fi
-    exit 1
-fi
-
-if [ "$MODE" != frozen ] && [ ! -f "$model_dir/config.json" ]; then
-    echo "$say: fetching $model_id into $model_dir"
-    "$python" -c 'import sys; from huggingface_hub import snapshot_download as get
-get(sys.argv[1], local_dir=sys.argv[2])' "$model_id" "$model_dir"
-fi
-
-# Slime binds its router to the host address; keep local traffic off any proxy.
-if [ -z "${REEF_INFERENCE_HOST:-}" ]; then
-    REEF_INFERENCE_HOST=$(hostname -I 2>/dev/null | awk '{print $1}')
-    REEF_INFERENCE_HOST="${REEF_INFERENCE_HOST:-127.0.0.1}"
-fi
-export REEF_INFERENCE_HOST
-export NO_PROXY="127.0.0.1,localhost,$REEF_INFERENCE_HOST${NO_PROXY:+,$NO_PROXY}"
-export no_proxy="$NO_PROXY"
-if [ -n "${RAY_ADDRESS:-}" ]; then
-    echo "$say: joining the Ray cluster at $RAY_ADDRESS (it is left running)"
-fi
-
 mkdir -p "$STATE_DIR"
 reef_log="$STATE_DIR/reef.log"
 # shellcheck source=scripts/reef-stack.sh
 source scripts/reef-stack.sh
 # Everything started from here on is stopped on exit, and on INT, TERM or HUP (a closed
-# terminal): the episode, the Reef stack and the key forwarder (scripts/reef-stack.sh).
+# terminal): the preflight, the episode, the Reef stack and the key forwarder
+# (scripts/reef-stack.sh).
 trap_signals
+
+# Slime binds its router to the host address; keep local traffic off any proxy. (Exported for
+# Reef only: the preflight is started before, with the environment the run was given.)
+export_reef_environment() {
+    if [ -z "${REEF_INFERENCE_HOST:-}" ]; then
+        REEF_INFERENCE_HOST=$(hostname -I 2>/dev/null | awk '{print $1}')
+        REEF_INFERENCE_HOST="${REEF_INFERENCE_HOST:-127.0.0.1}"
+    fi
+    export REEF_INFERENCE_HOST
+    export NO_PROXY="127.0.0.1,localhost,$REEF_INFERENCE_HOST${NO_PROXY:+,$NO_PROXY}"
+    export no_proxy="$NO_PROXY"
+    if [ -n "${RAY_ADDRESS:-}" ]; then
+        echo "$say: joining the Ray cluster at $RAY_ADDRESS (it is left running)"
+    fi
+}
 
 # Frozen mode with a key: Reef would copy an upstream key into its runtime.yaml, so Reef's
 # upstream is a loopback forwarder that adds the key from the environment (docs/frozen.md).
-if [ "$MODE" = frozen ] && [ -n "${GUIDANCE_TTT_GUIDANCE_API_KEY:-}" ]; then
-    proxy_port="${GUIDANCE_TTT_PROXY_PORT:-8011}"
-    "$python" -m harness.adapters.guidance_proxy --upstream "$GUIDANCE_URL" --port "$proxy_port" \
-        >>"$STATE_DIR/guidance-proxy.log" 2>&1 &
-    proxy_pid=$!
-    export GUIDANCE_TTT_GUIDANCE_URL="http://127.0.0.1:$proxy_port"
-    echo "$say: guidance key forwarder on $GUIDANCE_TTT_GUIDANCE_URL -> $GUIDANCE_URL"
-fi
+start_key_forwarder() {
+    if [ "$MODE" = frozen ] && [ -n "${GUIDANCE_TTT_GUIDANCE_API_KEY:-}" ]; then
+        proxy_port="${GUIDANCE_TTT_PROXY_PORT:-8011}"
+        "$python" -m harness.adapters.guidance_proxy --upstream "$GUIDANCE_URL" \
+            --port "$proxy_port" >>"$STATE_DIR/guidance-proxy.log" 2>&1 &
+        proxy_pid=$!
+        export GUIDANCE_TTT_GUIDANCE_URL="http://127.0.0.1:$proxy_port"
+        echo "$say: guidance key forwarder on $GUIDANCE_TTT_GUIDANCE_URL -> $GUIDANCE_URL"
+    fi
+}
 
-echo "$say: starting reef serve -c $serve_yaml ($MODE guidance; log: $reef_log)"
-start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
+if [ "$MODE" = frozen ]; then
+    # Frozen Reef needs no GPU, model or judge and is up in seconds: it starts beside the
+    # preflight, and a preflight that fails stops it (the trap) before any episode runs.
+    "${preflight[@]}" &
+    preflight_pid=$!
+    export_reef_environment
+    start_key_forwarder
+    echo "$say: starting reef serve -c $serve_yaml beside the preflight ($MODE guidance;" \
+        "log: $reef_log)"
+    start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
+    preflight_status=0
+    wait "$preflight_pid" || preflight_status=$?
+    preflight_pid=""
+    if [ "$preflight_status" != 0 ]; then
+        echo "$say: stopping after the preflight; the Reef stack started beside it is" \
+            "stopped, no episode ran." >&2
+        echo "$say: fix every row marked missing above, then run again: $command" >&2
+        exit 1
+    fi
+else
+    if ! "${preflight[@]}"; then
+        echo "$say: stopping after the preflight; nothing was started." >&2
+        echo "$say: fix every row marked missing above (a run needs the GPUs listed in" \
+            "CUDA_VISIBLE_DEVICES=$CUDA_VISIBLE_DEVICES visible to torch), then run again:" \
+            "$command" >&2
+        if ! "$python" -c 'import sys, torch; sys.exit(torch.cuda.device_count() == 0)' \
+            2>/dev/null; then
+            frozen_hint
+        fi
+        exit 1
+    fi
+    if [ ! -f "$model_dir/config.json" ]; then
+        echo "$say: fetching $model_id into $model_dir"
+        "$python" -c 'import sys; from huggingface_hub import snapshot_download as get
+get(sys.argv[1], local_dir=sys.argv[2])' "$model_id" "$model_dir"
+    fi
+    export_reef_environment
+    echo "$say: starting reef serve -c $serve_yaml ($MODE guidance; log: $reef_log)"
+    start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
+fi
 
 echo "$say: waiting for $REEF_URL/healthz, at most ${STARTUP_DEADLINE_S}s (training stack" \
     "start-up can take many minutes)"

@@ -340,6 +340,105 @@ def test_ctrl_c_of_a_frozen_run_sh_stops_everything_in_one_line(tmp_path: Path) 
     assert not holding, f"the judge's token was written to {holding}"
 
 
+def _frozen_run(state: Path, guidance_url: str, executor_url: str) -> list[str]:
+    """`guidance-ttt run` of a frozen run on loopback models, with its own judge and Reef."""
+    from harness.rehearsal.reef_process import free_port
+
+    command = [*CLI_RUN, "--config", str(FROZEN), "--state-dir", str(state)]
+    command += ["--guidance-url", guidance_url, "--guidance-model", "my-guidance"]
+    command += ["--executor-url", executor_url, "--executor-model", "my-executor"]
+    return [*command, "--set", f"reef.port={free_port()}", "--steps", "1"]
+
+
+def _clean_environment() -> dict[str, str]:
+    env = {
+        k: v for k, v in os.environ.items() if not k.startswith(("GUIDANCE_TTT_", "FRONTIERCS_"))
+    }
+    return {**env, "GUIDANCE_TTT_EXECUTOR": "openai_compatible"}
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_failing_frozen_preflight_stops_the_reef_started_beside_it(tmp_path: Path) -> None:
+    """A frozen run's Reef starts beside its preflight (scripts/run-stack.sh). A preflight that
+    fails (the guidance model refuses its one real request) stops that Reef and the local
+    judge: one line says so, exit 1, no episode ran, no process naming the state directory."""
+    from harness.rehearsal.openai_server import OpenAIFixture, Reply
+    from harness.rehearsal.stand_ins import executor_reply
+
+    state = tmp_path / "state"
+    with (
+        OpenAIFixture(Reply(status=503, error="overloaded"), model="my-guidance") as guidance,
+        OpenAIFixture(executor_reply, model="my-executor") as executor,
+    ):
+        done = subprocess.run(
+            _frozen_run(state, guidance.base_url, executor.v1_url),
+            cwd=tmp_path,
+            env=_clean_environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+    out = done.stdout + done.stderr
+    assert done.returncode == 1, out[-3000:]
+    assert "beside the preflight" in done.stdout and (state / "reef.log").is_file()
+    stopped = "stopping after the preflight; the Reef stack started beside it is stopped"
+    assert done.stderr.count(stopped) == 1, done.stderr[-3000:]
+    assert "Traceback" not in out, out[-3000:]
+    events = state / "guidance-run" / "events.jsonl"
+    assert not events.is_file() or b"run_started" not in events.read_bytes()
+    assert not _processes_naming(str(state))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ctrl_c_while_the_preflight_and_reef_start_together_stops_both_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C while a frozen run's preflight waits on the guidance model and its Reef starts
+    beside it: exit 130, the one stopping line, no traceback, and no process left that names
+    the state directory (the judge, the preflight, reef serve)."""
+    import signal
+    import time
+
+    from harness.rehearsal.openai_server import OpenAIFixture, Reply
+    from harness.rehearsal.stand_ins import executor_reply
+
+    state = tmp_path / "state"
+    with (
+        OpenAIFixture(Reply(delay_s=90), model="my-guidance") as guidance,
+        OpenAIFixture(executor_reply, model="my-executor") as executor,
+    ):
+        process = subprocess.Popen(
+            _frozen_run(state, guidance.base_url, executor.v1_url),
+            cwd=tmp_path,
+            env=_clean_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 240
+            while not (guidance.completion_requests() and (state / "reef.log").is_file()):
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the preflight and Reef never started"
+                time.sleep(0.2)
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+    assert process.returncode == 130, (stdout + stderr)[-3000:]
+    assert "beside the preflight" in stdout
+    assert stderr.count("guidance-ttt run: stopping (SIGINT)") == 1, stderr[-3000:]
+    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
+    deadline = time.monotonic() + 60
+    while _processes_naming(str(state)):
+        assert time.monotonic() < deadline, _processes_naming(str(state))
+        time.sleep(0.5)
+
+
 def _only_the_run_reaches_its_judge_and_its_directory(state: Path, env: dict[str, str]) -> str:
     """While the run runs: its own judge answers 401 without the token in its environment and
     200 with it; a second `guidance-ttt run` on its state directory is refused in one line
