@@ -1,7 +1,9 @@
 """The project's local judge: the FrontierCS judge protocol on 127.0.0.1, without Docker.
 
 `judges/` imports nothing of `harness` or `tttd`: it is deployed alone, on judge hosts and Ray
-workers. Layout, by role (top to bottom; a package imports only the ones below it):
+workers. What other programs may use is `api` (the launcher, the console entry, the rules a
+problem folder is read by). Layout, by role (top to bottom; a package imports only the ones
+below it):
 
 - `service/` — the HTTP surface and `main()` (`app`), auth, connections, request reading,
   the bounded submission queue and its dispatchers (`engine`, `slots`), the flags and set-up of

@@ -1,4 +1,4 @@
-"""`guidance-ttt judge`: start the local judge (`judges.service.app`, judges/README.md) with its own
+"""`guidance-ttt judge`: start the local judge (`judges.api`, judges/README.md) with its own
 flags (`guidance-ttt judge --help`); this module hands them the arguments unparsed."""
 
 from __future__ import annotations
@@ -18,13 +18,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def own_parser() -> argparse.ArgumentParser:
     """The judge's parser, as `guidance-ttt judge` (for its flags' help)."""
-    from judges.service import app
+    from judges.api import build_parser
 
-    return app.build_parser(prog=PROG)
+    return build_parser(PROG)
 
 
 def run(args: argparse.Namespace) -> int:
-    from judges.service import app
+    from judges.api import main
 
-    app.main(args.rest, prog=PROG)
+    main(args.rest, PROG)
     return 0

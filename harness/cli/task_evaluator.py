@@ -137,7 +137,7 @@ def from_openevolve(
     time_s: int | None = None,
 ) -> EvaluatorTask:
     """A task from an OpenEvolve example folder, its files read as they are."""
-    from judges.problems import bounded_yaml
+    from judges.api import load_yaml
 
     if not example.is_dir():
         raise ValueError(f"--openevolve {example} is not a folder; name an OpenEvolve example")
@@ -145,7 +145,7 @@ def from_openevolve(
     config_path = next((path for path in configs if path.is_file()), None)
     config: Any = {}
     if config_path is not None:
-        config = bounded_yaml.load(read_source(config_path, "--openevolve"), str(config_path))
+        config = load_yaml(read_source(config_path, "--openevolve"), str(config_path))
     config = config if isinstance(config, dict) else {}
     prompt = config.get("prompt") if isinstance(config.get("prompt"), dict) else {}
     settings = config.get("evaluator") if isinstance(config.get("evaluator"), dict) else {}

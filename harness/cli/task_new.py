@@ -46,9 +46,9 @@ def frontiercs_problem(checkout: Path, problem_id: str) -> Problem:
     """Problem `problem_id` of a FrontierCS checkout (its `algorithmic/problems`, its
     `algorithmic/` folder, or a folder of problems). ValueError in one line naming the path
     when absent, or when the folder breaks the judge's rules for problem folders
-    (`judges.problems.folders`: no link out of the folder, `checker:`/`interactor:` inside it,
+    (`judges.api`: no link out of the folder, `checker:`/`interactor:` inside it,
     a statement of at most 1 MiB, config.yaml's aliases bounded)."""
-    from judges.problems.folders import member, read_config, read_statement
+    from judges.api import member, read_config, read_statement
 
     plain_id(problem_id)
     roots = (checkout / "algorithmic" / "problems", checkout / "problems", checkout)

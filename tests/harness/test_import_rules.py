@@ -173,13 +173,13 @@ PLANTS = [
     (
         "harness/adapters/judge/verdict.py",
         LAZY.format("from judges.verdicts import cache"),
-        "the recipe reaches the judge only through its launcher, judges.service.process",
+        "the recipe reaches the judge only through its protocol and judges.api",
         "harness.adapters.judge.verdict -> judges.verdicts.cache",
     ),
     (
         "harness/cli/judge_state.py",
         LAZY.format("from judges.service import engine"),
-        "the recipe reaches the judge only through its launcher, judges.service.process",
+        "the recipe reaches the judge only through its protocol and judges.api",
         "harness.cli.judge_state -> judges.service.engine",
     ),
     (

@@ -30,7 +30,7 @@ import httpx
 
 from harness.adapters.child_process import start_tied
 from harness.adapters.judge.token import TOKEN_ENV, judge_headers
-from judges.service.process import JudgeProcess
+from judges.api import JudgeProcess
 
 
 class LocalJudge:
@@ -89,6 +89,9 @@ class LocalJudge:
             self._judge.start()
         except RuntimeError as error:
             raise RuntimeError(f"local judge did not start: {error}") from None
+        except BaseException:  # a signal while it starts: no judge is left behind
+            self._judge.stop(timeout=20)
+            raise
         if self._token is not None:  # this process's judge clients send it while it runs
             self._saved_token = os.environ.get(TOKEN_ENV)
             os.environ[TOKEN_ENV] = self._token
