@@ -126,7 +126,14 @@ VARIABLES: dict[str, tuple[str, str]] = {
     ),
     "GUIDANCE_TTT_LOCAL_JUDGE": (
         PLUMBING,
-        "set by `guidance-ttt run` when it started the local judge: the preflight's judge row",
+        "set by scripts/run-stack.sh from the file GUIDANCE_TTT_LOCAL_JUDGE_FILE names when "
+        "`guidance-ttt run` started the local judge: the preflight's judge row",
+    ),
+    "GUIDANCE_TTT_LOCAL_JUDGE_FILE": (
+        PLUMBING,
+        "set by `guidance-ttt run` when it starts the local judge beside the stack: the file "
+        "that gets the judge's URL and preflight row once it listens, which the stack's "
+        "preflight waits for",
     ),
     "GUIDANCE_TTT_COMMAND": (
         PLUMBING,

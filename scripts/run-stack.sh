@@ -32,8 +32,10 @@
 #   GUIDANCE_TTT_STARTUP_DEADLINE_S (how long the stack may take to become healthy; 3600),
 #   OPENROUTER_API_KEY, FRONTIERCS_JUDGE_URL, FRONTIERCS_PROBLEM_ID, GUIDANCE_TTT_SEED
 #                         (see serve.yaml)
-#   GUIDANCE_TTT_LOCAL_JUDGE  set by guidance-ttt run when it started the local judge: the
-#                         preflight's "local judge" row
+#   GUIDANCE_TTT_LOCAL_JUDGE_FILE  set by guidance-ttt run when it starts the local judge
+#                         beside this script: the file that gets the judge's URL and the
+#                         preflight's "local judge" row (GUIDANCE_TTT_LOCAL_JUDGE) once it
+#                         listens; the preflight waits for it
 #   GUIDANCE_TTT_QUIET_STOP  set by guidance-ttt run: the stop names no process (guidance-ttt
 #                         run prints the one stopping line)
 #   GUIDANCE_TTT_COMMAND  set by guidance-ttt run: the command that was typed, which the
@@ -72,23 +74,44 @@ frozen_hint() {
         "guidance-ttt rehearse work/rehearsal (README: \"No GPU? Start here\")" >&2
 }
 
-preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
-    --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
-    --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
-    --executor "$EXECUTOR" --trial-environment "$TRIAL"
-    --usage-file "$PREFLIGHT_USAGE_FILE")
-if [ "$MODE" = frozen ]; then
-    preflight+=(--guidance-url "$GUIDANCE_URL")
-fi
-if [ "$EXECUTOR" = gpt_oss_120b ]; then
-    preflight+=(--reasoning-effort "$REASONING_EFFORT")
-fi
-if [ -n "${GUIDANCE_TTT_EXECUTOR_URL:-}" ]; then
-    preflight+=(--executor-url "$GUIDANCE_TTT_EXECUTOR_URL")
-fi
-if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE:-}" ]; then
-    preflight+=(--local-judge "$GUIDANCE_TTT_LOCAL_JUDGE")
-fi
+# The preflight, built once the judge's URL is known (wait_for_local_judge).
+build_preflight() {
+    preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
+        --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
+        --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
+        --executor "$EXECUTOR" --trial-environment "$TRIAL"
+        --usage-file "$PREFLIGHT_USAGE_FILE")
+    if [ "$MODE" = frozen ]; then
+        preflight+=(--guidance-url "$GUIDANCE_URL")
+    fi
+    if [ "$EXECUTOR" = gpt_oss_120b ]; then
+        preflight+=(--reasoning-effort "$REASONING_EFFORT")
+    fi
+    if [ -n "${GUIDANCE_TTT_EXECUTOR_URL:-}" ]; then
+        preflight+=(--executor-url "$GUIDANCE_TTT_EXECUTOR_URL")
+    fi
+    if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE:-}" ]; then
+        preflight+=(--local-judge "$GUIDANCE_TTT_LOCAL_JUDGE")
+    fi
+}
+
+# guidance-ttt run starts its local judge beside this script and writes the judge's URL and
+# the preflight's row to the file GUIDANCE_TTT_LOCAL_JUDGE_FILE names once it listens (whole:
+# it is renamed into place); a judge that does not start stops this script.
+wait_for_local_judge() {
+    local file=${GUIDANCE_TTT_LOCAL_JUDGE_FILE:-}
+    [ -n "$file" ] || return 0
+    until [ -s "$file" ]; do
+        sleep 0.05
+    done
+    {
+        IFS= read -r FRONTIERCS_JUDGE_URL
+        IFS= read -r GUIDANCE_TTT_LOCAL_JUDGE
+    } <"$file"
+    export FRONTIERCS_JUDGE_URL GUIDANCE_TTT_LOCAL_JUDGE
+    JUDGE_URL=$FRONTIERCS_JUDGE_URL
+}
+
 mkdir -p "$STATE_DIR"
 reef_log="$STATE_DIR/reef.log"
 # shellcheck source=scripts/reef-stack.sh
@@ -98,8 +121,19 @@ source scripts/reef-stack.sh
 # (scripts/reef-stack.sh).
 trap_signals
 
-# Slime binds its router to the host address; keep local traffic off any proxy. (Exported for
-# Reef only: the preflight is started before, with the environment the run was given.)
+# What the preflight sees of the variables set below for Reef and the episode: the values the
+# run was given (a frozen Reef starts before the preflight).
+given_environment=()
+for name in REEF_INFERENCE_HOST NO_PROXY no_proxy GUIDANCE_TTT_GUIDANCE_URL; do
+    if [ -z "${!name+set}" ]; then
+        given_environment=(-u "$name" "${given_environment[@]}")
+    else
+        given_environment+=("$name=${!name}")
+    fi
+done
+
+# Slime binds its router to the host address; keep local traffic off any proxy (for Reef and
+# the episode; the preflight keeps the values the run was given: given_environment).
 export_reef_environment() {
     if [ -z "${REEF_INFERENCE_HOST:-}" ]; then
         REEF_INFERENCE_HOST=$(hostname -I 2>/dev/null | awk '{print $1}')
@@ -128,14 +162,17 @@ start_key_forwarder() {
 
 if [ "$MODE" = frozen ]; then
     # Frozen Reef needs no GPU, model or judge and is up in seconds: it starts beside the
-    # preflight, and a preflight that fails stops it (the trap) before any episode runs.
-    "${preflight[@]}" &
-    preflight_pid=$!
+    # judge and the preflight, and a preflight that fails stops it (the trap) before any
+    # episode runs.
     export_reef_environment
     start_key_forwarder
     echo "$say: starting reef serve -c $serve_yaml beside the preflight ($MODE guidance;" \
         "log: $reef_log)"
     start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
+    wait_for_local_judge
+    build_preflight
+    env "${given_environment[@]}" "${preflight[@]}" &
+    preflight_pid=$!
     preflight_status=0
     wait "$preflight_pid" || preflight_status=$?
     preflight_pid=""
@@ -146,6 +183,8 @@ if [ "$MODE" = frozen ]; then
         exit 1
     fi
 else
+    wait_for_local_judge
+    build_preflight
     if ! "${preflight[@]}"; then
         echo "$say: stopping after the preflight; nothing was started." >&2
         echo "$say: fix every row marked missing above (a run needs the GPUs listed in" \

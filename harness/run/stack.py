@@ -15,10 +15,12 @@ way to start a run from the command line.
 2. The judge: when the run names none (`$FRONTIERCS_JUDGE_URL`, `--judge-url`, or a URL written
    in the file), the project's local judge for the configured task (`python -m judges`: the
    task's own `judge/` packages, else the bundled Polyomino problem), its log in
-   `<state>/judge.log`, shown as the preflight's "local judge" row, stopped on exit; it has a
-   fresh access token of its own, given to the stack through the environment only.
-   A `reef.port` some process already listens on is refused here, naming the port and the
-   process, before the judge starts.
+   `<state>/judge.log`, shown as the preflight's "local judge" row, stopped on exit (after
+   the stack); it has a fresh access token of its own, given to the stack through the
+   environment only. It starts beside the stack (step 3), which checks its settings and starts
+   a frozen Reef meanwhile and waits for the judge's URL before its preflight; a judge that
+   does not start stops the stack. A `reef.port` some process already listens on is refused
+   before either starts, naming the port and the process.
 3. The stack (`scripts/run-stack.sh`, the preflight table, `reef serve -c <copy>`, the episode:
    a Harbor trial with `harness:HarborAgent`, which runs the steps through the one run
    assembly, `harness.run.assembly`), started in a session of its own and tied to this process
@@ -37,7 +39,8 @@ import re
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator, Mapping, Sequence
+import tempfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -183,24 +186,9 @@ def judge_flags(task_dir: Path) -> list[str]:
     return ["--task", str(task_dir)] if (task_dir / "judge").is_dir() else []
 
 
-@contextlib.contextmanager
-def local_judge(settings: RunSettings, copy: Path, environ: Mapping[str, str]) -> Iterator[dict]:
-    """The environment the stack needs for its judge: nothing when the run names one, else the
-    URL and preflight row of a local judge started here (stopped when the block ends)."""
-    if judge_url_given(copy, environ):
-        yield {}
-        return
-    task = task_dir_of(settings)
-    log = settings.state_dir / "judge.log"
-    print(f"guidance-ttt run: no judge URL given: starting the local judge (log {log})", flush=True)
-    judge = LocalJudge(settings.state_dir / "judge", *judge_flags(task), log=log, with_token=True)
-    with judge:
-        row = f"started by guidance-ttt run: {judge.describe()} at {judge.url}; log {log}"
-        yield {
-            "FRONTIERCS_JUDGE_URL": judge.url,
-            "GUIDANCE_TTT_LOCAL_JUDGE": row,
-            **judge.token_environment(),  # its clients' token: the environment only
-        }
+#: The variable that names, to scripts/run-stack.sh, the file the local judge's address and
+#: preflight row are written to once it listens (the stack starts beside the judge).
+LOCAL_JUDGE_FILE = "GUIDANCE_TTT_LOCAL_JUDGE_FILE"
 
 
 def run_stack(
@@ -209,6 +197,50 @@ def run_stack(
     """Run scripts/run-stack.sh on the copy and return its exit status; whatever stops this
     call (a signal's `Terminated`) first stops the stack (SIGTERM, then SIGKILL of its session
     after `STACK_STOP_S`)."""
+    stack = _start_stack_script(copy, extra_env, environ, command)
+    try:
+        return stack.wait()
+    except BaseException:
+        _stop(stack)
+        raise
+
+
+def run_stack_beside_local_judge(
+    settings: RunSettings, copy: Path, environ: Mapping[str, str], command: str = ""
+) -> int:
+    """Run scripts/run-stack.sh while the project's local judge starts for the task: the stack
+    checks its settings and starts a frozen Reef meanwhile, and waits for the judge's URL and
+    preflight row in the file `LOCAL_JUDGE_FILE` names, written here once the judge listens.
+    A judge that does not start stops the stack (`RuntimeError` naming why); a signal stops
+    the stack, then the judge; on the way out the judge is stopped after the stack."""
+    task = task_dir_of(settings)
+    log = settings.state_dir / "judge.log"
+    print(f"guidance-ttt run: no judge URL given: starting the local judge (log {log})", flush=True)
+    judge = LocalJudge(settings.state_dir / "judge", *judge_flags(task), log=log, with_token=True)
+    with tempfile.TemporaryDirectory(prefix="guidance-ttt-run-") as scratch:
+        address = Path(scratch) / "local-judge"
+        # its clients' token: the environment only (the file holds the URL and the row)
+        extra = {**judge.token_environment(), LOCAL_JUDGE_FILE: str(address)}
+        stack = _start_stack_script(copy, extra, environ, command)
+        try:
+            with judge:
+                row = f"started by guidance-ttt run: {judge.describe()} at {judge.url}; log {log}"
+                written = address.with_suffix(".writing")
+                written.write_text(f"{judge.url}\n{row}\n", encoding="utf-8")
+                written.replace(address)  # whole, or not there: the stack reads it once
+                try:
+                    return stack.wait()
+                except BaseException:
+                    _stop(stack)  # before the judge: the episode may be judging
+                    raise
+        except BaseException:
+            _stop(stack)
+            raise
+
+
+def _start_stack_script(
+    copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, str], command: str
+) -> subprocess.Popen[Any]:
     env = {
         **environ,
         **extra_env,
@@ -219,12 +251,7 @@ def run_stack(
         # its flags (`harness.run.spend.spend_advice`).
         "GUIDANCE_TTT_COMMAND": command or "guidance-ttt run",
     }
-    stack = start_tied(["bash", str(STACK)], cwd=REPO, env=env)
-    try:
-        return stack.wait()
-    except BaseException:
-        _stop(stack)
-        raise
+    return start_tied(["bash", str(STACK)], cwd=REPO, env=env)
 
 
 def _stop(stack: subprocess.Popen[Any]) -> None:
@@ -250,5 +277,6 @@ def start_stack(request: StackRequest, environ: Mapping[str, str] | None = None)
         print(f"guidance-ttt run: settings {copy} (state in {settings.state_dir})", flush=True)
         refuse_taken_reef_port(settings, copy)
         refuse_unreachable(settings, environ)
-        with local_judge(settings, copy, environ) as judge_env:
-            return run_stack(copy, judge_env, environ, request.command)
+        if judge_url_given(copy, environ):
+            return run_stack(copy, {}, environ, request.command)
+        return run_stack_beside_local_judge(settings, copy, environ, request.command)

@@ -439,6 +439,91 @@ def test_ctrl_c_while_the_preflight_and_reef_start_together_stops_both_in_one_li
         time.sleep(0.5)
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_a_local_judge_that_does_not_start_stops_the_stack_started_beside_it(
+    tmp_path: Path,
+) -> None:
+    """The stack starts beside the local judge and waits for its URL before the preflight; a
+    judge that does not start (its state directory is a file) stops the stack and whatever it
+    started (a frozen Reef), in one `local judge did not start` refusal, with no process left
+    that names the state directory."""
+    from harness.rehearsal.openai_server import OpenAIFixture
+    from harness.rehearsal.stand_ins import GuidanceScript, executor_reply
+
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "judge").write_text("not a directory\n")
+    with (
+        OpenAIFixture(GuidanceScript(), model="my-guidance") as guidance,
+        OpenAIFixture(executor_reply, model="my-executor") as executor,
+    ):
+        done = subprocess.run(
+            _frozen_run(state, guidance.base_url, executor.v1_url),
+            cwd=tmp_path,
+            env=_clean_environment(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        assert not guidance.completion_requests(), "the preflight ran without a judge"
+    assert done.returncode == 2, (done.stdout + done.stderr)[-3000:]
+    assert done.stderr.startswith("guidance-ttt run: local judge did not start"), done.stderr
+    assert "is a file, not a directory" in done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    assert not _processes_naming(str(state))
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(600)
+def test_ctrl_c_while_the_judge_and_reef_start_together_stops_both_in_one_line(
+    tmp_path: Path,
+) -> None:
+    """Ctrl-C as soon as a fresh frozen run's stack starts Reef, while its local judge is
+    starting beside it (a fresh judge generates its suite first, which takes longer than the
+    stack's settings check): exit 130, the one stopping line, no traceback, and no process left
+    that names the state directory."""
+    import signal
+    import time
+
+    from harness.rehearsal.openai_server import OpenAIFixture
+    from harness.rehearsal.stand_ins import GuidanceScript, executor_reply
+
+    state = tmp_path / "state"
+    with (
+        OpenAIFixture(GuidanceScript(), model="my-guidance") as guidance,
+        OpenAIFixture(executor_reply, model="my-executor") as executor,
+    ):
+        process = subprocess.Popen(
+            _frozen_run(state, guidance.base_url, executor.v1_url),
+            cwd=tmp_path,
+            env=_clean_environment(),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        try:
+            deadline = time.monotonic() + 240
+            while not (state / "reef.log").is_file():
+                assert process.poll() is None, process.communicate()
+                assert time.monotonic() < deadline, "the stack never started Reef"
+                time.sleep(0.02)
+            process.send_signal(signal.SIGINT)
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert not guidance.completion_requests(), "the preflight had started"
+    assert process.returncode == 130, (stdout + stderr)[-3000:]
+    assert stderr.count("guidance-ttt run: stopping (SIGINT)") == 1, stderr[-3000:]
+    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
+    deadline = time.monotonic() + 60
+    while _processes_naming(str(state)):
+        assert time.monotonic() < deadline, _processes_naming(str(state))
+        time.sleep(0.5)
+
+
 def _only_the_run_reaches_its_judge_and_its_directory(state: Path, env: dict[str, str]) -> str:
     """While the run runs: its own judge answers 401 without the token in its environment and
     200 with it; a second `guidance-ttt run` on its state directory is refused in one line
