@@ -2,17 +2,17 @@
 
 Each check returns a `CheckResult` — ready or missing, one line of detail and, when missing, how
 to fix it — and never raises: a check that crashes is itself reported as missing. `run.sh` runs
-this module before it starts anything, and `guidance-ttt doctor` can call `run_preflight` alone.
-Nothing here downloads or trains: the model is only looked for (or found fetchable), the judge
-scores one given seed candidate, and the executor (and a frozen run's guidance endpoint) answers
-one tiny request. The only file written is `--usage-file`, what those calls used, which the run
-counts in its cost.
+this module before its episode (a frozen run's Reef starts beside it), and `guidance-ttt doctor`
+can call `run_preflight` alone. Nothing here downloads or trains: the model is only looked for
+(or found fetchable), the judge scores one given seed candidate, and the executor (and a frozen
+run's guidance endpoint) answers one tiny request. The only file written is `--usage-file`, what
+those calls used, which the run counts in its cost.
 
-This module is the entry point: `run_preflight` runs the rows in table order, and `main` is the
-command line (`python -m harness.preflight`, `guidance-ttt doctor`), whose flags left out come
-from `serve.yaml`. The rows live beside it: `machine` (Python, GPUs, model, git-lfs, disk),
-`services` (judge, executor, guidance endpoint), `task` (the task directory and its seed) and
-`report` (the table).
+This module is the entry point: `run_preflight` runs the rows at once and reports them in table
+order, and `main` is the command line (`python -m harness.preflight`, `guidance-ttt doctor`),
+whose flags left out come from `serve.yaml`. The rows live beside it: `machine` (Python, GPUs,
+model, git-lfs, disk), `services` (judge, executor, guidance endpoint), `task` (the task
+directory and its seed) and `report` (the table).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rich.console import Console
@@ -74,7 +75,8 @@ def run_preflight(
     guidance_shape: RequestShape | None = None,
     local_judge: str | None = None,
 ) -> PreflightReport:
-    """Run every check in table order and collect the rows; never raises for a failing check.
+    """Run every check, all at once, and collect the rows in table order; never raises for a
+    failing check.
     `score_seed=None` checks the judge's health only; `task_dir` adds the task row.
     `guidance_url` (frozen-guidance mode: the OpenAI-compatible endpoint Reef proxies) replaces
     the GPU and model rows by a guidance row: a frozen run trains nothing and loads no weights.
@@ -114,10 +116,14 @@ def run_preflight(
     ]
     if environment is not None:
         checks.append(("trial", environment))
+    # Every check waits on its own endpoint, process or file: they run at once, so the table
+    # takes as long as its slowest row (the real model calls), not the sum of them all.
+    with ThreadPoolExecutor(len(checks), thread_name_prefix="preflight") as pool:
+        pending = [(name, pool.submit(check)) for name, check in checks]
     results = []
-    for name, check in checks:
+    for name, done in pending:
         try:
-            results.append(check())
+            results.append(done.result())
         except Exception as exc:  # a bug in one check must not hide the others
             results.append(
                 missing_check(
