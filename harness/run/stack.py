@@ -241,8 +241,9 @@ def run_stack_beside_local_judge(
 def _start_stack_script(
     copy: Path, extra_env: Mapping[str, str], environ: Mapping[str, str], command: str
 ) -> subprocess.Popen[Any]:
+    given = {key: value for key, value in environ.items() if key != LOCAL_JUDGE_FILE}
     env = {
-        **environ,
+        **given,  # a judge file only from here: the stack would wait for it
         **extra_env,
         "GUIDANCE_TTT_SERVE_YAML": str(copy),
         "PYTHON": sys.executable,  # the interpreter of this command, with the project
