@@ -62,6 +62,9 @@ from tests.bridge_fake import BridgeFaults, FakeTrainingBridge  # noqa: E402
 
 TOKEN = "reef-local"
 POLL_S = 0.05
+#: Seconds between polls for a judge verdict: the local judge answers a stand-in's program in a
+#: fraction of a second, and the reference's 2 s would leave a rehearsal idle most of the time.
+JUDGE_POLL_S = 0.1
 
 
 # --- settings ------------------------------------------------------------------------------------
@@ -259,7 +262,10 @@ def services(
         reef=ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token),
         executor=executor,
         scorer=FrontierCSScorer.for_task(
-            task, settings.judge_url, settings.judge_problem_id or None, poll_interval_s=0.1
+            task,
+            settings.judge_url,
+            settings.judge_problem_id or None,
+            poll_interval_s=JUDGE_POLL_S,
         ),
         bridge=None,
         status=None,

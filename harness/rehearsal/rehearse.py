@@ -91,6 +91,10 @@ class RehearsalOptions:
     seed: str | None = None
     #: `harness.guidance.request.dialect` in the written settings (None: the template's).
     guidance_dialect: str | None = None
+    #: Seconds between polls for a judge verdict (None: the reference's 2 s, as a real run).
+    #: The local judge answers a stand-in's program in a fraction of a second, so in-process
+    #: callers that run many short rehearsals (the tests) poll faster.
+    judge_poll_s: float | None = None
 
     @property
     def seed_record(self) -> str:
@@ -306,7 +310,12 @@ def rehearse_run(
             settings,
             task,
             (task / "instruction.md").read_text(encoding="utf-8"),
-            AssemblyOptions(backend=backend, console=console, workers=options.workers),
+            AssemblyOptions(
+                backend=backend,
+                console=console,
+                workers=options.workers,
+                judge_poll_s=options.judge_poll_s,
+            ),
         )
 
 

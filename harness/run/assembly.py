@@ -45,8 +45,9 @@ class AssemblyOptions:
     """How one run is assembled, beyond its settings: where the executor is (`executor_url`, or
     a whole `backend`, the rehearsal's labelled stand-in), Reef's training bridge for a trained
     run (default: Reef's Ray bridge from the run directory), the console of the live display
-    (default: stderr), the most rollouts at once (default: the settings') and the controller's
-    overrides (e.g. the training barrier's poll interval)."""
+    (default: stderr), the most rollouts at once (default: the settings'), the controller's
+    overrides (e.g. the training barrier's poll interval) and how often the judge's verdicts are
+    polled (default: the reference's 2 s)."""
 
     executor_url: str | None = None
     backend: ExecutionBackend | None = None
@@ -54,6 +55,7 @@ class AssemblyOptions:
     console: Any = None  # a rich Console (run/ does not import rich itself)
     workers: int | None = None
     controller_overrides: Mapping[str, Any] | None = None
+    judge_poll_s: float | None = None
 
 
 def assemble_and_run(
@@ -64,7 +66,12 @@ def assemble_and_run(
     ends the run. Raises what `run_steps` raises."""
     how = how or AssemblyOptions()
     services = production_services(
-        settings, task_dir, executor_url=how.executor_url, bridge=how.bridge, backend=how.backend
+        settings,
+        task_dir,
+        executor_url=how.executor_url,
+        bridge=how.bridge,
+        backend=how.backend,
+        judge_poll_s=how.judge_poll_s,
     )
     try:
         prices = _prices(settings)

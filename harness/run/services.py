@@ -56,10 +56,12 @@ def production_services(
     bridge: TrainingBridge | None = None,
     events: EventSink | None = None,
     backend: ExecutionBackend | None = None,
+    judge_poll_s: float | None = None,
 ) -> RunServices:
     """The real adapters: Reef at `settings.reef_url`, the configured executor backend (at
     `executor_url` when given), the FrontierCS judge at `settings.judge_url` with the task's case
-    check, and the step gate of the run's mode: trained, Reef's Ray training bridge (address from
+    check (its verdicts polled every `judge_poll_s`, default the reference's 2 s), and the step
+    gate of the run's mode: trained, Reef's Ray training bridge (address from
     `<run-dir>/slime-driver/runtime.yaml`) unless `bridge` is given, and Reef's status page;
     frozen, `FrozenGate` (no bridge: nothing is trained, no step waits). `backend` replaces the
     configured executor backend (the rehearsal's labelled stand-in)."""
@@ -69,8 +71,9 @@ def production_services(
         if settings.arm_spec.guided
         else NoReef(settings.scenario)
     )
+    polling = {} if judge_poll_s is None else {"poll_interval_s": judge_poll_s}
     scorer = FrontierCSScorer.for_task(
-        task_dir, settings.judge_url, settings.judge_problem_id or None
+        task_dir, settings.judge_url, settings.judge_problem_id or None, **polling
     )
     if settings.frozen:
         if bridge is not None:

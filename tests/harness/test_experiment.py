@@ -14,7 +14,7 @@ import csv
 import io
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from harness.observe.events import read_events
 from harness.rehearsal.rehearse import RehearsalOptions, rehearse_run, stand_in_stack
 from harness.run.spend import SpendLimitReached
 from harness.storage.run_files import event_log_path
+from tests.rehearsal_support import JUDGE_POLL_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -190,7 +191,9 @@ def test_a_spend_limit_below_one_step_stops_after_it_and_raising_it_resumes(
     tmp_path: Path,
 ) -> None:
     console = Console(file=io.StringIO())
-    options = RehearsalOptions(steps=3, groups=1, rollouts=2, arm="unguided", max_tokens=1000)
+    options = RehearsalOptions(
+        steps=3, groups=1, rollouts=2, arm="unguided", max_tokens=1000, judge_poll_s=JUDGE_POLL_S
+    )
     state = tmp_path / "run"
     with stand_in_stack(tmp_path, 2, 11, console) as stack:
         with pytest.raises(SpendLimitReached) as stopped:
@@ -200,7 +203,7 @@ def test_a_spend_limit_below_one_step_stops_after_it_and_raising_it_resumes(
         assert "raise max_tokens" in message and "\n" not in message
         resume = json.loads((state / "guidance-run/resume-state.json").read_text())
         assert resume["next_step"] == 1, "the step that crossed the limit completed"
-        raised = RehearsalOptions(steps=3, groups=1, rollouts=2, arm="unguided", max_tokens=20000)
+        raised = replace(options, max_tokens=20000)
         result = rehearse_run(stack, state, raised, console)
     assert (result.start_step, result.next_step) == (1, 3)
     events = read_events(event_log_path(state))

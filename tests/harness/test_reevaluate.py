@@ -19,6 +19,7 @@ from rich.console import Console
 
 from harness.cli.entry import main
 from harness.rehearsal.rehearse import RehearsalOptions, rehearse_run, stand_in_stack
+from tests.rehearsal_support import JUDGE_POLL_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -38,7 +39,9 @@ def test_reevaluate_writes_the_field_export_carries_it_and_the_checker_accepts_i
 ) -> None:
     console = Console(file=io.StringIO())
     state = tmp_path / "run"
-    options = RehearsalOptions(steps=2, groups=1, rollouts=2, arm="unguided")
+    options = RehearsalOptions(
+        steps=2, groups=1, rollouts=2, arm="unguided", judge_poll_s=JUDGE_POLL_S
+    )
     with stand_in_stack(tmp_path, 2, 11, console) as stack:
         rehearse_run(stack, state, options, console)
     same = main(["reevaluate", str(state), "--suite", "generated:11:2", "--repeats", "2"])

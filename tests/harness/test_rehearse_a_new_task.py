@@ -17,6 +17,7 @@ from harness import results
 from harness.rehearsal.rehearse import RehearsalOptions, rehearse
 from harness.settings.run_settings import RunSettings
 from harness.storage.store import read_committed
+from tests.rehearsal_support import JUDGE_POLL_S
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -73,7 +74,9 @@ def test_rehearse_task_runs_a_task_made_by_task_new(tmp_path: Path) -> None:
 
 def test_a_five_step_rehearsal_improves_on_its_seed(tmp_path: Path) -> None:
     state = tmp_path / "state"
-    options = RehearsalOptions(steps=5, groups=2, rollouts=2, cases=2, judge_seed=11)
+    options = RehearsalOptions(
+        steps=5, groups=2, rollouts=2, cases=2, judge_seed=11, judge_poll_s=JUDGE_POLL_S
+    )
     result = rehearse(state, options)
     view = results.load_run(state)
     seed = results.seed_entry(view.archive).verifier_raw_score

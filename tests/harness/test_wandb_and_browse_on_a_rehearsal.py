@@ -24,6 +24,7 @@ from harness.rehearsal.stand_ins import task_dir
 from harness.results import load_run
 from harness.storage.run_files import run_id
 from tests.browser import browser, chromium_or_skip
+from tests.rehearsal_support import JUDGE_POLL_S
 from tests.wandb_records import OfflineRun, offline_runs
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -71,7 +72,8 @@ def run_rehearsal(state: Path, steps: int, wandb: tuple = OFFLINE) -> str:
     if not (task_dir() / "solution" / "seed.json").is_file():
         pytest.skip(f"{task_dir()}/solution/seed.json (the task's seed archive) is missing")
     out = io.StringIO()
-    result = rehearse(state, RehearsalOptions(steps=steps, wandb=wandb), Console(file=out))
+    options = RehearsalOptions(steps=steps, wandb=wandb, judge_poll_s=JUDGE_POLL_S)
+    result = rehearse(state, options, Console(file=out))
     assert result.next_step == steps, out.getvalue()[-3000:]
     return out.getvalue()
 
