@@ -164,33 +164,29 @@ def test_program_claiming_a_ratio_on_stderr_and_failing_gets_ratio_zero(
         assert "Ratio: 1.0" in case["stderr"] and "Ratio" not in case["msg"]
 
 
-def test_results_survive_a_restart_and_sids_keep_increasing(tmp_path: Path) -> None:
+def test_results_and_a_queued_submission_survive_a_restart_and_sids_keep_increasing(
+    tmp_path: Path,
+) -> None:
+    """One judge stopped (SIGTERM, a clean stop) with one result stored and one submission
+    accepted but not yet judged; the next judge on the same state directory serves the stored
+    result, judges the accepted submission, and numbers new submissions after both."""
     state = tmp_path / "state"
+    slow = (PROGRAMS / "infinite_loop.cpp").read_text()
     first = JudgeProcess(state, "--generated-cases", "1", "--seed", "9").start()
     try:
         sid = submit(first.url, SHELF).json()["sid"]
         result = wait_final(first.url, sid)
+        queued = submit(first.url, slow).json()["sid"]
+        assert httpx.get(f"{first.url}/result/{queued}").json() == {"status": "queued"}
     finally:
         assert first.stop() == 0  # SIGTERM is a clean stop
     with JudgeProcess(state, "--generated-cases", "1", "--seed", "9") as second:
         assert httpx.get(f"{second.url}/result/{sid}").json() == result
         assert httpx.get(f"{second.url}/result/{sid}").json() == result
-        assert submit(second.url, SHELF).json()["sid"] == sid + 1
-
-
-def test_submission_accepted_before_a_stop_is_judged_after_restart(tmp_path: Path) -> None:
-    state = tmp_path / "state"
-    slow = (PROGRAMS / "infinite_loop.cpp").read_text()
-    first = JudgeProcess(state, "--generated-cases", "1", "--seed", "9").start()
-    try:
-        sid = submit(first.url, slow).json()["sid"]
-        assert httpx.get(f"{first.url}/result/{sid}").json() == {"status": "queued"}
-    finally:
-        assert first.stop() == 0
-    with JudgeProcess(state, "--generated-cases", "1", "--seed", "9") as second:
-        result = wait_final(second.url, sid)
-        assert result["status"] == "done"
-        assert result["cases"][0]["runStatus"] == "Time Limit Exceeded"
+        late = wait_final(second.url, queued)
+        assert late["status"] == "done"
+        assert late["cases"][0]["runStatus"] == "Time Limit Exceeded"
+        assert submit(second.url, SHELF).json()["sid"] == queued + 1
 
 
 def test_full_queue_refuses_with_503_and_retry_after(tmp_path: Path) -> None:
