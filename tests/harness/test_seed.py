@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
@@ -100,13 +102,38 @@ def _judge(judge: LocalJudge, program: str) -> tuple[float, list[float]]:
     return verdict.reward, verdict.artifacts["case_ratios"]
 
 
+class Judges:
+    """The local judges of this module, one per suite, each started when a test first asks for
+    its suite and shared by both seeds (each seed's program is judged on its own)."""
+
+    def __init__(self, root: Path, stack: ExitStack) -> None:
+        self.root, self.stack = root, stack
+        self.started: dict[tuple[str, ...], LocalJudge] = {}
+
+    def serving(self, *flags: str) -> LocalJudge:
+        if flags not in self.started:
+            state = self.root / f"judge-{len(self.started)}"
+            self.started[flags] = self.stack.enter_context(LocalJudge(state, *flags))
+        return self.started[flags]
+
+    def public_cases(self) -> LocalJudge:
+        problems = self.root / "problems"
+        if not problems.is_dir():
+            public_problems(problems)  # skips the test when ../shared is absent
+        return self.serving("--problems", str(problems))
+
+
+@pytest.fixture(scope="module")
+def judges(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Judges]:
+    with ExitStack() as stack:
+        yield Judges(tmp_path_factory.mktemp("seed-judges"), stack)
+
+
 @pytest.mark.slow
 @both_seeds
-def test_seed_is_valid_on_all_70_public_cases(tmp_path: Path, name: str) -> None:
+def test_seed_is_valid_on_all_70_public_cases(judges: Judges, name: str) -> None:
     seed, program = _seed(name)
-    problems = public_problems(tmp_path / "problems")
-    with LocalJudge(tmp_path / "state", "--problems", str(problems)) as judge:
-        score, ratios = _judge(judge, program)
+    score, ratios = _judge(judges.public_cases(), program)
     assert len(ratios) == 70
     assert min(ratios) > 0.0, "every public case must be a valid packing"
     assert score == pytest.approx(seed["measured"]["public_cases"]["score"], abs=1e-6)
@@ -114,12 +141,11 @@ def test_seed_is_valid_on_all_70_public_cases(tmp_path: Path, name: str) -> None
 
 @pytest.mark.slow
 @both_seeds
-def test_seed_is_valid_on_the_generated_suite(tmp_path: Path, name: str) -> None:
+def test_seed_is_valid_on_the_generated_suite(judges: Judges, name: str) -> None:
     seed, program = _seed(name)
     generated = seed["measured"]["generated_suite"]
     options = ["--generated-cases", str(generated["cases"]), "--seed", str(generated["seed"])]
-    with LocalJudge(tmp_path / "state", *options) as judge:
-        score, ratios = _judge(judge, program)
+    score, ratios = _judge(judges.serving(*options), program)
     assert len(ratios) == generated["cases"]
     assert min(ratios) > 0.0, "every generated case must be a valid packing"
     assert score == pytest.approx(generated["score"], abs=1e-6)
