@@ -74,30 +74,32 @@ frozen_hint() {
         "guidance-ttt rehearse work/rehearsal (README: \"No GPU? Start here\")" >&2
 }
 
-# The preflight, built once the judge's URL is known (wait_for_local_judge).
-build_preflight() {
-    preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
-        --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
-        --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
-        --executor "$EXECUTOR" --trial-environment "$TRIAL"
-        --usage-file "$PREFLIGHT_USAGE_FILE")
-    if [ "$MODE" = frozen ]; then
-        preflight+=(--guidance-url "$GUIDANCE_URL")
-    fi
-    if [ "$EXECUTOR" = gpt_oss_120b ]; then
-        preflight+=(--reasoning-effort "$REASONING_EFFORT")
-    fi
-    if [ -n "${GUIDANCE_TTT_EXECUTOR_URL:-}" ]; then
-        preflight+=(--executor-url "$GUIDANCE_TTT_EXECUTOR_URL")
-    fi
-    if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE:-}" ]; then
-        preflight+=(--local-judge "$GUIDANCE_TTT_LOCAL_JUDGE")
-    fi
-}
-
+# The preflight; beside a local judge that is still starting it waits for the judge's URL and
+# row in GUIDANCE_TTT_LOCAL_JUDGE_FILE itself, having read its settings meanwhile.
+preflight=("$python" -m harness.preflight --config "$serve_yaml" --state-dir "$STATE_DIR"
+    --model-dir "$model_dir" --model-id "$model_id" --judge-url "$JUDGE_URL"
+    --problem-id "$JUDGE_PROBLEM_ID" --task-dir "$TASK_DIR" --seed-file "$SEED_FILE"
+    --executor "$EXECUTOR" --trial-environment "$TRIAL"
+    --usage-file "$PREFLIGHT_USAGE_FILE")
+if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE_FILE:-}" ]; then
+    preflight+=(--local-judge-file "$GUIDANCE_TTT_LOCAL_JUDGE_FILE")
+fi
+if [ "$MODE" = frozen ]; then
+    preflight+=(--guidance-url "$GUIDANCE_URL")
+fi
+if [ "$EXECUTOR" = gpt_oss_120b ]; then
+    preflight+=(--reasoning-effort "$REASONING_EFFORT")
+fi
+if [ -n "${GUIDANCE_TTT_EXECUTOR_URL:-}" ]; then
+    preflight+=(--executor-url "$GUIDANCE_TTT_EXECUTOR_URL")
+fi
+if [ -n "${GUIDANCE_TTT_LOCAL_JUDGE:-}" ]; then
+    preflight+=(--local-judge "$GUIDANCE_TTT_LOCAL_JUDGE")
+fi
 # guidance-ttt run starts its local judge beside this script and writes the judge's URL and
 # the preflight's row to the file GUIDANCE_TTT_LOCAL_JUDGE_FILE names once it listens (whole:
-# it is renamed into place); a judge that does not start stops this script.
+# it is renamed into place); a judge that does not start stops this script. The episode needs
+# the URL (the preflight has read it by then).
 wait_for_local_judge() {
     local file=${GUIDANCE_TTT_LOCAL_JUDGE_FILE:-}
     [ -n "$file" ] || return 0
@@ -169,8 +171,6 @@ if [ "$MODE" = frozen ]; then
     echo "$say: starting reef serve -c $serve_yaml beside the preflight ($MODE guidance;" \
         "log: $reef_log)"
     start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
-    wait_for_local_judge
-    build_preflight
     env "${given_environment[@]}" "${preflight[@]}" &
     preflight_pid=$!
     preflight_status=0
@@ -183,8 +183,6 @@ if [ "$MODE" = frozen ]; then
         exit 1
     fi
 else
-    wait_for_local_judge
-    build_preflight
     if ! "${preflight[@]}"; then
         echo "$say: stopping after the preflight; nothing was started." >&2
         echo "$say: fix every row marked missing above (a run needs the GPUs listed in" \
@@ -206,6 +204,7 @@ get(sys.argv[1], local_dir=sys.argv[2])' "$model_id" "$model_dir"
     start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
 fi
 
+wait_for_local_judge
 echo "$say: waiting for $REEF_URL/healthz, at most ${STARTUP_DEADLINE_S}s (training stack" \
     "start-up can take many minutes)"
 if ! wait_for_reef "$REEF_URL" "$STARTUP_DEADLINE_S" "$reef_log"; then

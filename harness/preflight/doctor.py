@@ -43,7 +43,13 @@ from harness.preflight.machine import (
     check_trial_environment,
 )
 from harness.preflight.report import CheckResult, PreflightReport, missing_check, ready_check
-from harness.preflight.services import check_executor, check_guidance, check_judge
+from harness.preflight.services import (
+    JUDGE_ANNOUNCE_S,
+    check_executor,
+    check_guidance,
+    check_judge,
+    judge_announced,
+)
 from harness.preflight.task import check_task, seed_scorer
 from harness.request_shapes import RequestShape
 from harness.settings.precedence import run_copy_in, settings_file_for
@@ -192,6 +198,14 @@ def build_parser(prog: str = "python -m harness.preflight") -> argparse.Argument
         "(default: no such row; `guidance-ttt run` and ./run.sh pass it)",
     )
     parser.add_argument(
+        "--local-judge-file",
+        type=Path,
+        metavar="FILE",
+        help="the judge the command is starting beside the preflight: wait for its URL and row "
+        "in FILE (two lines, written whole once it listens), which replace --judge-url and "
+        "--local-judge (default: none; `guidance-ttt run` passes it)",
+    )
+    parser.add_argument(
         "--skip-judge-score",
         action="store_true",
         help="check the judge's /health only (default: also score the seed)",
@@ -326,6 +340,16 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
     except ValueError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 2
+    if args.local_judge_file is not None:  # imported and configured while the judge starts
+        announced = judge_announced(args.local_judge_file)
+        if announced is None:
+            print(
+                f"{prog}: no judge URL in {args.local_judge_file} within "
+                f"{JUDGE_ANNOUNCE_S:g} s: the judge did not start (its log says why)",
+                file=sys.stderr,
+            )
+            return 2
+        args.judge_url, args.local_judge = announced
     score_seed = None
     if not args.skip_judge_score:
         score_seed = seed_scorer(

@@ -4,15 +4,18 @@ frozen-guidance mode, the guidance endpoint.
 Each check makes one bounded request (a health probe, the seed judged once, a 1-token chat
 request), returns a `CheckResult` and never raises: a failing or unreachable service is a
 missing row whose fix names the environment variable or command that points the run at it. An
-API key is sent where needed but only ever reported by its variable's name.
+API key is sent where needed but only ever reported by its variable's name. `judge_announced`
+waits for the URL of a judge `guidance-ttt run` is starting beside the preflight.
 """
 
 from __future__ import annotations
 
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -366,3 +369,25 @@ def _judge_log(verdict: VerificationResult) -> str:
     if not logs:
         return ""
     return f" (judge log: {' '.join(str(logs).split())[:240]})"
+
+
+#: How long the preflight waits for the URL of a judge started beside it (the local judge's own
+#: start timeout: `harness.adapters.judge.process.LocalJudge`).
+JUDGE_ANNOUNCE_S = 180.0
+
+
+def judge_announced(path: Path, timeout_s: float = JUDGE_ANNOUNCE_S) -> tuple[str, str] | None:
+    """The URL and preflight row `guidance-ttt run` writes to `path` once the judge it starts
+    listens (the file appears whole: it is renamed into place); None when none comes within
+    `timeout_s` (the command stops the preflight first when the judge fails)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except FileNotFoundError:
+            lines = []
+        if len(lines) >= 2:
+            return lines[0], lines[1]
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.02)

@@ -36,7 +36,7 @@ from harness.preflight.machine import (
     check_python,
 )
 from harness.preflight.report import LOG_WIDTH, CheckResult, PreflightReport
-from harness.preflight.services import check_executor, check_judge
+from harness.preflight.services import check_executor, check_judge, judge_announced
 from harness.preflight.task import seed_program, seed_scorer
 from tests.reef_fixtures import free_port
 from tests.task_builders import write_task
@@ -719,3 +719,26 @@ def test_fixes_name_the_flags_of_the_command_typed_not_variables(monkeypatch):
         assert front in executor
         assert "GUIDANCE_TTT_GUIDANCE_URL" not in guidance + executor
         assert "GUIDANCE_TTT_EXECUTOR_URL" not in executor
+
+
+def test_a_judge_started_beside_the_preflight_is_waited_for_in_its_file(tmp_path: Path) -> None:
+    """`guidance-ttt run` renames the judge's URL and row into place once the judge listens;
+    the preflight, started before that, reads them when they come, and gives up (None) when
+    they never do."""
+    address = tmp_path / "local-judge"
+
+    def announce() -> None:
+        written = tmp_path / "local-judge.writing"
+        written.write_text("http://127.0.0.1:4242\nstarted by guidance-ttt run: problem 0\n")
+        written.replace(address)
+
+    later = threading.Timer(0.3, announce)
+    later.start()
+    try:
+        assert judge_announced(address, timeout_s=60) == (
+            "http://127.0.0.1:4242",
+            "started by guidance-ttt run: problem 0",
+        )
+    finally:
+        later.cancel()
+    assert judge_announced(tmp_path / "never", timeout_s=0.1) is None
