@@ -1,10 +1,16 @@
-"""An experiment of 3 arms × 2 seeds × 2 steps from one command on CPU, then `compare`.
+"""An experiment of 3 arms × 3 seeds × 2 steps on CPU, then `status`, `compare`, `reevaluate`.
 
-Real: the `guidance-ttt` CLI, the local judge (one for all six runs), `reef serve` for each
-guided run, the run loop, store and controller. Stand-ins: the rehearsal's scripted models
-(labelled on the figure). The grid is 1×2 and the suite two generated cases, so the six runs
-take about a minute on two cores. Also here: the spend limit stopping a run after the step that
-crossed it, and the same command resuming it once the limit is raised.
+The experiment is the README's "Running an experiment" block, run as written: the shell block
+is taken from README.md itself and run by bash, line for line, in a fresh directory holding a
+copy of serve-frozen.yaml (the user's repository root), with the `guidance-ttt` of this
+environment on PATH and no endpoint variable set. Real: the CLI, the local judge (one for all
+nine runs), `reef serve` for each guided run, the run loop, store and controller. Stand-ins:
+the rehearsal's scripted models (the plan's `stand_ins: true`, labelled on the figure). The
+tests then read that one experiment every way a user can: its index and progress lines, the
+same command again, `compare`'s files and figure, and each run's best in every report.
+
+Also here: the spend limit stopping a run after the step that crossed it, and the same command
+resuming it once the limit is raised; runs of a plan at once; a plan from a settings file.
 """
 
 from __future__ import annotations
@@ -13,7 +19,11 @@ import contextlib
 import csv
 import io
 import json
+import os
 import re
+import shutil
+import subprocess
+import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -29,43 +39,65 @@ from harness.run.spend import SpendLimitReached
 from harness.storage.run_files import event_log_path
 from tests.rehearsal_support import JUDGE_POLL_S
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
 
+REPO = Path(__file__).resolve().parents[2]
+ENDPOINTS = ("GUIDANCE_TTT_GUIDANCE_URL", "GUIDANCE_TTT_GUIDANCE_MODEL", "GUIDANCE_TTT_PRICING")
+#: The README's plan.
 ARMS = ["guidance-ttt", "unguided", "best-of-n"]
-SEEDS = [0, 1]
+SEEDS = [0, 1, 2]
 
 
 @dataclass(frozen=True)
 class Experiment:
+    root: Path  # the user's directory the README's commands ran in
     plan: Path
     directory: Path
-    output: str  # what the experiment command printed
+    output: str  # what the commands printed
+    errors: str
+    returncode: int
+
+
+def readme_block(section: str) -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    body = text.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    block = re.search(r"```bash\n(.*?)```", body, re.S)
+    assert block is not None, f"no bash block under '## {section}'"
+    return block.group(1)
 
 
 @pytest.fixture(scope="module")
 def experiment(tmp_path_factory: pytest.TempPathFactory) -> Experiment:
-    """3 arms × 2 seeds × 2 steps of 1×2 with the stand-ins, run once for this module."""
-    root = tmp_path_factory.mktemp("arms")
-    plan = root / "plan.yaml"
-    plan.write_text(
-        yaml.safe_dump(
-            {
-                "name": "arms",
-                "stand_ins": True,
-                "arms": ARMS,
-                "seeds": SEEDS,
-                "steps": 2,
-                "groups": 1,
-                "rollouts": 2,
-                "judge": {"cases": 2, "seed": 11},
-            }
-        )
+    """The README's experiment block, run once for this module as a user runs it."""
+    root = tmp_path_factory.mktemp("readme")
+    shutil.copy(REPO / "serve-frozen.yaml", root / "serve-frozen.yaml")
+    env = {k: v for k, v in os.environ.items() if k not in ENDPOINTS}
+    env["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{env.get('PATH', '')}"
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", readme_block("Running an experiment")],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=1100,
     )
-    directory = root / "experiment"
-    printed = io.StringIO()
-    with contextlib.redirect_stdout(printed):
-        assert main(["experiment", str(plan), "--dir", str(directory)]) == 0
-    return Experiment(plan, directory, printed.getvalue())
+    return Experiment(
+        root, root / "plan.yaml", root / "work" / "arms", done.stdout, done.stderr, done.returncode
+    )
+
+
+def test_the_readmes_experiment_commands_run_as_written(experiment: Experiment) -> None:
+    block = readme_block("Running an experiment")
+    assert "guidance-ttt estimate --config serve-frozen.yaml" in block
+    assert experiment.returncode == 0, experiment.output[-4000:] + experiment.errors[-4000:]
+    plan = yaml.safe_load(experiment.plan.read_text())
+    assert (plan["arms"], plan["seeds"], plan["stand_ins"]) == (ARMS, SEEDS, True)
+    out = experiment.output
+    assert "estimate for serve-frozen.yaml:" in out
+    assert "9/9 runs finished" in out
+    for name in ("compare.png", "compare.csv", "compare-table.csv"):
+        assert (experiment.directory / name).stat().st_size > 0
+    assert (experiment.directory / "unguided-s0/guidance-run/reevaluation.json").is_file()
 
 
 def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(
@@ -99,14 +131,14 @@ def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(
     with (directory / "compare.csv").open() as handle:
         rows = list(csv.DictReader(handle))
     seeds = {(r["arm"], r["run"]) for r in rows if r["kind"] == "seed"}
-    assert len(seeds) == 6 and {arm for arm, _ in seeds} == set(ARMS)
+    assert len(seeds) == len(ARMS) * len(SEEDS) and {arm for arm, _ in seeds} == set(ARMS)
     means = [r for r in rows if r["kind"] == "mean"]
     assert {r["arm"] for r in means} == set(ARMS)
     assert all(float(r["ci_low"]) <= float(r["mean"]) <= float(r["ci_high"]) for r in means)
     with (directory / "compare-table.csv").open() as handle:
         table = list(csv.DictReader(handle))
     finals = {r["arm"]: r for r in table if r["kind"] == "final"}
-    assert set(finals) == set(ARMS) and {r["seeds"] for r in finals.values()} == {"2"}
+    assert set(finals) == set(ARMS) and {r["seeds"] for r in finals.values()} == {str(len(SEEDS))}
     assert {r["rollouts_mean"] for r in finals.values()} == {"4.0"}
     assert len([r for r in table if r["kind"] == "difference"]) == 3
     assert all("bootstrap over seeds" in r["method"] for r in table)
@@ -117,7 +149,8 @@ def test_an_experiment_runs_every_arm_and_seed_and_compare_reads_it(
 
     comparison = compare(load_curves([str(directory)], PriceTable(), Path()), "step", 300)
     drawn = draw(comparison, tmp_path / "again.png")
-    assert set(drawn.mean_lines) == set(ARMS) and set(drawn.seed_lines.values()) == {2}
+    assert set(drawn.mean_lines) == set(ARMS)
+    assert set(drawn.seed_lines.values()) == {len(SEEDS)}
     assert all([x for x, _ in line] == [0.0, 1.0] for line in drawn.mean_lines.values())
     assert "scripted-executor-stand-in" in drawn.title and "generated:11:2" in drawn.title
     assert main(["status", str(directory)]) == 0
