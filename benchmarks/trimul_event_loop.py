@@ -2,8 +2,9 @@
 
     python benchmarks/trimul_event_loop.py CANDIDATE.py [--package DIR] [--out FILE] [--recheck]
 
-The comparison for the GPU judge's hardening (judges/README.md): the same cases, inputs (the
-task's generator), warm-up and stopping rule as the judge, but the candidate imported into this
+The comparison for the GPU judge's hardening (judges/README.md): the same cases in the same order
+(each test once, untimed, then the benchmarks), inputs (the task's generator), warm-up and
+stopping rule as the judge, but the candidate imported into this
 process and each call timed by two CUDA events on the current stream around it (GPU MODE's
 eval.py, leaderboard mode; its re-check of every timed call against the reference with
 `--recheck`, without it by default). Prints and writes per-benchmark means and
@@ -101,6 +102,12 @@ def main() -> int:
             if not verdict.ok:
                 raise SystemExit(f"{args.candidate.name}: a timed call failed: {verdict.detail}")
 
+    # The judge's call order: each test case once (untimed), then the benchmarks. A candidate
+    # whose state depends on the shapes it has seen (torch.compile specialises a shape, then
+    # recompiles with dynamic shapes) is then timed in the state the judge times it in.
+    for case in (case for case in problem.gpu_cases if case.kind == "test"):
+        kernel(generate("cuda", **case.spec))
+    torch.cuda.synchronize()
     benchmarks = [case for case in problem.gpu_cases if case.kind == "benchmark"]
     wall = settings.benchmark_wall * 1e9
     warm = StoppingRule(settings.min_repeats, settings.max_repeats, settings.target_error,
