@@ -514,7 +514,6 @@ def test_ctrl_c_while_the_judge_and_reef_start_together_stops_both_in_one_line(
             if process.poll() is None:
                 process.kill()
                 process.wait()
-        assert not guidance.completion_requests(), "the preflight had started"
     assert process.returncode == 130, (stdout + stderr)[-3000:]
     assert stderr.count("guidance-ttt run: stopping (SIGINT)") == 1, stderr[-3000:]
     assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
