@@ -199,7 +199,7 @@ def test_the_batches_exercise_the_edge_groups() -> None:
 
 def test_a_masked_response_token_gets_no_advantage() -> None:
     """Tinker's importance_sampling has no mask input: a token the loss mask drops must carry
-    advantage 0 (tttd's Slime loss multiplies by the mask; docs/differences.md on the anchor)."""
+    advantage 0 (tttd's Slime loss multiplies by the mask; docs/differences.md row 81)."""
     row = TokenRow((1, 2, 3, 4, 5), (1, 0, 1), (-0.5, -1.0, -2.0), 0.75)
     (inputs,) = TTTDTinkerLoss().inputs([row], [(-0.4, -3.0, -1.0)], kl_coef=KL_COEF)
     assert inputs["target_tokens"] == [2, 3, 4, 5]
@@ -211,7 +211,7 @@ def test_a_masked_response_token_gets_no_advantage() -> None:
 
 
 def test_two_rollout_groups_with_close_rewards_differ_as_documented() -> None:
-    """docs/differences.md, "tttd on Tinker: β cap": with n = 2 the KL only approaches ln 2, so
+    """docs/differences.md row 80: with n = 2 the KL only approaches ln 2, so
     for close rewards both searches end at their cap — tttd's 10⁶, the anchor's doubling at
     2²⁰ — and the winner's advantage differs; a clear winner saturates on both sides alike."""
     from tttd.objective import BETA_CAP, adaptive_beta, entropic_advantages
