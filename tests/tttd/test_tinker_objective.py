@@ -30,9 +30,13 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
-from reef.train.tinker_backend.losses import TokenRow, resolve_tinker_loss
+from reef.core.batches import TrainingBatch, TrajectoryItem
+from reef.runtime.interfaces import TrainingMethod
+from reef.train.tinker_backend.losses import TokenRow, resolve_tinker_loss, row_from_payload
+from reef.train.tinker_backend.preparation import prepare_tinker_step
 
 import tttd
+from tttd.recipe import TTTDRecipe
 from tttd.tinker_loss import (
     RecordedRollout,
     TTTDTinkerLoss,
@@ -248,6 +252,62 @@ def test_reef_resolves_tttd_for_the_tinker_backend() -> None:
     assert isinstance(loss, TTTDTinkerLoss)
     assert loss.loss_fn == "importance_sampling"
     assert loss.needs_base_logprobs
+
+
+def recorded_training_batch(groups: list[list[RecordedRollout]]) -> TrainingBatch:
+    """The recorded groups as Reef's training batch: captured tensors under extra.reef."""
+    items = []
+    for index, group in enumerate(groups):
+        for rollout in group:
+            training = {
+                "tokens": list(rollout.tokens),
+                "loss_mask": list(rollout.mask),
+                "rollout_log_probs": list(rollout.rollout_logprobs),
+                "response_length": len(rollout.mask),
+            }
+            document = {
+                "schema_version": "ATIF-v1.7",
+                "agent": {"name": "guidance", "version": "0"},
+                "steps": [{"step_id": 1, "source": "agent", "message": "guidance"}],
+                "extra": {"reef": {"reward": rollout.reward, "training": training}},
+            }
+            items.append(TrajectoryItem(document, group_id=f"tttd-step-0-group-{index}"))
+    return TrainingBatch("s:tttd:0", tuple(items))
+
+
+@pytest.mark.parametrize("name", sorted(BATCHES))
+def test_reefs_tinker_step_preparation_gives_the_compared_inputs(name: str) -> None:
+    """The recipe's objective and scheduling through Reef's own Tinker step preparation, then
+    the loss Reef resolves from the payload: the inputs compared with the anchor above."""
+    groups = BATCHES[name]
+    spec = TTTDRecipe.training_spec()
+    step = prepare_tinker_step(
+        recorded_training_batch(groups),
+        TrainingMethod(spec.objective),
+        {},
+        spec.scheduling,
+        batch_size=1,
+        kl_coef=KL_COEF,
+    )
+    assert step.action == "train"
+    (rows,) = step.payload["batches"]  # one optimizer step over the whole batch
+    loss = resolve_tinker_loss(step.payload["loss"])
+    base = [rollout.base_logprobs for group in groups for rollout in group]
+    inputs = loss.inputs([row_from_payload(row) for row in rows], base, kl_coef=KL_COEF)
+    assert_same_inputs(inputs, recorded_batch_inputs(groups, KL_COEF))
+
+
+def test_reef_refuses_a_zero_kl_coefficient_before_sending_anything() -> None:
+    spec = TTTDRecipe.training_spec()
+    with pytest.raises(ValueError, match=r"needs kl-coef > 0 \(tttd uses 0.1\), got 0.0"):
+        prepare_tinker_step(
+            recorded_training_batch(BATCHES["single-valid"]),
+            TrainingMethod(spec.objective),
+            {},
+            spec.scheduling,
+            batch_size=1,
+            kl_coef=0.0,
+        )
 
 
 # -- the anchor's own code, when its checkout is present ------------------------------------
