@@ -25,6 +25,7 @@ import ast
 import asyncio
 import math
 import random
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -333,6 +334,7 @@ def anchor() -> SimpleNamespace:
 
     monkey = pytest.MonkeyPatch()
     monkey.syspath_prepend(str(ANCHOR))
+    loaded = set(sys.modules)
     try:
         from tinker_cookbook.rl import metrics
         from tinker_cookbook.supervised.common import (
@@ -341,6 +343,10 @@ def anchor() -> SimpleNamespace:
         from tinker_cookbook.utils.misc_utils import safezip
     finally:
         monkey.undo()
+        # The functions keep their modules; later imports must not find the anchor's package.
+        for module in set(sys.modules) - loaded:
+            if module.split(".")[0] == "tinker_cookbook":
+                del sys.modules[module]
     if not Path(metrics.__file__).is_relative_to(ANCHOR):
         pytest.fail(
             f"tinker_cookbook was imported from {metrics.__file__}, not from {ANCHOR}: an "
