@@ -239,10 +239,15 @@ def test_ctrl_c_mid_step_stops_in_one_line_and_the_resumed_run_loses_nothing(tmp
     assert not holding, f"the judge's token was written to {holding}"
     lines = [line for line in stderr.splitlines() if line.strip()]
     resume = f"guidance-ttt rehearse {state} --steps 2 {' '.join(GRID)}"
-    assert lines == [
+    stop = (
         "guidance-ttt rehearse: stopping (SIGINT): the step in progress is kept in the journal; "
         f"resume with: {resume}"
-    ], stderr
+    )
+    # The stand-in executor refuses one call of step 1 by script (harness.rehearsal.stand_ins);
+    # when step 1's last rollouts finish while the checks above run, the run's own warning about
+    # that refusal comes first. The stop itself is one line, the last.
+    assert lines[-1] == stop and lines.count(stop) == 1, stderr
+    assert all(line.startswith("step 1: ") for line in lines[:-1]), stderr
     _wait_for(lambda: not _processes_under(state), 30, "the rehearsal's processes to end")
     _, committed = read_committed(state / "guidance-run" / "archive")
     assert committed == 0, "the signal came in step 1: step 0 is committed, step 1 is not"
