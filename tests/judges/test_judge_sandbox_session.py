@@ -240,11 +240,14 @@ def test_every_outcome_is_the_one_a_sandbox_of_its_own_gives(box: dict, mode: st
         pool.close()
     own, own_output = run(box, box["sandbox"], mode, b"x\n", limits)
     for outcome, output in kept:
-        assert (outcome.status, outcome.exit_code, outcome.signal) == (
-            own.status,
-            own.exit_code,
-            own.signal,
-        ), (outcome, own)
+        assert (outcome.status, outcome.exit_code) == (own.status, own.exit_code), (outcome, own)
+        if own.status == "Time Limit Exceeded":
+            # Both bounds fire at the same CPU time (judges/sandbox/argv.py: RLIMIT_CPU's soft
+            # limit, whose SIGXCPU, and the runner's own count of the tree's CPU, whose SIGKILL):
+            # which lands first is the machine's timing, not the program's; the verdict is one.
+            assert {outcome.signal, own.signal} <= {signal.SIGXCPU, signal.SIGKILL}, (outcome, own)
+        else:
+            assert outcome.signal == own.signal, (outcome, own)
         assert output[:200] == own_output[:200]
     if mode == "hog":
         assert own.status == "Memory Limit Exceeded"
