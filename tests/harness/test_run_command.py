@@ -398,8 +398,6 @@ def test_ctrl_c_while_the_preflight_and_reef_start_together_stops_both_in_one_li
     """Ctrl-C while a frozen run's preflight waits on the guidance model and its Reef starts
     beside it: exit 130, the one stopping line, no traceback, and no process left that names
     the state directory (the judge, the preflight, reef serve)."""
-    import signal
-    import time
 
     from harness.rehearsal.openai_server import OpenAIFixture, Reply
     from harness.rehearsal.stand_ins import executor_reply
@@ -409,34 +407,15 @@ def test_ctrl_c_while_the_preflight_and_reef_start_together_stops_both_in_one_li
         OpenAIFixture(Reply(delay_s=90), model="my-guidance") as guidance,
         OpenAIFixture(executor_reply, model="my-executor") as executor,
     ):
-        process = subprocess.Popen(
+        stdout = _ctrl_c_once(
+            tmp_path,
+            state,
             _frozen_run(state, guidance.base_url, executor.v1_url),
-            cwd=tmp_path,
-            env=_clean_environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            lambda: bool(guidance.completion_requests()) and (state / "reef.log").is_file(),
+            "the preflight and Reef never started",
+            poll_s=0.2,
         )
-        try:
-            deadline = time.monotonic() + 240
-            while not (guidance.completion_requests() and (state / "reef.log").is_file()):
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the preflight and Reef never started"
-                time.sleep(0.2)
-            process.send_signal(signal.SIGINT)
-            stdout, stderr = process.communicate(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-    assert process.returncode == 130, (stdout + stderr)[-3000:]
     assert "beside the preflight" in stdout
-    assert stderr.count("guidance-ttt run: stopping (SIGINT)") == 1, stderr[-3000:]
-    assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
-    deadline = time.monotonic() + 60
-    while _processes_naming(str(state)):
-        assert time.monotonic() < deadline, _processes_naming(str(state))
-        time.sleep(0.5)
 
 
 @pytest.mark.slow
@@ -483,8 +462,6 @@ def test_ctrl_c_while_the_judge_and_reef_start_together_stops_both_in_one_line(
     starting beside it (a fresh judge generates its suite first, which takes longer than the
     stack's settings check): exit 130, the one stopping line, no traceback, and no process left
     that names the state directory."""
-    import signal
-    import time
 
     from harness.rehearsal.openai_server import OpenAIFixture
     from harness.rehearsal.stand_ins import GuidanceScript, executor_reply
@@ -494,26 +471,45 @@ def test_ctrl_c_while_the_judge_and_reef_start_together_stops_both_in_one_line(
         OpenAIFixture(GuidanceScript(), model="my-guidance") as guidance,
         OpenAIFixture(executor_reply, model="my-executor") as executor,
     ):
-        process = subprocess.Popen(
+        _ctrl_c_once(
+            tmp_path,
+            state,
             _frozen_run(state, guidance.base_url, executor.v1_url),
-            cwd=tmp_path,
-            env=_clean_environment(),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
+            (state / "reef.log").is_file,
+            "the stack never started Reef",
+            poll_s=0.02,
         )
-        try:
-            deadline = time.monotonic() + 240
-            while not (state / "reef.log").is_file():
-                assert process.poll() is None, process.communicate()
-                assert time.monotonic() < deadline, "the stack never started Reef"
-                time.sleep(0.02)
-            process.send_signal(signal.SIGINT)
-            stdout, stderr = process.communicate(timeout=120)
-        finally:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
+
+
+def _ctrl_c_once(
+    cwd: Path, state: Path, command: list[str], ready, never: str, poll_s: float
+) -> str:
+    """Start `command`, send one SIGINT once `ready()` holds (within 240 s), and check the
+    stop: exit 130, the one stopping line, no traceback, and within a minute no process left
+    that names `state`. Returns stdout."""
+    import signal
+    import time
+
+    process = subprocess.Popen(
+        command,
+        cwd=cwd,
+        env=_clean_environment(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        while not ready():
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, never
+            time.sleep(poll_s)
+        process.send_signal(signal.SIGINT)
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
     assert process.returncode == 130, (stdout + stderr)[-3000:]
     assert stderr.count("guidance-ttt run: stopping (SIGINT)") == 1, stderr[-3000:]
     assert "Traceback" not in stdout + stderr, (stdout + stderr)[-3000:]
@@ -521,6 +517,7 @@ def test_ctrl_c_while_the_judge_and_reef_start_together_stops_both_in_one_line(
     while _processes_naming(str(state)):
         assert time.monotonic() < deadline, _processes_naming(str(state))
         time.sleep(0.5)
+    return stdout
 
 
 def _only_the_run_reaches_its_judge_and_its_directory(state: Path, env: dict[str, str]) -> str:
