@@ -4,7 +4,7 @@ and time the honest ones the plain way, writing every figure as JSON.
     python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
                                            [--honest seed,reference,fast_bf16,...]
-                                           [--loops both|plain]
+                                           [--loops both|plain] [--attacks a.py,b.py]
 
 Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 tests, 7
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
@@ -87,7 +87,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--phase", choices=("figures", "attacks", "all"), default="all")
-    parser.add_argument("--repeat", type=int, default=3, help="judgings of fast_bf16")
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="judgings and event-loop timings of each honest candidate",
+    )
+    parser.add_argument(
+        "--attacks",
+        default="all",
+        help="attacks to judge, comma-separated file names (default: all)",
+    )
     parser.add_argument("--honest", default=",".join(STANDARD),
                         help="honest candidates to judge and time, by label, comma-separated, "
                         f"of {', '.join(HONEST)}; `people` for all of "
@@ -113,9 +123,13 @@ def main() -> int:
         parser.error(f"--honest: unknown {unknown}; choose from {sorted(HONEST)} or people")
     if args.phase in ("figures", "all"):
         for label in labels:
-            runs += [(label, HONEST[label])] * (args.repeat if label == "fast_bf16" else 1)
+            runs += [(label, HONEST[label])] * args.repeat
     if args.phase in ("attacks", "all"):
-        runs += [(name, PROGRAMS / name) for name in sorted(ATTACKS)]
+        chosen = sorted(ATTACKS) if args.attacks == "all" else args.attacks.split(",")
+        if set(chosen) - set(ATTACKS):
+            parser.error(f"--attacks: unknown {sorted(set(chosen) - set(ATTACKS))}; "
+                         f"choose from {sorted(ATTACKS)}")  # fmt: skip
+        runs += [(name, PROGRAMS / name) for name in chosen]
         runs += [("after_hang_seed", HONEST["seed"])]
         runs += [
             (name, PROGRAMS / name)
@@ -144,7 +158,7 @@ def main() -> int:
             (args.out / "acceptance.json").write_text(json.dumps(results, indent=1))
     if args.phase in ("figures", "all"):
         loops = []
-        for label in dict.fromkeys(labels):
+        for label in [label for label in dict.fromkeys(labels) for _ in range(args.repeat)]:
             program = HONEST[label]
             for recheck in ([], ["--recheck"]) if args.loops == "both" else ([],):
                 out = args.out / f"loop-{label}.json"
@@ -184,14 +198,24 @@ def settle(url: str, limit: float = 180.0) -> None:
 
 
 def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out: Path) -> None:
-    """Each honest judging next to its candidate's event-loop figure, with its phases."""
-    loop_of = {(loop["label"], bool(loop.get("recheck"))): loop.get("geomeanUs") for loop in loops}
+    """Each honest judging next to its candidate's event-loop figure (the n-th judging of a
+    candidate beside its n-th loop), with its phases; then each candidate's ratios."""
+    loops_of: dict[tuple[str, bool], list[float]] = {}
+    for loop in loops:
+        if loop.get("geomeanUs") is not None:
+            loops_of.setdefault((loop["label"], bool(loop.get("recheck"))), []).append(
+                loop["geomeanUs"]
+            )
+    seen: dict[str, int] = {}
     rows = []
     for item in results:
         base = item["label"].removeprefix("after_hang_")
         if base not in HONEST or item["valueUs"] is None:
             continue
-        loop, checked = loop_of.get((base, False)), loop_of.get((base, True))
+        n = seen[base] = seen.get(base, -1) + 1
+        plain, rechecked = loops_of.get((base, False), []), loops_of.get((base, True), [])
+        loop = plain[min(n, len(plain) - 1)] if plain else None
+        checked = rechecked[min(n, len(rechecked) - 1)] if rechecked else None
         timing = item.get("timing") or {}
         rows.append({
             "label": item["label"], "judgeUs": item["valueUs"], "loopUs": loop,
@@ -207,6 +231,14 @@ def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out
               f"{ratio}), loop checking each call {checked} us (ratio {to_checked}), judged in "
               f"{timing.get('trialSeconds')} s, phases {timing.get('phases')}",
               flush=True)  # fmt: skip
+    for label in dict.fromkeys(row["label"] for row in rows):
+        ratios = sorted(row["ratio"] for row in rows if row["label"] == label and row["ratio"])
+        if ratios:
+            print(
+                f"{label:>12}: ratio judge/loop over {len(ratios)}: min {ratios[0]:.4f}, "
+                f"median {ratios[len(ratios) // 2]:.4f}, max {ratios[-1]:.4f}",
+                flush=True,
+            )
     out.write_text(json.dumps(rows, indent=1))
 
 
