@@ -91,6 +91,9 @@ def _describe(item: Mapping[str, Any], model: type[BaseModel] | None, loc: tuple
     if kind == "missing":
         return MISSING
     if kind == "extra_forbidden":
+        refused = getattr(_model_at(model, loc[:-1]), "REFUSED_KEYS", {})
+        if str(loc[-1]) in refused:  # a key the section knows it cannot honour, and why
+            return f"{refused[str(loc[-1])]}, got {value!r}"
         known = _known_keys(model, loc[:-1])
         close = difflib.get_close_matches(str(loc[-1]), known, n=1)
         hint = f"did you mean {close[0]!r}? " if close else ""
@@ -126,9 +129,17 @@ def _describe(item: Mapping[str, Any], model: type[BaseModel] | None, loc: tuple
 
 def _known_keys(model: type[BaseModel] | None, loc: tuple) -> list[str]:
     """The keys the (sub)model at ``loc`` declares, in their written spelling."""
+    model = _model_at(model, loc)
+    if model is None:
+        return []
+    return [info.alias or name for name, info in model.model_fields.items()]
+
+
+def _model_at(model: type[BaseModel] | None, loc: tuple) -> type[BaseModel] | None:
+    """The (sub)model that validates the mapping at ``loc`` (None where it is not a model)."""
     for part in loc:
         if model is None:
-            return []
+            return None
         field = next(
             (info for name, info in model.model_fields.items() if part in (name, info.alias)),
             None,
@@ -139,9 +150,7 @@ def _known_keys(model: type[BaseModel] | None, loc: tuple) -> list[str]:
             if isinstance(annotation, type) and issubclass(annotation, BaseModel)
             else None
         )
-    if model is None:
-        return []
-    return [info.alias or name for name, info in model.model_fields.items()]
+    return model
 
 
 def error_lines(

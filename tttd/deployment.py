@@ -1,9 +1,11 @@
-"""Slime, with the run's own settings checked before the stack is assembled.
+"""Slime and Tinker, with the run's own settings checked before the stack is assembled.
 
-``serve.yaml`` selects this class as ``training.backend: tttd.deployment:TTTDSlimeDeployment``.
-It is Reef 0.1.3's Slime deployment unchanged, except that ``prepare`` — which Reef calls while
-it resolves the file, also under ``reef serve --print-config`` — first validates
-``training.config`` (and its ``harness`` section) with the harness's own model of it.
+``serve.yaml`` selects ``training.backend: tttd.deployment:TTTDSlimeDeployment`` and
+``serve-tinker.yaml`` ``tttd.deployment:TTTDTinkerDeployment``. Each is Reef 0.1.3's deployment
+unchanged, except that ``prepare`` — which Reef calls while it resolves the file, also under
+``reef serve --print-config`` — first validates ``training.config`` (and its ``harness`` section)
+with the harness's own model of it; the Tinker one also refuses ``training.options`` that Reef's
+Tinker backend cannot honour (``harness.settings.tinker``), naming each with the fix.
 
 Why here: Reef keeps ``training.config`` as an opaque mapping (the experiment's training config)
 and hands a recipe only the flat ``reef`` settings, so neither Reef nor the recipe's hook ever
@@ -17,11 +19,14 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+from pydantic import BaseModel
 from reef.core.config import interpolate_config
 from reef.train.slime_backend.launch import SlimeDeployment
+from reef.train.tinker_backend.launch import TinkerDeployment
 
 from harness.settings.document import expand_defaults
 from harness.settings.serve import TrainingConfig, grid_layout_errors, section_errors
+from harness.settings.tinker import TinkerOptions, TinkerTrainingConfig
 from harness.validation import join
 
 
@@ -39,7 +44,27 @@ class TTTDSlimeDeployment(SlimeDeployment):
         return super().prepare(config, settings)
 
 
-def training_config_errors(config: Mapping[str, Any], options: Mapping[str, Any]) -> list[str]:
+class TTTDTinkerDeployment(TinkerDeployment):
+    """Reef's Tinker deployment, refusing a ``training.config`` or ``training.options`` the
+    harness would refuse (a Slime option, a KL coefficient of 0, ...)."""
+
+    def prepare(
+        self, config: dict[str, Any], settings: Mapping[str, Any]
+    ) -> tuple[dict[str, Any], ...]:
+        """Validate the run-level settings and the Tinker options, then prepare as Reef does."""
+        options = _expanded(config, dict(settings.get("training_backend_options") or {}))
+        errors = training_config_errors(config, {}, TinkerTrainingConfig)
+        errors += section_errors(TinkerOptions, options, "training.options")
+        if errors:
+            raise ValueError("serve-tinker settings are not valid:\n  " + join(errors))
+        return super().prepare(config, settings)
+
+
+def training_config_errors(
+    config: Mapping[str, Any],
+    options: Mapping[str, Any],
+    model: type[BaseModel] = TrainingConfig,
+) -> list[str]:
     """What is wrong with ``training.config`` in Reef's resolved layout (empty when nothing is).
 
     Reef keeps the section at ``config["training"]`` with its ``${...}`` references in resolved
@@ -50,8 +75,8 @@ def training_config_errors(config: Mapping[str, Any], options: Mapping[str, Any]
     section = _expanded(config, config.get("training", {}))
     if isinstance(section, Mapping) and isinstance(section.get("harness"), Mapping):
         section = {**section, "harness": expand_defaults(section["harness"], os.environ)}
-    errors = section_errors(TrainingConfig, section, "training.config")
-    if errors:
+    errors = section_errors(model, section, "training.config")
+    if errors or model is not TrainingConfig:
         return errors
     steps = TrainingConfig.model_validate(section).steps
     reef = config.get("reef", {})

@@ -33,6 +33,7 @@ from harness.settings.serve import (
     grid_layout_errors,
     section_errors,
 )
+from harness.settings.tinker import is_tinker_backend
 from harness.validation import MISSING
 from tttd.batches import StepBatches
 from tttd.grouping import StepRecords
@@ -148,7 +149,10 @@ def settings_errors(config: Mapping[str, Any]) -> list[str]:
             found = [line for line in found if not line.endswith(MISSING)]
         errors += found
     options = config.get("training_backend_options")
-    if not errors and isinstance(options, Mapping):
+    # Slime's batch layout only: Tinker lays out one optimizer batch per step itself, and its
+    # options are checked by tttd.deployment.TTTDTinkerDeployment.
+    slime = not is_tinker_backend(config.get("training_backend"))
+    if not errors and slime and isinstance(options, Mapping):
         expanded = {name: _setting(config, value) for name, value in options.items()}
         groups = int(_setting(config, config["groups_per_step"]))
         rollouts = int(_setting(config, config["rollouts_per_group"]))

@@ -11,7 +11,8 @@ those calls used, which the run counts in its cost.
 This module is the entry point: `run_preflight` runs the rows at once and reports them in table
 order, and `main` is the command line (`python -m harness.preflight`, `guidance-ttt doctor`),
 whose flags left out come from `serve.yaml`. The rows live beside it: `machine` (Python, GPUs,
-model, git-lfs, disk), `services` (judge, executor, guidance endpoint), `task` (the task
+model, git-lfs, disk), `services` (judge, executor, guidance endpoint), `tinker` (a run on
+Reef's Tinker backend: key, model, cost, instead of GPUs and model), `task` (the task
 directory and its seed) and `report` (the table).
 """
 
@@ -51,6 +52,7 @@ from harness.preflight.services import (
     judge_announced,
 )
 from harness.preflight.task import check_task, seed_scorer
+from harness.preflight.tinker import tinker_checks
 from harness.request_shapes import RequestShape
 from harness.settings.precedence import run_copy_in, settings_file_for
 from harness.settings.run_settings import (
@@ -80,6 +82,7 @@ def run_preflight(
     guidance_model: str | None = None,
     guidance_shape: RequestShape | None = None,
     local_judge: str | None = None,
+    hosted: Sequence[tuple[str, Callable[[], CheckResult]]] = (),
 ) -> PreflightReport:
     """Run every check, all at once, and collect the rows in table order; never raises for a
     failing check.
@@ -90,10 +93,14 @@ def run_preflight(
     name it); `environment` adds the row of where the Harbor trial runs (run.sh's episode).
     `guidance_model` and `guidance_shape` make the guidance row send one request of the run's
     shape (without them it only lists the endpoint's models).
-    `local_judge` (what the judge the command started for itself serves) adds its row."""
+    `local_judge` (what the judge the command started for itself serves) adds its row.
+    `hosted` (a run on Reef's Tinker backend: `harness.preflight.tinker.tinker_checks`) replaces
+    the GPU and model rows by its own: the model is trained and sampled on Tinker's machines."""
     key = settings_keys or (lambda name: f"training.config.{name}")
     checks: list[tuple[str, Callable[[], CheckResult]]] = [("python", check_python)]
-    if guidance_url is None:
+    if hosted:
+        checks += hosted
+    elif guidance_url is None:
         checks += [
             ("GPUs", lambda: check_gpus(min_gpus)),
             ("model", lambda: check_model(model_dir, model_id)),
@@ -376,6 +383,9 @@ def main(argv: Sequence[str] | None = None, prog: str = "python -m harness.prefl
             else None
         ),
         local_judge=args.local_judge,
+        hosted=tinker_checks(args.settings, os.environ)
+        if args.settings and args.settings.tinker
+        else (),
     )
     report.render(Console())
     if args.usage_file is not None:

@@ -47,6 +47,7 @@ import yaml
 from harness.settings import bounded_yaml
 from harness.settings.document import FROZEN_SECTION, RunSettingsError
 from harness.settings.run_settings import RunSettings
+from harness.settings.tinker import is_tinker_backend
 from harness.storage.atomic import atomic_write_bytes
 
 __all__ = [
@@ -103,6 +104,14 @@ def is_frozen(document: Mapping[str, Any]) -> bool:
     return isinstance(config, Mapping) and FROZEN_SECTION[-1] in config
 
 
+def _slime_batch(document: Mapping[str, Any]) -> bool:
+    """Whether the file's global batch is Slime's ``global-batch-size`` (a trained run on
+    Slime); a frozen run has none, and Reef's Tinker backend lays out its batch itself."""
+    training = document.get("training")
+    backend = training.get("backend") if isinstance(training, Mapping) else None
+    return not is_frozen(document) and not is_tinker_backend(backend)
+
+
 def fill_run(document: dict[str, Any], values: RunValues) -> dict[str, Any]:
     """Set the run's own values in `document` (in place) and return its run section."""
     config = document.setdefault("recipe", {}).setdefault("config", {})
@@ -111,7 +120,8 @@ def fill_run(document: dict[str, Any], values: RunValues) -> dict[str, Any]:
         run = config[FROZEN_SECTION[-1]]
     else:
         run = document["training"]["config"]
-        document["training"]["options"]["global-batch-size"] = values.groups * values.rollouts
+        if _slime_batch(document):
+            document["training"]["options"]["global-batch-size"] = values.groups * values.rollouts
         run["checkpoint_dir"] = str(values.state_dir / "checkpoints")
         document["reef"]["run-dir"] = str(values.state_dir / "stack")
     run.update(steps=values.steps, state_dir=str(values.state_dir))
@@ -216,12 +226,12 @@ def apply_overrides(
     document: dict[str, Any], changes: Mapping[str, Any], state_dir: Path
 ) -> dict[str, Any]:
     """`document` with `changes` and the state directory set (in place; also returned). A
-    trained run's global batch follows the grid, as serve.yaml requires."""
+    trained run's global batch on Slime follows the grid, as serve.yaml requires."""
     for key, value in changes.items():
         _set(document, _path(document, key), value, key)
     section = run_section(document)
     _set(document, (*section, "state_dir"), str(state_dir), "state_dir")
-    if not is_frozen(document):
+    if _slime_batch(document):
         config = document.get("recipe", {}).get("config", {})
         groups, rollouts = config.get("groups-per-step"), config.get("rollouts-per-group")
         if isinstance(groups, int) and isinstance(rollouts, int):

@@ -50,6 +50,7 @@ from harness.settings.serve import (
     section_errors,
     validate_document,
 )
+from harness.settings.tinker import TinkerServeSettings, is_tinker_backend
 from harness.validation import MISSING
 
 __all__ = [
@@ -128,8 +129,15 @@ class RunSettings:
     executor_config: Mapping[str, Any] = field(default_factory=dict, hash=False)
     #: Free disk the preflight asks for, in GB (harness.min_free_gb, else by mode).
     min_free_gb: float = 100.0
-    #: GPUs a trained run needs (inference.num-gpus; 0 in frozen mode).
+    #: GPUs a trained run needs (inference.num-gpus; 0 in frozen mode and on Tinker).
     num_gpus: int = 0
+    #: Which Reef backend trains the LoRA: ``slime`` (serve.yaml) or ``tinker``
+    #: (serve-tinker.yaml: hosted Tinker, no local model or GPU; harness.settings.tinker).
+    training_backend: str = "slime"
+    #: A Tinker run's Tinker settings as plain values (None otherwise): ``api_key_env`` (the
+    #: variable's NAME, never the key), ``kl_coef``, ``learning_rate`` and
+    #: ``price_per_million_tokens`` (prefill, sample, train; None where not set).
+    tinker: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def executor(self, base_url: str | None = None) -> ExecutionBackend:
         """The configured executor (`base_url` replaces its URL: a run-time override)."""
@@ -220,6 +228,8 @@ class RunSettings:
             "parent_selection": self.parent_selection,
             "run_seed": self.run_seed,
             "guidance_request": self.guidance_shape.describe(),
+            # Only a Tinker run names its backend, so a Slime run's identity reads as before.
+            **({"training_backend": self.training_backend} if self.tinker else {}),
         }
 
     def safe_dict(self) -> dict[str, Any]:
@@ -254,6 +264,9 @@ class RunSettings:
         if document.raw(*FROZEN_SECTION) is not None:
             frozen = validate_document(document, config_path, FrozenServeSettings)
             return _frozen_record(frozen, config_path, base)
+        if is_tinker_backend(document.get("training", "backend")):
+            tinker = validate_document(document, config_path, TinkerServeSettings)
+            return _tinker_record(tinker, config_path, base)
         return _record(validate_document(document, config_path, ServeSettings), config_path, base)
 
 
@@ -284,11 +297,13 @@ def _wandb(section: WandbSection, base: Path) -> dict[str, Any]:
 #: Free disk a run needs by default, in GB: a trained run keeps Megatron checkpoints of an 8B
 #: model (≈ 16 GB each with optimizer state, several kept); a frozen run keeps its archive,
 #: journal and Reef's records (tens of MB per step).
-MIN_FREE_GB = {"trained": 100.0, "frozen": 5.0}
+#: A Tinker run keeps only checkpoint manifests here (the weights stay on Tinker).
+MIN_FREE_GB = {"trained": 100.0, "frozen": 5.0, "tinker": 5.0}
 
 
 def _harness_fields(harness: HarnessConfig, mode: str = "trained") -> dict[str, Any]:
-    """The ``harness`` section's settings, the same in both modes."""
+    """The ``harness`` section's settings, the same in every mode (``mode`` picks the free-disk
+    default: ``MIN_FREE_GB``)."""
     return {
         "executor_config": executor_arguments(harness.gpt_oss_reasoning_effort, harness),
         "min_free_gb": MIN_FREE_GB[mode] if harness.min_free_gb is None else harness.min_free_gb,
@@ -382,4 +397,44 @@ def _frozen_record(serve: FrozenServeSettings, config_path: Path, base: Path) ->
         guidance_upstream_url=serve.inference.upstream_url,
         wandb=_wandb(serve.observability.wandb, base),
         **_harness_fields(run.harness, "frozen"),
+    )
+
+
+def _tinker_record(serve: TinkerServeSettings, config_path: Path, base: Path) -> RunSettings:
+    """The ``RunSettings`` of a trained run on Tinker (serve-tinker.yaml): no local weights, GPUs,
+    TP sizes or Ray; the checkpoint directory holds Reef's Tinker manifests."""
+    config, options = serve.training.config, serve.training.options
+    return RunSettings(
+        config_path=config_path,
+        task=config.task,
+        model=config.model,
+        model_path=None,
+        groups_per_step=serve.recipe.config.groups_per_step,
+        rollouts_per_group=serve.recipe.config.rollouts_per_group,
+        steps=config.steps,
+        checkpoint_every_n_versions=serve.recipe.config.checkpoint_every_n_versions,
+        guidance_max_tokens=config.max_response_len,
+        sequence_length=config.context_length,
+        lora_rank=config.lora_rank,
+        inference_tensor_parallel_size=0,
+        megatron_tensor_parallel_size=0,
+        reef_host=serve.reef.host,
+        reef_port=serve.reef.port,
+        reef_token=_token(serve.reef.token),
+        run_dir=_absolute(serve.reef.run_dir, base),
+        state_dir=_absolute(config.state_dir, base),
+        checkpoint_dir=_absolute(options.state_dir, base),
+        megatron_checkpoint_dir=None,
+        hf_checkpoint_template=None,
+        ray_actor_name=None,
+        ray_namespace=None,
+        training_backend="tinker",
+        tinker={
+            "api_key_env": options.api_key_env,
+            "kl_coef": options.kl_coef,
+            "learning_rate": options.learning_rate,
+            "price_per_million_tokens": config.tinker.price_per_million_tokens.model_dump(),
+        },
+        wandb=_wandb(serve.observability.wandb, base),
+        **_harness_fields(config.harness, "tinker"),
     )
