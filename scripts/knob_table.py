@@ -164,8 +164,8 @@ VARIABLES: dict[str, tuple[str, str]] = {
 #: Where variables are looked for (the files git tracks): the code, the scripts, the settings
 #: files, the tests.
 SCANNED = ("harness", "judges", "tttd", "scripts", "harbor", "tests")
-SCANNED_FILES = ("run.sh", "run.py", "serve.yaml", "serve-frozen.yaml")
-SETTINGS_FILES = ("serve.yaml", "serve-frozen.yaml")
+SCANNED_FILES = ("run.sh", "run.py", "serve.yaml", "serve-frozen.yaml", "serve-tinker.yaml")
+SETTINGS_FILES = ("serve.yaml", "serve-frozen.yaml", "serve-tinker.yaml")
 SELF = ("knob_table.py", "test_knob_table.py")  # they name every variable
 VARIABLE = re.compile(r"\bGUIDANCE_TTT_[A-Z0-9][A-Z0-9_]*[A-Z0-9]\b")
 INTERPOLATION = re.compile(r"\$\{([A-Z][A-Z0-9_]*)(?::([-?])([^}]*))?\}")
@@ -207,7 +207,8 @@ SETTINGS_HELP = {
     "reef.port": "the port of Reef's service",
     "reef.token": "Reef's local bearer token (`${REEF_TOKEN:?}` to require a secret one)",
     "reef.run-dir": "where Reef's services keep their logs and state",
-    "inference.model-path": "the guidance model SGLang serves",
+    "inference.model-path": "the guidance model: the weights SGLang serves (serve.yaml), the "
+    "base model by the name Tinker serves it (serve-tinker.yaml)",
     "inference.tensor-parallel-size": "SGLang's tensor-parallel size per engine",
     "recipe.config.groups-per-step": "G, groups per step",
     "recipe.config.rollouts-per-group": "R, rollouts per group",
@@ -520,11 +521,25 @@ def _field_default(info: Any) -> str:
 def settings_keys(table: Table) -> list[SettingsKey]:
     from harness.settings.frozen import FrozenServeSettings
     from harness.settings.serve import ServeSettings
+    from harness.settings.tinker import TinkerServeSettings
 
     keys: dict[str, SettingsKey] = {}
-    # A frozen file's `training` may only be absent: it is a refusal, not a knob.
-    skip = {"FrozenServeSettings.training"}
-    for file, model in (("serve.yaml", ServeSettings), ("serve-frozen.yaml", FrozenServeSettings)):
+    # A frozen file's `training` may only be absent, and a Tinker file's local-engine, Ray and
+    # colocation keys too: they are refusals, not knobs.
+    skip = {"FrozenServeSettings.training"} | {
+        f"{owner}.{name}"
+        for owner, names in (
+            ("TinkerTraining", ("colocate", "ray_namespace", "ray_actor_name", "ray_address")),
+            ("TinkerInference", ("num_gpus", "tensor_parallel_size", "backend", "options")),
+        )
+        for name in names
+    }
+    models = (
+        ("serve.yaml", ServeSettings),
+        ("serve-frozen.yaml", FrozenServeSettings),
+        ("serve-tinker.yaml", TinkerServeSettings),
+    )
+    for file, model in models:
         count = 0
         for path, real, owner, name, info in _walk(model, "", "", skip):
             count += 1
@@ -713,7 +728,10 @@ def variable_rows(
     for name in sorted(ours | set(VARIABLES)):
         if name in ours:
             files = interpolated[name]
-            fallback = next(iter(files.values()))[1]
+            fallbacks = {file: fallback for file, (_, fallback) in files.items()}
+            fallback = next(iter(fallbacks.values()))
+            if len(set(fallbacks.values())) > 1:  # the files default it differently
+                fallback = "; ".join(f"{value} ({file})" for file, value in fallbacks.items())
             filled = {
                 by_real[(file, path)].path: by_real[(file, path)]
                 for file, (path, _) in files.items()
@@ -757,8 +775,9 @@ def render() -> str:
         "",
         "Every flag, settings key and environment variable a user sets, with its default. The "
         "flags come from the commands' own parsers (`guidance-ttt COMMAND --help` says the "
-        "same), the settings keys from the pydantic models that check serve.yaml and "
-        "serve-frozen.yaml, the GPU package keys from `judges/gpu/package.py`.",
+        "same), the settings keys from the pydantic models that check serve.yaml, "
+        "serve-frozen.yaml and serve-tinker.yaml, the GPU package keys from "
+        "`judges/gpu/package.py`.",
         "",
         "| knobs | count |",
         "|---|---|",
@@ -774,9 +793,10 @@ def render() -> str:
         "",
         "## Settings files",
         "",
-        "Keys of serve.yaml (trained run) and serve-frozen.yaml (frozen guidance), as dotted "
-        "paths. `<run>` is `training.config` in serve.yaml and `recipe.config.guidance-ttt` in "
-        "serve-frozen.yaml; `<model>` is a model id. A `$VAR` after the file is the variable "
+        "Keys of serve.yaml (trained run), serve-frozen.yaml (frozen guidance) and "
+        "serve-tinker.yaml (trained run on Tinker), as dotted paths. `<run>` is "
+        "`training.config` in serve.yaml and serve-tinker.yaml and `recipe.config.guidance-ttt` "
+        "in serve-frozen.yaml; `<model>` is a model id. A `$VAR` after the file is the variable "
         "the shipped file reads the key from. Sections Reef owns (`reef`, `inference`, "
         "`recipe.config`, `training.options`) list only the keys the harness reads; Reef "
         "documents the rest.",

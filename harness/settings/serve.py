@@ -252,7 +252,8 @@ class HarnessConfig(Section):
     #: The guidance endpoint's request options (frozen mode; harness.settings.requests).
     guidance: GuidanceSettings = Field(default_factory=GuidanceSettings)
     #: Free disk the preflight asks for at the state directory, in GB (unset: 100 for a trained
-    #: run, which keeps Megatron checkpoints; 5 for a frozen one, which keeps none).
+    #: run, which keeps Megatron checkpoints; 5 for a frozen one, which keeps none, and for one
+    #: on Tinker, which keeps only checkpoint manifests).
     min_free_gb: _unset(Annotated[float, Field(ge=0)]) = None
     #: Per-model prices over harness/observe/pricing.yaml (docs/observability.md), checked here;
     #: `RunSettings.pricing` hands them to harness.observe.cost.

@@ -187,19 +187,27 @@ class TinkerOptions(HyphenSection):
 
     #: Where Reef keeps the Tinker checkpoint manifests (``tinker-checkpoint.json``).
     state_dir: Text
+    #: The LoRA rank Tinker creates the adapter with (= training.config.lora_rank).
     lora_rank: Integer = Field(ge=1)
+    #: Adam's learning rate, sent with every optimizer step (the reference's 4e-5).
     learning_rate: Annotated[float, AfterValidator(_positive_finite)]
     #: The frozen-base KL coefficient (Reef's default 0 would train without it).
     kl_coef: float
     #: Comparison sets per optimizer step, read only under configured sizing.
     batch_size: Integer = 1
+    #: The seed of the adapter's initial weights.
     seed: Integer = 0
     #: The NAME of the environment variable that holds the Tinker key.
     api_key_env: Text = DEFAULT_API_KEY_ENV
+    #: Adapter slots a local engine keeps (Reef's; a local-engine topology only).
     max_loaded_adapters: Integer = Field(1, ge=1)
+    #: The Tinker project the runs are billed to (none: the key's default).
     project_id: str | None = None
+    #: Seconds a Tinker sampling call may take.
     inference_timeout_s: float = Field(300.0, gt=0)
+    #: Seconds a Tinker training call may take (none: no limit).
     train_timeout_s: float | None = Field(None, gt=0)
+    #: Model versions a rollout may lag the trained one (Reef requires 0).
     max_staleness: Integer = 0
 
     @field_validator("kl_coef")
@@ -249,8 +257,11 @@ class TinkerPrices(Section):
     base model, by what Tinker bills (its billing types: prefill, sample, train). No defaults:
     a price is a fact of your Tinker account's rate card, not of this repository."""
 
+    #: Dollars per million prompt tokens (and the frozen base's log-probs).
     prefill: PerMillion = None
+    #: Dollars per million sampled tokens.
     sample: PerMillion = None
+    #: Dollars per million trained tokens.
     train: PerMillion = None
 
 
@@ -269,6 +280,8 @@ class TinkerTrainingConfig(TrainingConfig):
 class TinkerTraining(ReefOwned):
     """``training``: the Tinker backend, the run-level config and Reef's ``TinkerConfig``."""
 
+    #: tttd.deployment:TTTDTinkerDeployment (Reef's, checked first by the harness's models)
+    #: or Reef's own tinker.
     backend: Literal[TINKER_BACKENDS]  # type: ignore[valid-type]
     config: TinkerTrainingConfig
     options: TinkerOptions

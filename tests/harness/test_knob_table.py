@@ -46,7 +46,9 @@ def test_the_table_lists_every_kind_of_knob():
     for row in (
         "| `--config CONFIG` | `guidance-ttt run` |",
         "| `--port PORT` | `guidance-ttt judge` |",
-        "| `<run>.harness.max_rollout_workers` | serve.yaml, serve-frozen.yaml |",
+        "| `<run>.harness.max_rollout_workers` | serve.yaml, serve-frozen.yaml, "
+        "serve-tinker.yaml |",
+        "| `training.options.learning-rate` | serve-tinker.yaml |",
         "| `inference.upstream-url` | serve-frozen.yaml (`$GUIDANCE_TTT_GUIDANCE_URL`) |",
         "| `warmup_time` | `<package>/config.yaml` |",
         "| `GUIDANCE_TTT_SERVE_YAML` |",
