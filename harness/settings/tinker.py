@@ -19,8 +19,9 @@ A setting Reef's Tinker backend cannot honour is refused by name with its value 
 every Slime/Megatron option of ``serve.yaml`` (``REFUSED_KEYS`` says why each one cannot be
 honoured), the local-engine and colocation keys (Reef's in-process deployment refuses them), a
 ``kl-coef`` of 0 (``TTTDTinkerLoss`` needs the frozen-base KL), a ``batch-size`` (read only under
-configured sizing, which tttd does not use), a ``max-staleness`` other than 0 (Reef requires 0)
-and a LoRA rank that differs from ``training.config.lora_rank``.
+configured sizing, which tttd does not use), the keys Reef's in-process deployment manages
+itself (``inference-timeout-s``, ``train-timeout-s``, ``max-staleness``) and a LoRA rank that
+differs from ``training.config.lora_rank``.
 """
 
 from __future__ import annotations
@@ -163,6 +164,17 @@ SLIME_OPTIONS: dict[str, str] = {
 }
 
 
+_MANAGED = "Reef's in-process Tinker deployment sets it itself and refuses it here"
+
+#: Keys of Reef's ``TinkerConfig`` that its in-process deployment manages (``runtime_config``
+#: refuses them in ``training.options``), each with where to set it instead.
+MANAGED_OPTIONS: dict[str, str] = {
+    "inference-timeout-s": f"{_MANAGED}; set inference.timeout-s instead",
+    "train-timeout-s": f"{_MANAGED}; set training.timeout-s instead",
+    "max-staleness": _remove(f"{_MANAGED} (0: on-policy, the only value Tinker takes)"),
+}
+
+
 def _positive_finite(value: float) -> float:
     if not math.isfinite(value) or value <= 0:
         raise ValueError("must be a finite number > 0 (Reef's TinkerConfig refuses others)")
@@ -183,7 +195,7 @@ def _absent(reason: str) -> Any:
 class TinkerOptions(HyphenSection):
     """``training.options``: Reef 0.1.3's ``TinkerConfig``, with the values tttd needs."""
 
-    REFUSED_KEYS: ClassVar[Mapping[str, str]] = SLIME_OPTIONS
+    REFUSED_KEYS: ClassVar[Mapping[str, str]] = {**SLIME_OPTIONS, **MANAGED_OPTIONS}
 
     #: Where Reef keeps the Tinker checkpoint manifests (``tinker-checkpoint.json``).
     state_dir: Text
@@ -203,12 +215,6 @@ class TinkerOptions(HyphenSection):
     max_loaded_adapters: Integer = Field(1, ge=1)
     #: The Tinker project the runs are billed to (none: the key's default).
     project_id: str | None = None
-    #: Seconds a Tinker sampling call may take.
-    inference_timeout_s: float = Field(300.0, gt=0)
-    #: Seconds a Tinker training call may take (none: no limit).
-    train_timeout_s: float | None = Field(None, gt=0)
-    #: Model versions a rollout may lag the trained one (Reef requires 0).
-    max_staleness: Integer = 0
 
     @field_validator("kl_coef")
     @classmethod
@@ -226,15 +232,6 @@ class TinkerOptions(HyphenSection):
     def _one_step_per_batch(cls, value: int) -> int:
         if value != 1:
             raise ValueError(_remove(f"{_ONE_STEP} and never reads batch-size {value}"))
-        return value
-
-    @field_validator("max_staleness")
-    @classmethod
-    def _on_policy(cls, value: int) -> int:
-        if value != 0:
-            raise ValueError(
-                f"Reef's Tinker backend requires max-staleness: 0, got {value}; set it to 0"
-            )
         return value
 
     @field_validator("api_key_env")

@@ -17,7 +17,12 @@ from reef.train.tinker_backend.config import TinkerConfig
 from harness.preflight.tinker import check_tinker_cost, nearest_models, step_tokens
 from harness.settings.run_copy import write_run_copy
 from harness.settings.run_settings import RunSettings, RunSettingsError
-from harness.settings.tinker import SLIME_OPTIONS, TINKER_MODELS, TinkerOptions
+from harness.settings.tinker import (
+    MANAGED_OPTIONS,
+    SLIME_OPTIONS,
+    TINKER_MODELS,
+    TinkerOptions,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 SERVE_TINKER = REPO / "serve-tinker.yaml"
@@ -65,7 +70,9 @@ def test_a_slime_run_s_identity_does_not_change():
 def test_the_options_are_reef_s_tinker_config_by_its_own_names():
     ours = {info.alias or name for name, info in TinkerOptions.model_fields.items()}
     reefs = {item.name.replace("_", "-") for item in dataclasses.fields(TinkerConfig)}
-    assert ours == reefs
+    # The rest are the fields Reef's in-process deployment manages and refuses here itself.
+    assert ours | set(MANAGED_OPTIONS) == reefs
+    assert not ours & set(MANAGED_OPTIONS)
 
 
 def test_serve_yaml_s_slime_options_pasted_in_are_each_refused_by_name(tmp_path):
@@ -99,8 +106,9 @@ def test_serve_yaml_s_slime_options_pasted_in_are_each_refused_by_name(tmp_path)
             "training.options.batch-size: tttd trains one optimizer step on the whole G×R step",
         ),
         (
-            lambda d: options(d).update({"max-staleness": 1}),
-            "training.options.max-staleness: Reef's Tinker backend requires max-staleness: 0",
+            lambda d: options(d).update({"inference-timeout-s": 100}),
+            "training.options.inference-timeout-s: Reef's in-process Tinker deployment sets it "
+            "itself and refuses it here; set inference.timeout-s instead, got 100",
         ),
         (
             lambda d: options(d).update({"lora-rank": 16}),
@@ -119,7 +127,7 @@ def test_serve_yaml_s_slime_options_pasted_in_are_each_refused_by_name(tmp_path)
             "inference.model-path is 'Qwen/Qwen3-4B' but training.config.model is",
         ),
     ],
-    ids=["kl-0", "batch-size", "staleness", "rank", "colocate", "gpus", "two-models"],
+    ids=["kl-0", "batch-size", "managed", "rank", "colocate", "gpus", "two-models"],
 )
 def test_a_setting_tinker_cannot_honour_is_refused_with_its_value_and_fix(tmp_path, edit, expected):
     message = refusal(edited(tmp_path, edit))
