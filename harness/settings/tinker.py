@@ -7,8 +7,8 @@ samples, no local GPU). It selects ``training.backend: tttd.deployment:TTTDTinke
 ``tinker``. Reef parses ``training.options`` into its ``TinkerConfig``; the keys below are that
 dataclass's fields, hyphenated as Reef folds them.
 
-What the same run setting becomes on each backend (docs/training.md, "tttd on Tinker: the
-settings"): G, R and the checkpoint cadence stay ``recipe.config``; the LoRA rank is
+What the same run setting becomes on each backend (docs/training.md, "The same settings on
+Tinker"): G, R and the checkpoint cadence stay ``recipe.config``; the LoRA rank is
 ``training.options.lora-rank`` (Reef passes it to ``create_lora_training_client``); Adam's lr is
 ``learning-rate`` (Reef sends it as ``AdamParams(learning_rate=…)`` and nothing else, so Tinker's
 own β1 0.9, β2 0.95, ε 1e-12, no weight decay and no clipping apply); the KL coefficient is
