@@ -325,10 +325,14 @@ def _strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
             if len(component) > 1 or node in graph.get(node, ()):
                 found.append(sorted(component))
 
-    sys.setrecursionlimit(max(10_000, sys.getrecursionlimit()))
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(10_000, limit))
+    try:  # restored: a raised limit would make every later test's deep recursion slower
+        for node in sorted(graph):
+            if node not in index:
+                visit(node)
+    finally:
+        sys.setrecursionlimit(limit)
     return found
 
 
