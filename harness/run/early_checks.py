@@ -73,6 +73,20 @@ def with_steps(command: str, steps: int) -> str:
     return shlex.join([*kept, "--steps", str(steps)])
 
 
+def refuse_tinker_run(settings: RunSettings, config: Path) -> None:
+    """`RunRefused` for a settings file that trains on Tinker (`serve-tinker.yaml`): its
+    settings, refusals and preflight exist, but the run controller's gate proves a durable step
+    only by a checkpoint on this host's disk, so no Tinker step could ever be committed."""
+    if settings.training_backend == "tinker":
+        raise RunRefused(
+            f"{config} trains on Tinker, which `guidance-ttt run` does not run yet: the run "
+            "controller commits a step only after a durable checkpoint on this host, and a "
+            'Tinker checkpoint is not one yet (docs/training.md, "The same settings on '
+            f'Tinker"); check the file with `guidance-ttt doctor --config {config}`, or train '
+            "on a GPU host with serve.yaml"
+        )
+
+
 def refuse_finished(settings: RunSettings, source: str, command: str) -> None:
     """`RunRefused` when the state directory has committed `settings.steps` steps or more:
     STEPS is the final total, so nothing would run."""

@@ -52,6 +52,7 @@ from harness.observe.wandb_sink import name_wandb_runs
 from harness.run.early_checks import (
     refuse_finished,
     refuse_missing_task,
+    refuse_tinker_run,
     refuse_unreachable,
     steps_source,
 )
@@ -110,6 +111,7 @@ def prepare(request: StackRequest, environ: Mapping[str, str]) -> tuple[Path, Ru
     source = steps_source(request.named, request.sets, Path(state_dir).resolve(), config)
 
     def check(settings: RunSettings) -> None:
+        refuse_tinker_run(settings, config)
         refuse_missing_task(settings, config, request.sets)
         same_identity(settings)
         refuse_finished(settings, source, request.command)

@@ -156,3 +156,27 @@ def test_with_everything_ready_every_row_is_ready_and_says_what_was_not_asked(tm
     assert "needs the network" in key and "needs the network" in model
     assert "set training.config.tinker.price_per_million_tokens" in cost
     assert DUMMY_KEY not in done.stdout + done.stderr
+
+
+def test_run_refuses_a_tinker_file_in_one_line_before_anything_starts(tmp_path: Path) -> None:
+    """`guidance-ttt run` (what ./run.sh calls) on serve-tinker.yaml: the gate cannot yet take
+    Tinker's checkpoint as a durable step, so the run is refused at once, naming the file and
+    what to do instead; no judge, Reef or stack is started and no settings copy is written."""
+    config = tmp_path / "serve-tinker.yaml"
+    config.write_text((REPO / "serve-tinker.yaml").read_text(encoding="utf-8"), encoding="utf-8")
+    env = {**os.environ, "TINKER_API_KEY": DUMMY_KEY, "OPENROUTER_API_KEY": DUMMY_KEY}
+    command = [sys.executable, "-m", "harness.cli.entry", "run", "--config", str(config)]
+    done = subprocess.run(
+        [*command, "--state-dir", str(tmp_path / "state")],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "trains on Tinker" in lines[0], done.stderr
+    assert f"guidance-ttt doctor --config {config}" in lines[0]
+    assert "Traceback" not in done.stderr and DUMMY_KEY not in done.stdout + done.stderr
+    assert not list((tmp_path / "state").glob("*.yaml"))
