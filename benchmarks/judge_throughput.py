@@ -25,7 +25,7 @@ task's package ships with the task, so it runs on either.
 
 `--ray` measures instead, for the first task, the single-process judge against the judge on a
 local Ray cluster of 1, 2, 4, … workers (`--sweep`), and the verdict cache's effect on a step
-with duplicates, all in one run (`benchmarks/judge_sweep.py`).
+with duplicates, all in one run (`judges/benchmarks/judge_sweep.py`).
 """
 
 from __future__ import annotations
@@ -230,8 +230,9 @@ def main() -> None:
 
 
 def sweep_task(task: Path, options: argparse.Namespace) -> None:
-    """The scaling sweep and the cache's effect for `task` (benchmarks/judge_sweep.py)."""
-    from judge_sweep import sweep  # beside this file (the script's folder is on sys.path)
+    """The scaling sweep and the cache's effect for `task` (judges/benchmarks/judge_sweep.py)."""
+    sys.path.insert(0, str(ROOT / "judges" / "benchmarks"))  # the judge's own benchmarks
+    from judge_sweep import sweep
 
     contract = load_contract(task)
     extension = "cpp" if contract.fence_tag == "cpp" else "py"

@@ -162,8 +162,10 @@ VARIABLES: dict[str, tuple[str, str]] = {
 }
 
 #: Where variables are looked for (the files git tracks): the code, the scripts, the settings
-#: files, the tests.
+#: files, the tests (the recipe's and the judge's own); not the benchmarks.
 SCANNED = ("harness", "judges", "tttd", "scripts", "harbor", "tests")
+TEST_FOLDERS = ("tests/", "judges/tests/")
+NOT_SCANNED = ("judges/benchmarks/",)
 SCANNED_FILES = ("run.sh", "run.py", "serve.yaml", "serve-frozen.yaml", "serve-tinker.yaml")
 SETTINGS_FILES = ("serve.yaml", "serve-frozen.yaml", "serve-tinker.yaml")
 SELF = ("knob_table.py", "test_knob_table.py")  # they name every variable
@@ -680,7 +682,11 @@ def scanned_files() -> Iterator[Path]:
     order = {name: index for index, name in enumerate((*SCANNED_FILES, *SCANNED))}
     for name in sorted(filter(None, tracked), key=lambda name: (order[name.split("/")[0]], name)):
         path = REPO / name
-        if path.suffix in (".py", ".sh", ".yaml") and path.name not in SELF:
+        if (
+            path.suffix in (".py", ".sh", ".yaml")
+            and path.name not in SELF
+            and not name.startswith(NOT_SCANNED)
+        ):
             yield path
 
 
@@ -698,7 +704,7 @@ def variable_readers() -> dict[str, list[str]]:
 
 
 def _where(files: list[str]) -> str:
-    code_files = [f for f in files if not f.startswith("tests/") and f not in SETTINGS_FILES]
+    code_files = [f for f in files if not f.startswith(TEST_FOLDERS) and f not in SETTINGS_FILES]
     listed = code_files or files
     text = ", ".join(code(f) for f in listed[:3])
     return text + (f" +{len(listed) - 3}" if len(listed) > 3 else "")

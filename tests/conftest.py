@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 # The shared helpers (judge_fakes, archive_builders, ...) live in tests/, beside this file;
-# the tests live one folder down, by the package they test (tests/harness, tests/judges,
-# tests/tttd), and import the helpers by bare name or as tests.<name>.
+# the tests live one folder down, by the package they test (tests/harness, tests/tttd), and
+# import the helpers by bare name or as tests.<name>. The judge's own tests are judges/tests.
 sys.path.insert(0, str(Path(__file__).parent))
 
 

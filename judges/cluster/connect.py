@@ -14,7 +14,7 @@ every client must have the same token.
   cluster starts. It also turns token authentication on with a fresh random token held in the
   environment of the cluster's processes (never written to a file), so another local user's
   process cannot use the cluster either. Tested by listing the sockets of every Ray process
-  (tests/judges/test_ray_loopback.py).
+  (judges/tests/test_ray_loopback.py).
 - Joining a cluster (`--ray ADDRESS`, `RAY_ADDRESS`): the operator secures the network. Start
   the cluster with `RAY_AUTH_MODE=token` and a token and give the judge the same
   `RAY_AUTH_MODE`/`RAY_AUTH_TOKEN` (or `RAY_AUTH_TOKEN_PATH`) in its environment; Ray reads them.

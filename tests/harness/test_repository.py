@@ -30,15 +30,10 @@ PLACEHOLDER = re.compile(r"/(?:home|Users)/(?:<[^>]+>|you|user|USER|\$USER|\$\{U
 # paths may name, and why. Every other folder (/work/, /home/<name>/, ...) is still refused there.
 SANDBOX = ("tmp", "root")
 ALLOWED = {
-    "judges/": (SANDBOX, "the judge builds command lines for its sandbox: /tmp is the sandbox's"),
-    "tests/programs/": (SANDBOX, "candidate programs: paths inside the judge's sandbox"),
-    "tests/judges/test_judge_sandbox.py": (
+    "judges/": (
         SANDBOX,
-        "asserts on what a candidate wrote to its /tmp",
-    ),
-    "tests/judges/test_judge_sandbox_session.py": (
-        SANDBOX,
-        "a candidate program that leaves files in its sandbox's /tmp",
+        "the judge builds command lines for its sandbox (/tmp is the sandbox's); its tests and "
+        "candidate programs (judges/tests/) assert on what a candidate wrote to its /tmp",
     ),
     "tests/harness/test_repository.py": (("*",), "this test's own patterns"),
 }
@@ -137,7 +132,7 @@ def test_gitignore_keeps_state_venv_caches_and_build_output_out(path):
 OUTSIDE_DOC = re.compile(r"\bSPEC\b|\b(?:SPEC|JUDGE|REEF|STYLE)\.md\b")
 SHARED = re.compile(r"\.\./shared\b|[\"']shared[\"']")
 # Only tests and benchmarks may read data from ../shared, and they must say so when it is absent.
-DATA_READERS = ("tests/", "benchmarks/")
+DATA_READERS = ("tests/", "benchmarks/", "judges/tests/", "judges/benchmarks/")
 
 
 def test_code_and_docs_cite_only_the_repositorys_own_docs():
@@ -190,9 +185,10 @@ TOP_FOLDERS = (
 )
 REPO_PATH = re.compile(rf"^(?:{'|'.join(TOP_FOLDERS)})/[\w./-]*$")
 #: A command that runs a repository file: `python benchmarks/x.py`, `bash scripts/x.sh`,
-#: `scripts/x.sh`.
+#: `scripts/x.sh`, `python judges/benchmarks/x.py`.
 COMMAND = re.compile(
-    r"(?:\bpython3?\s+|\bbash\s+|(?<![\w./-]))((?:benchmarks|scripts|results)/[\w./-]+\.(?:py|sh))\b"
+    r"(?:\bpython3?\s+|\bbash\s+|(?<![\w./-]))"
+    r"((?:judges/benchmarks|benchmarks|scripts|results)/[\w./-]+\.(?:py|sh))\b"
 )
 INLINE_CODE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 #: Not a path of this repository: a placeholder, a glob, a variable, an elision.
@@ -225,13 +221,13 @@ def named_paths(text: str) -> set[str]:
     "text, paths",
     [
         (
-            "run `python benchmarks/judge_cpu_load.py --repeats 2` here",
-            {"benchmarks/judge_cpu_load.py"},
+            "run `python judges/benchmarks/judge_cpu_load.py --repeats 2` here",
+            {"judges/benchmarks/judge_cpu_load.py"},
         ),
         ("```\nscripts/gpu-check.sh --step\n```", {"scripts/gpu-check.sh"}),
         (
-            "see `judges/gpu/package.py` and `tests/judges/`.",
-            {"judges/gpu/package.py", "tests/judges/"},
+            "see `judges/gpu/package.py` and `judges/tests/`.",
+            {"judges/gpu/package.py", "judges/tests/"},
         ),
         ("`guidance-ttt export work/x --out results/my-run`", set()),
         ("`harbor/*/tests/verify.py`, `<state-dir>/programs/`, `results/x-*.json`", set()),

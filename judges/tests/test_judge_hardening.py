@@ -31,7 +31,7 @@ from judges.problems.polyomino.generator import generate_instance
 from judges.service.process import JudgeProcess, cgroup_missing
 from judges.service.requests import MAX_BODY_BYTES
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 ROOT = Path(__file__).resolve().parents[2]
 FEW_DESCRIPTORS = 3  # 0-2 stay open, so every new descriptor fails with EMFILE
 IDLE_TIMEOUT_S = 2.0

@@ -1,7 +1,7 @@
 """The GPU sandbox as a place to run PyTorch and Triton, what a failure says, and a freeze that
 fails (issue 48), without a GPU.
 
-The judge runs end to end on the CPU stand-in in tests/judges/test_gpu_judge_stand_in.py (the
+The judge runs end to end on the CPU stand-in in judges/tests/test_gpu_judge_stand_in.py (the
 sandbox's user name and private caches as a candidate sees them, a failure's message, the
 bounds on work after DONE); here are the pieces: the sandbox's command line and its identity
 files, `failure.describe` on real tracebacks, and `Session.call` with a sandbox whose processes

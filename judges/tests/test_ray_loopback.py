@@ -28,7 +28,7 @@ pytest.importorskip("ray", reason="Ray is not installed (.[cluster])")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 RAY_COMPONENTS = ("gcs_server", "raylet")
 
 

@@ -1,6 +1,7 @@
 """The judge as a distribution of its own: `pip install ./judges` into a fresh virtual
 environment, without the recipe, gives a `guidance-ttt-judge` that starts and scores the
-Polyomino seed (judges/README.md, "Installing, starting and stopping").
+Polyomino seed (judges/README.md, "Installing, starting and stopping"); the wheel leaves out the
+judge's tests and benchmarks, and these need nothing of the recipe either.
 
 pip fetches the build backend and the judge's dependencies from the package index (its cache
 makes a second run quick); the venv lives in the test's temporary folder.
@@ -8,6 +9,7 @@ makes a second run quick); the venv lives in the test's temporary folder.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -20,9 +22,8 @@ from test_judge_service import submit, wait_final
 
 from judges.service.process import JudgeProcess
 
-pytestmark = pytest.mark.slow
-
 REPO = Path(__file__).resolve().parents[2]
+JUDGE = REPO / "judges"
 SEED = REPO / "harbor" / "polyomino_packing" / "solution" / "solution.cpp"
 CASES = 3
 INSTALL_TIMEOUT_S = 480
@@ -67,6 +68,7 @@ def _python(venv: Path, code: str) -> subprocess.CompletedProcess[str]:
     )
 
 
+@pytest.mark.slow
 def test_the_installed_judge_is_its_own_package_without_the_recipe(venv: Path) -> None:
     found = _python(venv, "import judges; print(judges.__file__)")
     assert found.returncode == 0, found.stderr
@@ -76,6 +78,9 @@ def test_the_installed_judge_is_its_own_package_without_the_recipe(venv: Path) -
         assert f"No module named '{name}'" in missing.stderr, (name, missing.stderr)
     runner = _python(venv, "import judges.sandbox.runner_build as b; print(b.RUNNER_SOURCE)")
     assert Path(runner.stdout.strip()).is_file(), runner.stderr  # runner.cpp ships in the wheel
+    for name in ("judges.tests", "judges.benchmarks"):  # they stay in the checkout
+        shipped = _python(venv, f"import importlib.util as u; print(u.find_spec({name!r}))")
+        assert shipped.stdout.strip() == "None", (name, shipped.stdout, shipped.stderr)
 
 
 def _console_script(script: Path) -> Callable[..., subprocess.Popen[Any]]:
@@ -91,6 +96,7 @@ def _console_script(script: Path) -> Callable[..., subprocess.Popen[Any]]:
     return spawn
 
 
+@pytest.mark.slow
 def test_the_console_script_starts_and_scores_the_polyomino_seed(
     venv: Path, tmp_path: Path
 ) -> None:
@@ -114,3 +120,33 @@ def test_the_console_script_starts_and_scores_the_polyomino_seed(
         assert case["runStatus"] == "Accepted", case
         assert case["msg"].startswith("points ") and 0 < case["scoreRatio"] < 1, case
     assert result["score"] > 0
+
+
+#: What the judge's tests and benchmarks may not import: the recipe and the recipe's test tree.
+#: (Tests of the recipe together with the judge are the recipe's, under tests/.)
+RECIPE = ("harness", "tttd", "tests")
+
+
+def _imported(path: Path) -> set[str]:
+    """The top-level names every import of `path` names, lazy ones inside functions too."""
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def test_the_judges_tests_and_benchmarks_import_nothing_of_the_recipe() -> None:
+    files = sorted([*(JUDGE / "tests").rglob("*.py"), *(JUDGE / "benchmarks").rglob("*.py")])
+    assert JUDGE / "tests" / "conftest.py" in files
+    found = [
+        f"{path.relative_to(REPO)} imports {name}"
+        for path in files
+        for name in sorted(_imported(path) & set(RECIPE))
+    ]
+    assert found == [], (
+        "the judge's tests and benchmarks stand alone (a test of the recipe with the judge is "
+        "the recipe's, under tests/):\n" + "\n".join(found)
+    )

@@ -23,7 +23,7 @@ import pytest
 from judges.service import testing
 from judges.service.process import JudgeProcess, cgroup_missing
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 SHELF = (PROGRAMS / "shelf_packer.cpp").read_text()
 CASES = 2
 

@@ -1,6 +1,6 @@
 """A verdict is a function of the program and the problem alone: a candidate that writes in every
 channel it can reach in case k and packs worse in case k+1 for each one that carried something
-(tests/programs/channel_probe.cpp: extended attributes and ACLs of /tmp and of its working
+(judges/tests/programs/channel_probe.cpp: extended attributes and ACLs of /tmp and of its working
 directory, keyrings, /tmp's times, the PID and inode counters, System V ids, the loopback's
 counters) gets the same record from a real judge with one worker and with two, each case judged
 in a sandbox of its own (as the judge ships), and that record shows nothing carried over. The
@@ -19,7 +19,7 @@ from judges.problems.polyomino.checker import parse_instance
 from judges.problems.polyomino.generator import generate_instance
 from judges.service.process import JudgeProcess, cgroup_missing
 
-PROBE = Path(__file__).parents[1] / "programs" / "channel_probe.cpp"
+PROBE = Path(__file__).parent / "programs" / "channel_probe.cpp"
 CASES = 6
 CGROUP_MISSING = cgroup_missing()
 pytestmark = [

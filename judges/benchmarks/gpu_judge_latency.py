@@ -1,6 +1,7 @@
 """Where a GPU judging's wall clock goes, and the judge against another tree's, side by side.
 
-    python benchmarks/gpu_judge_latency.py --baseline-tree DIR [--stand-in] [--task harbor/trimul]
+    python judges/benchmarks/gpu_judge_latency.py --baseline-tree DIR [--stand-in]
+        [--task harbor/trimul]
                                            [--rounds 3] [--back-to-back N] [--out FILE]
 
 Starts two judges serving the same GPU package — this checkout's and the one in DIR (e.g.
@@ -10,7 +11,7 @@ load. Prints for each the median wall clock of a trial (`timing.trialSeconds`) a
 tree records them (`timing.phases`), the median time of each part: the trusted process's start,
 the sandbox's, the CUDA context, the tests' preparation, the worker's hello, the calibration,
 the candidate's import, the tests, the warm-up and the benchmarks. With `--stand-in` the GPU
-judge's CPU stand-in and the task's small test package (tests/gpu_judge_support.py) are used,
+judge's CPU stand-in and the task's small test package (judges/tests/gpu_judge_support.py) are used,
 so it runs anywhere (the figures then say how the start-up overlaps on this host's CPUs, not
 what an H200 takes; a tree older than the judge's test mode, `judges.service.testing`, gets
 the stand-in by its former flag); without it, `--task` (default harbor/trimul) on GPU 0.
@@ -29,11 +30,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "judges" / "tests"))  # the GPU judge tests' helpers
+
+from gpu_judge_support import PROGRAMS, TASK, judge_program, small_package  # noqa: E402
 
 from judges.service.process import JudgeProcess  # noqa: E402
-from tests.gpu_judge_support import PROGRAMS, TASK, judge_program, small_package  # noqa: E402
 
 
 def deltas(phases: dict[str, float]) -> dict[str, float]:

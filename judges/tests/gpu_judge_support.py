@@ -2,11 +2,12 @@
 
 The small package is the task's own (its reference module and config) with a few small cases
 and fewer repeats, so a judging takes seconds; the attack programs are in
-tests/programs/trimul/, each with the verdict it must end as.
+programs/trimul/ (beside this file), each with the verdict it must end as.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 import httpx
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TASK = REPO / "harbor" / "trimul"
 PACKAGE = TASK / "judge" / "trimul"
 PROGRAMS = Path(__file__).resolve().parent / "programs" / "trimul"
@@ -37,7 +38,8 @@ ATTACKS = {
 }
 #: Honest candidates as kernel authors and executor models write them (issue 48): Triton
 #: autotuning, torch.compile (twice), a load_inline CUDA kernel, float16 mixed precision. Each
-#: must be valid on a GPU and timed like the plain event loop (benchmarks/trimul_acceptance.py).
+#: must be valid on a GPU and timed like the plain event loop
+#: (judges/benchmarks/trimul_acceptance.py).
 HONEST_SET = (
     "triton_autotune.py", "torch_compile.py", "torch_compile_max_autotune.py",
     "load_inline_cuda.py", "mixed_fp16.py",
@@ -118,3 +120,16 @@ def stand_in_missing() -> str | None:
     if os.geteuid() != 0:
         return "needs the judge to run as root (GPU candidates run under a uid of their own)"
     return cgroup_missing()
+
+
+def gpu_missing() -> str | None:
+    """Why the GPU judge cannot run here (a one-line reason to skip with), or None."""
+    try:
+        import torch
+    except ImportError:
+        return "needs torch with CUDA (torch is not installed)"
+    if not torch.cuda.is_available():
+        return "needs an NVIDIA GPU with CUDA torch (torch.cuda.is_available() is False)"
+    if os.geteuid() != 0:
+        return "needs the judge to run as root (the GPU candidate runs under a uid of its own)"
+    return None

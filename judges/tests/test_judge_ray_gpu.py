@@ -23,10 +23,7 @@ from typing import Any
 
 import httpx
 import pytest
-
-from judges.cluster.node import NODE_DIR_ENV
-from judges.service.process import JudgeProcess
-from tests.gpu_judge_support import (
+from gpu_judge_support import (
     PROGRAMS,
     first_failure,
     judge_program,
@@ -36,6 +33,9 @@ from tests.gpu_judge_support import (
     verdict,
     wait_record,
 )
+
+from judges.cluster.node import NODE_DIR_ENV
+from judges.service.process import JudgeProcess
 
 ray_cluster = pytest.importorskip("ray.cluster_utils", reason="Ray is not installed (.[cluster])")
 

@@ -3,47 +3,34 @@
 Marked `gpu`: they need an NVIDIA GPU, CUDA torch and a judge running as root (the candidate
 gets a uid of its own), and are skipped elsewhere with a one-line reason. They ran on the H200
 through the device tool (judges/README.md, "The GPU judge", records the run). The small package
-(tests/gpu_judge_support.py) keeps each judging to seconds; the full task's figures come from
-benchmarks/trimul_acceptance.py.
+(judges/tests/gpu_judge_support.py) keeps each judging to seconds; the full task's figures come from
+judges/benchmarks/trimul_acceptance.py.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from judges.service.process import JudgeProcess
-from tests.gpu_judge_support import (
+from gpu_judge_support import (
     ATTACKS,
     HONEST_SET,
     PROGRAMS,
     TASK,
     first_failure,
+    gpu_missing,
     judge_program,
     small_package,
     verdict,
 )
 
-
-def _gpu_missing() -> str | None:
-    try:
-        import torch
-    except ImportError:
-        return "needs torch with CUDA (torch is not installed)"
-    if not torch.cuda.is_available():
-        return "needs an NVIDIA GPU with CUDA torch (torch.cuda.is_available() is False)"
-    if os.geteuid() != 0:
-        return "needs the judge to run as root (the GPU candidate runs under a uid of its own)"
-    return None
-
+from judges.service.process import JudgeProcess
 
 pytestmark = [
     pytest.mark.gpu,
     pytest.mark.slow,
-    pytest.mark.skipif(_gpu_missing() is not None, reason=str(_gpu_missing())),
+    pytest.mark.skipif(gpu_missing() is not None, reason=str(gpu_missing())),
 ]
 
 
@@ -141,16 +128,3 @@ def test_task_package_is_served_with_its_gpu(tmp_path: Path) -> None:
     (problem,) = listing
     assert problem["id"] == "trimul" and problem["device"]["available"] is True
     assert (problem["tests"], problem["benchmarks"]) == (18, 7)
-
-
-def test_task_check_passes_on_a_gpu_host(tmp_path: Path) -> None:
-    """`guidance-ttt task check harbor/trimul`: every file, and the seed re-judged within the
-    task's relative tolerance (task.toml `score_rel_tolerance`)."""
-    pytest.importorskip("pydantic", reason="the harness (task check) needs pydantic")
-    from harness.cli import task as task_command
-
-    with JudgeProcess(tmp_path / "state", "--task", str(TASK), "--gpus", "0") as process:
-        lines: list[str] = []
-        status = task_command.main(["check", str(TASK), "--judge-url", process.url], lines.append)
-    assert status == 0, lines
-    assert lines[-1].startswith("ok   judge: seed reproduced"), lines

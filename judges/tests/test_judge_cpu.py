@@ -32,7 +32,7 @@ from judges.cgroups.groups import CgroupUnavailable, detect
 from judges.problems.polyomino.generator import generate_instance
 from judges.service.process import JudgeProcess
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 PERIOD_US = 100_000
 
 

@@ -30,7 +30,7 @@ from judges.problems.polyomino.generator import write_suite
 from judges.service.process import JudgeProcess, cgroup_missing
 from judges.verdicts.cache import VerdictCache, VerdictStore, storable
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 SHELF = (PROGRAMS / "shelf_packer.cpp").read_text()
 CASES = 3
 VERDICT_FIELDS = ("status", "passed", "result", "score", "scoreUnbounded", "cases", "suite")
@@ -190,8 +190,8 @@ def test_purity_defaults_to_the_cpu_checked_kinds_and_can_be_declared(tmp_path: 
 def test_a_gpu_timed_problem_is_judged_every_time(tmp_path: Path) -> None:
     """The TriMul GPU kind on the GPU judge's CPU stand-in (what stands for the GPU here):
     an identical resubmission is timed again, never answered from the cache."""
-    from tests.gpu_judge_support import PROGRAMS as GPU_PROGRAMS
-    from tests.gpu_judge_support import judge_program, small_package
+    from gpu_judge_support import PROGRAMS as GPU_PROGRAMS
+    from gpu_judge_support import judge_program, small_package
 
     if shutil.which("bwrap") is None or os.geteuid() != 0 or cgroup_missing() is not None:
         pytest.skip("the GPU judge's stand-in needs bubblewrap, root and a cgroup")

@@ -1,7 +1,8 @@
 """TriMul on a GPU host: judge the seed, the reference and our own candidates, run the attacks,
 and time the honest ones the plain way, writing every figure as JSON.
 
-    python benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all] [--repeat N]
+    python judges/benchmarks/trimul_acceptance.py --out DIR [--phase figures|attacks|all]
+                                           [--repeat N]
                                            [--gpus 0,1] [--at-once 2] [--back-to-back] [--trace]
                                            [--honest seed,reference,fast_bf16,...]
                                            [--loops both|plain] [--attacks a.py,b.py]
@@ -10,13 +11,14 @@ Starts the local judge with `--task harbor/trimul --gpus 0` (the full task: 18 t
 benchmarks; `--gpus` for others), submits each program (`--at-once N`: N in flight at once, one
 per GPU, for the multi-GPU run) and keeps a summary of its record (per-benchmark means, timed
 calls, spread, charges, the trial's phases, device and versions) in DIR/acceptance.json,
-written after every submission; then, for `figures`, runs benchmarks/trimul_event_loop.py on
+written after every submission; then, for `figures`, runs judges/benchmarks/trimul_event_loop.py on
 each honest candidate, without and with GPU MODE's re-check of every timed call
 (DIR/event_loop.json), and prints, side by side, each honest candidate's judge and event-loop
 geometric means, their ratios, the wall clock of its judging and where that went
 (DIR/side_by_side.json). `--honest` picks the honest candidates (default: the seed, the
 reference and fast_bf16; `people` adds the candidates as kernel authors write them,
-tests/programs/trimul/: Triton autotuning, torch.compile twice, load_inline, float16 autocast).
+judges/tests/programs/trimul/: Triton autotuning, torch.compile twice, load_inline, float16
+autocast).
 docs/task.md and judges/README.md quote the figures it produced. Each
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
@@ -36,11 +38,11 @@ from typing import Any
 
 import httpx
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "judges" / "tests"))  # the GPU judge tests' helpers
 
-from judges.service.process import JudgeProcess  # noqa: E402
-from tests.gpu_judge_support import (  # noqa: E402
+from gpu_judge_support import (  # noqa: E402
     ATTACKS,
     HONEST_SET,
     PROGRAMS,
@@ -50,10 +52,12 @@ from tests.gpu_judge_support import (  # noqa: E402
     wait_record,
 )
 
+from judges.service.process import JudgeProcess  # noqa: E402
+
 HONEST = {
     "seed": TASK / "solution" / "solution.py",
     "reference": TASK / "judge" / "trimul" / "reference.py",
-    "fast_bf16": REPO / "benchmarks" / "trimul_candidates" / "fast_bf16.py",
+    "fast_bf16": REPO / "judges" / "benchmarks" / "trimul_candidates" / "fast_bf16.py",
     **{name.removesuffix(".py"): PROGRAMS / name for name in HONEST_SET},
 }
 STANDARD = ("seed", "reference", "fast_bf16")
@@ -101,7 +105,8 @@ def main() -> int:
     parser.add_argument("--honest", default=",".join(STANDARD),
                         help="honest candidates to judge and time, by label, comma-separated, "
                         f"of {', '.join(HONEST)}; `people` for all of "
-                        "tests/programs/trimul's honest set (default: %(default)s)")  # fmt: skip
+                        "judges/tests/programs/trimul's honest set "
+                        "(default: %(default)s)")  # fmt: skip
     parser.add_argument("--loops", choices=("both", "plain"), default="both",
                         help="event loops per honest candidate: without and with the re-check "
                         "of every timed call, or without only (default: %(default)s)")  # fmt: skip
@@ -162,7 +167,7 @@ def main() -> int:
             program = HONEST[label]
             for recheck in ([], ["--recheck"]) if args.loops == "both" else ([],):
                 out = args.out / f"loop-{label}.json"
-                loop = REPO / "benchmarks" / "trimul_event_loop.py"
+                loop = REPO / "judges" / "benchmarks" / "trimul_event_loop.py"
                 subprocess.run([sys.executable, str(loop), str(program), "--out", str(out),
                                 *recheck], check=False)  # fmt: skip
                 if out.exists():

@@ -165,7 +165,10 @@ def test_the_reference_is_the_instructions_formula(nomask: bool) -> None:
 
 @pytest.mark.parametrize(
     "program",
-    [TASK / "solution" / "solution.py", REPO / "benchmarks" / "trimul_candidates" / "fast_bf16.py"],
+    [
+        TASK / "solution" / "solution.py",
+        REPO / "judges" / "benchmarks" / "trimul_candidates" / "fast_bf16.py",
+    ],
     ids=lambda p: p.name,
 )
 def test_the_seed_and_our_faster_candidate_match_the_reference(program: Path) -> None:
@@ -199,29 +202,6 @@ def test_compare_follows_gpu_modes_rule_element_by_element() -> None:
         assert not compare(wrong, expected, 2e-2, 2e-2).ok, (position, bad)
     assert "shape [4]" in compare(expected[:4], expected, 2e-2, 2e-2).detail
     assert compare(expected.to(torch.bfloat16), expected, 2e-2, 2e-2).ok
-
-
-def test_serve_yaml_selects_trimul_with_its_one_task_setting(tmp_path: Path) -> None:
-    from harness.adapters.judge.frontiercs import FrontierCSScorer
-    from harness.adapters.judge.verdict import Scoring
-    from harness.contract import load_task
-    from harness.settings.run_settings import DEFAULT_SERVE_YAML, RunSettings
-    from harness.settings.task_dirs import bundled_task_dir
-
-    document = yaml.safe_load(DEFAULT_SERVE_YAML.read_text())
-    document["training"]["config"]["task"] = "trimul"
-    path = tmp_path / "serve.yaml"
-    path.write_text(yaml.safe_dump(document))
-    settings = RunSettings.load(path, environ={}, base_dir=tmp_path)
-    assert settings.task == "trimul" and settings.state_dir.name == "trimul"
-    task_dir = bundled_task_dir(settings.task)
-    assert task_dir.resolve() == TASK.resolve()
-    contract, instruction = load_task(task_dir)
-    assert contract.verifier == "geomean" and "custom_kernel" in instruction
-    scorer = FrontierCSScorer.for_task(task_dir, "http://127.0.0.1:1")
-    assert (scorer.settings.problem_id, scorer.settings.lang) == ("trimul", "python")
-    assert scorer.scoring == Scoring("min", "geomean")
-    scorer.close()
 
 
 def test_the_guards_keys_are_checked(tmp_path: Path) -> None:

@@ -1,7 +1,7 @@
 """Whether a deterministic interactive candidate scores the same on a quiet host and a loaded one.
 
-    python benchmarks/judge_cpu_load.py [--hogs 24] [--rounds 100000] [--cases 3] [--workers 2]
-        [--repeats 1]
+    python judges/benchmarks/judge_cpu_load.py [--hogs 24] [--rounds 100000] [--cases 3]
+        [--workers 2] [--repeats 1]
 
 Starts the project's judge (`python -m judges`, a subprocess on 127.0.0.1) on an interactive
 problem built here: the interactor sends `--rounds` numbers one at a time and checks that each

@@ -1,6 +1,7 @@
-"""The GPU judge's parts that need no GPU: timing rule, record, task check of a record, the
-harness's geometric-mean verdict, shared-memory layout, control block, channel, the charged
-probe waits, the sandbox command line and GPU discovery.
+"""The GPU judge's parts that need no GPU: timing rule, record, task check of a record,
+shared-memory layout, control block, channel, the charged probe waits, the sandbox command line
+and GPU discovery. (The recipe's geometric-mean verdict on such a record is tested with the
+recipe: tests/harness/test_trimul_task_with_the_judge.py.)
 
 Plain functions and real sockets, memory files and folders; the only stand-in is
 `test_probing_charges_only_waits_beyond_the_slack`'s probe timings, which stand for a GPU that
@@ -10,7 +11,6 @@ is busy with another process's work (they are a list of durations, not a GPU).
 from __future__ import annotations
 
 import gc
-import importlib.util
 import itertools
 import json
 import math
@@ -24,8 +24,17 @@ from typing import Any
 
 import pytest
 import torch
+from gpu_records import (
+    CASES,
+    REPO,
+    SUITE,
+    TASK,
+    events,
+    failing_events,
+    load_module,
+    score_check,
+)
 
-from harness.adapters.judge.verdict import Scoring, judge_verdict
 from judges.gpu import case_calibration, devices
 from judges.gpu.judge import _ended, _until_ended
 from judges.gpu.launch import LaunchSpec, gpu_bwrap_argv
@@ -35,28 +44,6 @@ from judges.gpu.sandboxed import control, layout
 from judges.gpu.sandboxed.channel import Channel
 from judges.gpu.session import IdleProbe, charged_waits
 from judges.gpu.timing import StoppingRule, combine_seed, geometric_mean, stats
-
-REPO = Path(__file__).resolve().parents[2]
-TASK = REPO / "harbor" / "trimul"
-
-
-def _load(path: Path, name: str) -> Any:
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-score_check = _load(TASK / "tests" / "score_check.py", "trimul_score_check")
-
-CASES = (
-    GpuCase("test", 1, {"seqlen": 32, "seed": 1}),
-    GpuCase("test", 2, {"seqlen": 64, "seed": 2}),
-    GpuCase("benchmark", 1, {"seqlen": 256, "seed": 3}),
-    GpuCase("benchmark", 2, {"seqlen": 512, "seed": 4}),
-)
-SUITE = {"name": "public", "kind": "package", "label": "x", "comparableToFrontierCS": True}
 
 
 def test_stats_are_gpu_modes_with_the_sample_standard_deviation() -> None:
@@ -87,53 +74,6 @@ def test_geometric_mean_and_gpu_modes_seed_combination() -> None:
     assert combine_seed(3, 4) == 3 + 7 * 8 // 2
 
 
-def events(**overrides: Any) -> list[dict[str, Any]]:
-    timing = {
-        "runs": 4,
-        "meanUs": 100.25,
-        "stdUs": 1.0,
-        "errUs": 0.5,
-        "bestUs": 99.0,
-        "worstUs": 101.0,
-    }
-    found = [
-        {"event": "meta", "gpu": "NVIDIA H200", "torch": "2.11"},
-        {"event": "startup", "status": "Accepted", "detail": "ready", "freezing": "cgroup"},
-        *(
-            {
-                "event": "case",
-                **case.to_json(),
-                "runStatus": "Accepted",
-                "durationNs": 5000,
-                "detail": "max abs error 1.000e-04",
-                "calls": 1,
-            }
-            for case in CASES[:2]
-        ),
-        {"event": "warmup", "calls": 5, "status": "Accepted"},
-        {
-            "event": "case",
-            **CASES[2].to_json(),
-            "runStatus": "Accepted",
-            "calls": 5,
-            "detail": "",
-            "stats": timing,
-            "charged": {"earlyNs": 0, "lateNs": 2000},
-        },
-        {
-            "event": "case",
-            **CASES[3].to_json(),
-            "runStatus": "Accepted",
-            "calls": 5,
-            "detail": "",
-            "stats": {**timing, "meanUs": 400.0},
-            "charged": {},
-        },
-        {"event": "end", "status": "done", "healthyAfter": None},
-    ]
-    return [e for e in found if overrides.get(e.get("event"), True)]
-
-
 def test_a_passing_trial_becomes_a_record_whose_value_is_the_geometric_mean() -> None:
     record = build_record(CASES, events(), SUITE)
     assert record["status"] == "done" and record["passed"] and record["score"] == 100.0
@@ -148,29 +88,15 @@ def test_a_passing_trial_becomes_a_record_whose_value_is_the_geometric_mean() ->
     )
     assert record["gpu"]["healthyAfter"] is True and record["warmup"]["calls"] == 5
     assert all(score_check.check_case(case) is None for case in record["cases"])
-    verdict = judge_verdict(record, score_check.check_case, {}, Scoring("min", "geomean"))
-    assert verdict.valid and verdict.raw_score == record["value"]
-    assert verdict.reward == pytest.approx(1 / record["value"])
 
 
 def test_a_failing_call_ends_the_trial_and_the_rest_is_not_run() -> None:
-    found = events()
-    found[3] = {
-        "event": "case",
-        **CASES[1].to_json(),
-        "runStatus": "Wrong Answer",
-        "detail": "3 of 8 elements differ",
-        "calls": 1,
-    }
-    found = [e for e in found if e.get("kind") != "benchmark"]
-    record = build_record(CASES, found, SUITE)
+    record = build_record(CASES, failing_events(), SUITE)
     assert not record["passed"] and "value" not in record
     statuses = [case["runStatus"] for case in record["cases"]]
     assert statuses == ["Accepted", "Wrong Answer", "Not Run", "Not Run"]
     assert record["cases"][1]["msg"].startswith("Wrong Answer: test 2 (seqlen: 64; seed: 2): 3 of")
     assert record["cases"][3]["msg"] == NOT_RUN and record["score"] == 25.0
-    verdict = judge_verdict(record, score_check.check_case, {}, Scoring("min", "geomean"))
-    assert not verdict.valid and "no certified value" in verdict.message
 
 
 def test_a_trial_without_its_end_is_the_judges_fault() -> None:
@@ -203,16 +129,12 @@ def test_the_task_check_refuses_a_forged_or_inconsistent_case() -> None:
     test = dict(record["cases"][0])
     assert score_check.check_case({**test, "value": 1.0}) is not None
     assert score_check.check_case({**test, "scoreRatio": 0.0, "msg": "anything"}) is None
-    verdict = judge_verdict(
-        {**record, "value": 1.0}, score_check.check_case, {}, Scoring("min", "geomean")
-    )
-    assert not verdict.valid and "disagrees" in verdict.message
 
 
 def test_the_in_container_verifier_agrees_with_the_harness_on_a_timing_record(
     tmp_path: Path,
 ) -> None:
-    verify = _load(TASK / "tests" / "verify.py", "trimul_verify")
+    verify = load_module(TASK / "tests" / "verify.py", "trimul_verify")
     record = build_record(CASES, events(), SUITE)
     verify.judge = lambda *args, **kwargs: record  # the judge's answer, without a judge
     solution = tmp_path / "solution.py"
@@ -408,7 +330,7 @@ def test_the_hardware_floor_is_the_slower_of_bytes_at_peak_bandwidth_and_flops_a
 
 
 def test_trimuls_minimum_work_is_below_what_its_reference_does() -> None:
-    reference = _load(TASK / "judge" / "trimul" / "reference.py", "trimul_reference_units")
+    reference = load_module(TASK / "judge" / "trimul" / "reference.py", "trimul_reference_units")
     work = reference.minimum_work(
         seqlen=1024, bs=1, dim=384, hiddendim=128, seed=1, nomask=True, distribution="normal"
     )
@@ -423,7 +345,7 @@ def test_each_task_verifier_uses_its_own_score_check_whatever_was_loaded_before(
     # The full suite loads every task's verifier in one process; a plain `import score_check`
     # gave the second one the first one's module (the CI failure of 2026-12-01).
     loaded = {
-        task.name: _load(task / "tests" / "verify.py", f"verify_{task.name}")
+        task.name: load_module(task / "tests" / "verify.py", f"verify_{task.name}")
         for task in sorted((REPO / "harbor").iterdir())
         if (task / "tests" / "verify.py").is_file()
     }

@@ -21,7 +21,7 @@ import judges
 from judges.problems.polyomino.generator import generate_instance
 from judges.service.process import JudgeProcess, cgroup_missing
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 SANDBOX_UID = 64123  # a uid nothing else uses, so leftover processes can be counted
 TIME_LIMIT_S = 2.0  # as on FrontierCS; with 1 s, a loaded host timed out the memory cases
 

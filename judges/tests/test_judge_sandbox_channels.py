@@ -1,4 +1,4 @@
-"""What one case can leave for the next (tests/programs/channel_probe.cpp), against the real
+"""What one case can leave for the next (judges/tests/programs/channel_probe.cpp), against the real
 bubblewrap, runner and cgroups: a submission's kept sandbox (judges/sandbox/session.py) removes
 the extended attributes and ACLs of /tmp (also the working directory), sets its times anew and
 refuses every run the kernel's keyrings; a sandbox per run gives every case the same start; the
@@ -19,7 +19,7 @@ from judges.sandbox.runner import Sandbox
 from judges.sandbox.session import SessionPool
 from judges.service.process import cgroup_missing
 
-PROBE = Path(__file__).parents[1] / "programs" / "channel_probe.cpp"
+PROBE = Path(__file__).parent / "programs" / "channel_probe.cpp"
 CGROUP_MISSING = cgroup_missing()
 pytestmark = [
     pytest.mark.slow,

@@ -1,6 +1,7 @@
 """Time a TriMul candidate the plain way: in-process, with CUDA events, as GPU MODE does.
 
-    python benchmarks/trimul_event_loop.py CANDIDATE.py [--package DIR] [--out FILE] [--recheck]
+    python judges/benchmarks/trimul_event_loop.py CANDIDATE.py [--package DIR] [--out FILE]
+        [--recheck]
 
 The comparison for the GPU judge's hardening (judges/README.md): the same cases in the same order
 (each test once, untimed, then the benchmarks), inputs (the task's generator), warm-up and
@@ -22,7 +23,7 @@ from pathlib import Path
 
 import torch
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from judges.gpu.package import load_gpu_problem  # noqa: E402

@@ -23,7 +23,7 @@ from judges.service.process import JudgeProcess
 
 SHARED = Path(__file__).resolve().parents[3] / "shared"
 PUBLIC_CASES = SHARED / "data" / "frontiercs-p0"
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 CASES = 70
 
 pytestmark = pytest.mark.slow

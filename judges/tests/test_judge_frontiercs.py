@@ -27,7 +27,7 @@ from judges.service.process import JudgeProcess
 
 SHARED = Path(__file__).resolve().parents[3] / "shared" / "data" / "frontiercs"
 PROBLEMS = SHARED / "problems"
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 RATIO = re.compile(r"Ratio: ([\d.]+)")
 # The whole output of every case is kept (the oracle re-checks it), not the default 4 KiB prefix.
 JUDGE_FLAGS = ("--frontiercs", str(SHARED), "--workers", "2")

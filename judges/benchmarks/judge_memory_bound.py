@@ -1,11 +1,11 @@
 """How much host memory hostile candidates take while the judge runs them, with and without cgroups.
 
-    python benchmarks/judge_memory_bound.py [--cgroup auto|off] [--workers 2] [--cases 4]
+    python judges/benchmarks/judge_memory_bound.py [--cgroup auto|off] [--workers 2] [--cases 4]
         [--rounds 1] [--no-warm-up]
 
 Starts the project's judge (`python -m judges`, a subprocess on 127.0.0.1) on a Polyomino
 package of `--cases` generated cases (2 s, 256 MiB each), submits the three memory attacks of
-tests/programs (a user namespace with an unsized tmpfs filled with 2 GiB, 2 GiB written into
+judges/tests/programs (a user namespace with an unsized tmpfs filled with 2 GiB, 2 GiB written into
 memfd files, eight forked children of 200 MiB each) `--rounds` times, and samples the host's
 MemAvailable (/proc/meminfo, plus the free pages on per-CPU lists from /proc/zoneinfo) every
 20 ms from one second before the first submission until the last result. It prints each
@@ -47,8 +47,8 @@ import httpx
 from judges.problems.polyomino.generator import generate_instance
 from judges.service.process import JudgeProcess
 
-ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = ROOT / "tests" / "programs"
+ROOT = Path(__file__).resolve().parents[2]
+PROGRAMS = ROOT / "judges" / "tests" / "programs"
 ATTACKS = ("userns_tmpfs_fill", "memfd_fill", "fork_children_fill")
 LIMIT_BYTES = 256 << 20
 HARMLESS = b"int main() { return 0; }\n"

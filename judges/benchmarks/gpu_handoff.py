@@ -1,7 +1,7 @@
 """The host's share of a GPU judge call's clock: GO handed to a spinning worker, with and without
 the freeze the judge puts around a call's inputs, side by side in one run. No GPU is needed.
 
-    python benchmarks/gpu_handoff.py [--calls 2000] [--pause-us 300] [--out FILE]
+    python judges/benchmarks/gpu_handoff.py [--calls 2000] [--pause-us 300] [--out FILE]
 
 Two processes share the judge's control block (`judges.gpu.sandboxed.control`) and spin on it
 with its own `Control.wait`, as the trusted process and the worker do. Per call the worker sets
@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from judges.gpu.sandboxed.control import ARMED, CALL_NS, DONE, GO, Control  # noqa: E402

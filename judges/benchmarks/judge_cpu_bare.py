@@ -1,6 +1,6 @@
 """The CPU judge's cost per candidate against a bare run of the same work, in one run.
 
-    python benchmarks/judge_cpu_bare.py CASES [--testlib DIR] [--candidates 3]
+    python judges/benchmarks/judge_cpu_bare.py CASES [--testlib DIR] [--candidates 3]
         [--baseline-tree DIR] [--source FILE]
 
 CASES is Polyomino's public cases: a plain folder of `1.in … 70.in` (served with
@@ -45,7 +45,7 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SEED = ROOT / "harbor" / "polyomino_packing" / "solution" / "solution.cpp"
 COMPILE = ["g++", "main.cpp", "-O2", "-pipe", "-std=gnu++17", "-o", "a"]
 POLL_S = 0.25  # polling the result costs the judge CPU too: rarely

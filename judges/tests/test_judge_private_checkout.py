@@ -10,9 +10,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-from judge_fakes import LocalJudge
+from test_judge_service import submit, wait_final
 
-from harness.adapters.judge.frontiercs import FrontierCSScorer
+from judges.service.process import JudgeProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -30,10 +30,10 @@ def test_a_checker_of_a_checkout_under_a_private_parent_compiles(tmp_path: Path)
     shutil.copytree(FRONTIERCS / "problems" / "1", checkout / "problems" / "1")
     shutil.copytree(FRONTIERCS / "include", checkout / "judge" / "include")
     program = (TASK / "solution" / "solution.cpp").read_text()
-    with LocalJudge(home / "judge-state", "--frontiercs", str(home / "Frontier-CS")) as judge:
-        scorer = FrontierCSScorer.for_task(TASK, judge.url, "1", poll_interval_s=0.2)
-        with scorer:
-            verdict = scorer(program)
-    assert "Permission denied" not in verdict.message
-    assert verdict.valid, verdict.message
-    assert verdict.raw_score and verdict.raw_score > 0
+    with JudgeProcess(home / "judge-state", "--frontiercs", str(home / "Frontier-CS")) as judge:
+        answer = submit(judge.url, program, pid="1")
+        assert answer.status_code == 200, answer.text
+        result = wait_final(judge.url, answer.json()["sid"], timeout=540)
+    assert "Permission denied" not in str(result)
+    assert result["status"] == "done", result
+    assert result["score"] > 0, result

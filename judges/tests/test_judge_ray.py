@@ -36,7 +36,7 @@ ray_cluster = pytest.importorskip("ray.cluster_utils", reason="Ray is not instal
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
-PROGRAMS = Path(__file__).parents[1] / "programs"
+PROGRAMS = Path(__file__).parent / "programs"
 FRONTIERCS = Path(__file__).resolve().parents[3] / "shared" / "data" / "frontiercs"
 HAS_FRONTIERCS = (FRONTIERCS / "problems" / "1" / "chk.cc").is_file()
 TREASURE_CASES = 3  # the cases ../shared ships (its config.yaml declares 36)

@@ -1,4 +1,5 @@
-"""The judge's scaling sweep and the verdict cache's effect (`judge_throughput.py --ray`).
+"""The judge's scaling sweep and the verdict cache's effect (for `benchmarks/judge_throughput.py
+--ray`, the recipe's benchmark of the judge through its client).
 
 One task (Polyomino by default), one run, every figure a ratio to the single-process judge
 measured in the same run. The judges run side by side and are measured in `--rounds`
@@ -36,7 +37,7 @@ from typing import Any
 
 import httpx
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 POLL_S = 0.05
 
 
