@@ -136,14 +136,17 @@ def _journaled(state: Path) -> dict[tuple[int, int], tuple[str, float | None]]:
 
 
 def _stop_mid_step(state: Path, process: subprocess.Popen[str], *signals: int, along=None) -> str:
-    """Wait until step 1 (of a 2×2 grid) has a journaled rollout, call `along()` (checks of the
-    running rehearsal), send `signals` back to back, return stderr after the exit; no output
-    of the run may hold a traceback."""
+    """Call `along()` (checks of the running rehearsal) once the first step has started, wait
+    until step 1 (of a 2×2 grid) has a journaled rollout, send `signals` back to back, return
+    stderr after the exit; no output of the run may hold a traceback. (The checks run during
+    step 0, so that however long they take on a loaded machine, the run is still in step 1
+    when the signal comes.)"""
     try:
-        _wait_for(lambda: _events(state).count(b'"rollout_finished"') >= 5, 300, "step 1")
+        _wait_for(lambda: b'"step_started"' in _events(state), 300, "the first step")
         assert _processes_under(state), "the rehearsal started no process"
         if along is not None:
             along()
+        _wait_for(lambda: _events(state).count(b'"rollout_finished"') >= 5, 300, "step 1")
         for signum in signals:
             process.send_signal(signum)
         stdout, stderr = process.communicate(timeout=120)
@@ -244,8 +247,8 @@ def test_ctrl_c_mid_step_stops_in_one_line_and_the_resumed_run_loses_nothing(tmp
         f"resume with: {resume}"
     )
     # The stand-in executor refuses one call of step 1 by script (harness.rehearsal.stand_ins);
-    # when step 1's last rollouts finish while the checks above run, the run's own warning about
-    # that refusal comes first. The stop itself is one line, the last.
+    # when that refused rollout finishes before the signal, the run's own warning about it
+    # comes first. The stop itself is one line, the last.
     assert lines[-1] == stop and lines.count(stop) == 1, stderr
     assert all(line.startswith("step 1: ") for line in lines[:-1]), stderr
     _wait_for(lambda: not _processes_under(state), 30, "the rehearsal's processes to end")
