@@ -26,3 +26,14 @@ def _environment_restored() -> Iterator[None]:
     if os.environ != saved:
         os.environ.clear()
         os.environ.update(saved)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Modules with a test marked slow (real stacks, full runs, clusters) first, each group in
+    pytest-randomly's shuffled order: ./test.sh hands whole modules to its two workers in this
+    order (`--dist loadfile --no-loadscope-reorder`), so the long ones start early and the
+    short ones fill the end, instead of a long module starting last on one worker while the
+    other waits."""
+    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow)  # stable: keeps the shuffle within

@@ -183,7 +183,9 @@ def judge_attack(url: str, program: str, pid: str = "trimul", attempts: int = 3)
     return record
 
 
-@pytest.mark.parametrize("program", sorted(ATTACKS))
+# done_then_spin.py, the longest to judge, has its own test below (its verdict, its message,
+# and an honest candidate judged after it).
+@pytest.mark.parametrize("program", sorted(set(ATTACKS) - {"done_then_spin.py"}))
 def test_each_attack_ends_as_its_verdict_on_the_stand_in(
     stand_in: JudgeProcess, program: str
 ) -> None:
@@ -278,7 +280,7 @@ def test_a_candidate_that_says_done_and_never_returns_gets_a_verdict(
     """done_then_spin.py writes DONE, then computes forever: the wait for its output's
     description is bounded by the answer limit, and the sandbox is killed."""
     record = judge_program(stand_in.url, (PROGRAMS / "done_then_spin.py").read_text())
-    assert verdict(record) == "Time Limit Exceeded", first_failure(record)
+    assert verdict(record) == ATTACKS["done_then_spin.py"], first_failure(record)
     assert "kept working after saying it was done" in first_failure(record)
     honest = judge_program(stand_in.url, (PROGRAMS / "honest.py").read_text())
     assert verdict(honest) == "valid", first_failure(honest)
