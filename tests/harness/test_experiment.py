@@ -164,13 +164,19 @@ def _printed(argv: list[str]) -> str:
 
 
 def test_every_report_gives_each_run_the_same_best(experiment: Experiment, tmp_path: Path) -> None:
-    """One best per run (`harness.archive.best`) in the final progress line, the `run_finished`
-    event, `status`, `inspect`, `compare`, `export` and `browse`, every arm; best-of-n's best is
-    a candidate that never joined the tree."""
+    """One best per run (`harness.archive.best`) in the experiment's line for the finished run
+    (the README's plan runs three at once, so each run's own live display is quiet), the
+    `run_finished` event, `status`, `inspect`, `compare`, `export` and `browse`, every arm;
+    best-of-n's best is a candidate that never joined the tree."""
     directory = experiment.directory
     index = json.loads((directory / "experiment.json").read_text())
-    finals = re.findall(r"run finished: 2 steps committed; run best (\S+)", experiment.output)
-    assert len(finals) == len(index["runs"]), experiment.output
+    ended = dict(
+        re.findall(
+            r"run \d+/\d+ (\S+): finished \(best (\S+) after 2 steps\)$", experiment.output, re.M
+        )
+    )
+    assert set(ended) == {run["dir"] for run in index["runs"]}, experiment.output
+    finals = [ended[run["dir"]] for run in index["runs"]]
     _printed(["compare", str(directory), "-o", str(tmp_path / "c.png"), "--bootstrap", "50"])
     with (tmp_path / "c.csv").open() as handle:  # beside the figure
         compared: dict[str, float] = {}
