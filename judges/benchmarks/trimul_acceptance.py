@@ -173,7 +173,7 @@ def main() -> int:
                 if out.exists():
                     loops.append({"label": label, **json.loads(out.read_text())})
                     out.unlink()
-        (args.out / "event_loop.json").write_text(json.dumps(loops, indent=1))
+                    (args.out / "event_loop.json").write_text(json.dumps(loops, indent=1))
         side_by_side(results, loops, args.out / "side_by_side.json")
     return 0
 
