@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import shutil
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,7 +28,8 @@ def small_memory_cgroup(limit_bytes: int) -> Iterator[Path]:
     if missing is not None:
         pytest.skip(missing)
     mounts, own = cgroup_mounts(), own_paths()
-    name = f"guidance-ttt-memory-short-{os.getpid()}"
+    # unique even where an earlier run's group outlived it (a pid is reused across runs)
+    name = f"guidance-ttt-memory-short-{os.getpid()}-{secrets.token_hex(4)}"
     made: list[Path] = []
     try:
         if "memory" in mounts:
@@ -57,8 +60,23 @@ def small_memory_cgroup(limit_bytes: int) -> Iterator[Path]:
         for path in reversed(made):
             for child in path.glob("guidance-ttt-judge-*"):
                 shutil.rmtree(child, ignore_errors=True)
-            with contextlib.suppress(OSError):
-                path.rmdir()
+            _remove_group(path)
+
+
+def _remove_group(path: Path, patience_s: float = 10.0) -> None:
+    """rmdir of a cgroup, retried while the kernel still counts an exiting process in it
+    (EBUSY); a group that stays busy is left, under its unique name."""
+    deadline = time.monotonic() + patience_s
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError:
+            if time.monotonic() > deadline:
+                return
+            time.sleep(0.1)
 
 
 def moved_into(group: Path, command: list[str]) -> list[str]:
