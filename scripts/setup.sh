@@ -78,7 +78,6 @@ fi
 echo "setup: installing ./judges and $spec into .venv (a few minutes the first time)"
 rm -f "$stamp"
 "$python" -m pip install -q --upgrade pip
-# one call, so pip resolves the project's pin on guidance-ttt-judge against ./judges (not on PyPI);
-# --no-compile: Python compiles each module on its first import instead of all ~150 packages now
-"$python" -m pip install -q --no-compile -e ./judges -e "$spec"
+# one call, so pip resolves the project's pin on guidance-ttt-judge against ./judges (not on PyPI)
+"$python" -m pip install -q -e ./judges -e "$spec"
 printf '%s\n%s\n' "$hash" "${all[*]}" >"$stamp"
