@@ -52,21 +52,29 @@ def _processes_under(state: Path) -> list[str]:
     return found
 
 
-def _foreign(state: Path, root: int) -> set[str]:
-    """The processes under `state` (`_processes_under`) that do not descend from pid `root`:
-    what another command started there (the run's own come and go as its steps do)."""
-    foreign = set()
+def _pid(line: str) -> int:
+    return int(line.split(":", 1)[0])
+
+
+def _started_by_others(state: Path, own: set[int]) -> list[str]:
+    """The processes under `state` (`_processes_under`) that descend from none of the pids in
+    `own` (the running rehearsal and every process it had there): what another command started.
+    The run's own processes come and go as its steps do (its artifact cache's git), and some of
+    its services are not its children; a process that ends while its ancestry is read counts
+    for nothing."""
+    others = []
     for line in _processes_under(state):
-        pid = int(line.split(":", 1)[0])
-        while pid not in (root, 0, 1):
+        pid = _pid(line)
+        while pid not in own and pid > 1:
             try:
                 stat = (Path("/proc") / str(pid) / "stat").read_text()
             except OSError:
                 break
             pid = int(stat.rsplit(")", 1)[1].split()[1])  # the parent's pid
-        if pid != root:
-            foreign.add(line)
-    return foreign
+        else:
+            if pid not in own:
+                others.append(line)
+    return others
 
 
 def _wait_for(predicate, timeout_s: float, what: str) -> None:
@@ -227,7 +235,7 @@ def _only_the_run_reaches_its_judge_and_its_directory(
     assert httpx.get(url + "/problems", headers=wrong, timeout=30).status_code == 401
     bearer = {"Authorization": f"Bearer {token}"}
     assert httpx.get(url + "/problems", headers=bearer, timeout=30).status_code == 200
-    before = _foreign(state, process.pid)
+    own = {process.pid, *(_pid(line) for line in _processes_under(state))}
     second = subprocess.run(
         [*CLI, "rehearse", str(state), "--steps", "2", *GRID],
         cwd=REPO,
@@ -239,8 +247,8 @@ def _only_the_run_reaches_its_judge_and_its_directory(
     assert second.returncode == 2, lines
     assert len(lines) == 1 and f"{state} is in use by pid {process.pid}" in lines[0], lines
     assert "guidance-ttt rehearse" in lines[0]
-    started = _foreign(state, process.pid) - before
-    assert not started, f"the refused command started {sorted(started)}"
+    started = _started_by_others(state, own)
+    assert not started, f"the refused command started {started}"
 
 
 def test_ctrl_c_mid_step_stops_in_one_line_and_the_resumed_run_loses_nothing(tmp_path: Path):
