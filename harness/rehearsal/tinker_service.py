@@ -32,7 +32,8 @@ from harness.rehearsal.tinker_toy_model import (
     toy_completion,
 )
 
-#: Produces the tokens a sampler returns for a prompt (the stand-in's script); None: toy tokens.
+#: Produces the tokens a sampler returns for a prompt (the stand-in's script) to a request that
+#: does not score its prompt; None, and for scoring requests (compute_logprobs): toy tokens.
 Completion = Callable[[Sequence[int]], Sequence[int]]
 
 
@@ -275,10 +276,11 @@ class ToyTinker:
                 if request.sampling_params.seed is None
                 else request.sampling_params.seed + index
             )
+            # A scoring request (compute_logprobs asks for the prompt's log-probs) takes no
+            # scripted answer: the script is for what a caller reads.
+            scripted = self.completion is not None and not request.prompt_logprobs
             tokens = list(
-                self.completion(prompt)
-                if self.completion
-                else toy_completion(weights, prompt, seed)
+                self.completion(prompt) if scripted else toy_completion(weights, prompt, seed)
             )
             stop = "length" if len(tokens) > limit else "stop"
             tokens = tokens[:limit]

@@ -75,7 +75,8 @@ class TinkerStandIn:
     """The server, as a context manager (``start``/``stop`` also work).
 
     ``models`` are the base models it serves (Tinker's list by default); ``completion`` gives
-    the tokens a sampler returns for a prompt (default: a few toy tokens from a hash);
+    the tokens a sampler returns for a prompt it does not score (default, and for
+    ``compute_logprobs``: a few toy tokens from a hash);
     ``context_length`` bounds prompt + ``max_tokens``; ``client_config`` is what
     ``/client/config`` answers (the SDK's defaults by default).
     """
