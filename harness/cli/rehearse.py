@@ -1,5 +1,6 @@
 """`guidance-ttt rehearse [STATE]`: a frozen-guidance run on this CPU machine with scripted
-stand-in models (`harness.rehearsal` runs it); then the commands to look at it."""
+stand-in models (`harness.rehearsal` runs it), or with `--backend tinker` a trained one on a
+stand-in for Tinker's service; then the commands to look at it."""
 
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=Path,
         nargs="?",
         help="where the rehearsal's state goes (default: work/rehearsal, or "
-        "work/rehearsal-<task> with --task)",
+        "work/rehearsal-<task> with --task; -tinker appended with --backend tinker)",
     )
     rehearse.add_argument(
         "--task",
@@ -66,6 +67,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--judge-seed", type=int, default=11, help="generated suite seed (default: %(default)s)"
     )
     rehearse.add_argument(
+        "--backend",
+        choices=("frozen", "tinker"),
+        default="frozen",
+        help="frozen: serve-frozen.yaml, nothing trained (default); tinker: serve-tinker.yaml, "
+        "Reef's Tinker backend trains the guidance LoRA on a local stand-in for Tinker's "
+        "service (needs the tinker extra; no network, no account)",
+    )
+    rehearse.add_argument(
         "--wandb",
         choices=("offline", "online"),
         help="log to W&B in this mode, under STATE/wandb (default: off, as serve-frozen.yaml)",
@@ -102,6 +111,13 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.backend == "tinker" and importlib.util.find_spec("tinker") is None:
+        print(
+            "guidance-ttt rehearse: --backend tinker drives Reef's Tinker backend through the "
+            "Tinker SDK, which is not installed: pip install -e '.[tinker]' (the tinker extra)",
+            file=sys.stderr,
+        )
+        return 2
     from harness.cli.termination import (
         Terminated,
         exit_now,
@@ -112,6 +128,7 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         RehearsalOptions,
         default_state_dir,
         next_commands,
+        refuse_backend,
         rehearse,
     )
     from harness.run.controller import ResumeRefused
@@ -133,7 +150,13 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
         run_seed=args.run_seed,
         max_cost_usd=args.max_cost_usd,
         max_tokens=args.max_tokens,
+        backend=args.backend,
     )
+    try:
+        refuse_backend(options)
+    except ValueError as exc:
+        print(f"guidance-ttt rehearse: {exc}", file=sys.stderr)  # one line, before anything
+        return 2
     args.state_dir = args.state_dir or default_state_dir(options)
     try:
         with stopping_on_signals("guidance-ttt rehearse", resume_command("rehearse")):
@@ -152,7 +175,8 @@ def run(args: argparse.Namespace, console: Console | None = None) -> int:
     best = result.best.verifier_raw_score if result.best else None
     console.print(
         f"rehearsal done: steps {result.start_step}..{result.next_step - 1} committed, best "
-        f"{'--' if best is None else f'{best:.4f}'} (arm {args.arm}, scripted stand-in models)"
+        f"{'--' if best is None else f'{best:.4f}'} (arm {args.arm}, scripted stand-in models"
+        + (", trained on the Tinker stand-in)" if args.backend == "tinker" else ")")
     )
     console.print("look at it:")
     for command in next_commands(args.state_dir):

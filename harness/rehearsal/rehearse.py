@@ -11,7 +11,12 @@ answers with real C++ edits of the seed, each compiled and judged.
 
 The settings file written into STATE_DIR is the repository's `serve-frozen.yaml` with the stand-
 ins' addresses, free loopback ports, the grid and STEPS filled in; the harness and Reef read that
-same file. Re-running the command on the same directory resumes the rehearsal (raise `--steps`
+same file. With `--backend tinker` it is `serve-tinker.yaml` instead, and the guidance model is
+trained: Reef's Tinker backend (its trainer, its sampler, the tttd recipe and loss) runs against
+a stand-in for Tinker's service whose sampler answers with the scripted guidance
+(`harness.rehearsal.tinker_stack`), and every step passes the Tinker gate
+(`harness.run.tinker_gate`: Reef's commit, its publication, the durable Tinker manifest).
+Re-running the command on the same directory resumes the rehearsal (raise `--steps`
 to continue a finished one). Every process it starts is stopped when it returns.
 """
 
@@ -53,6 +58,8 @@ from harness.storage.command_lock import holding
 from harness.storage.resume_state import RESUME_STATE, ResumeState
 
 SETTINGS_FILE = "serve-frozen.yaml"
+#: What `--backend` takes: the frozen rehearsal, or the trained one on the Tinker stand-in.
+BACKENDS = ("frozen", "tinker")
 COMMAND = "guidance-ttt rehearse"
 TOKEN = "reef-local"
 #: The third guidance call answers with two <guidance> blocks: the display and the records show
@@ -91,6 +98,10 @@ class RehearsalOptions:
     seed: str | None = None
     #: `harness.guidance.request.dialect` in the written settings (None: the template's).
     guidance_dialect: str | None = None
+    #: `frozen` (serve-frozen.yaml: Reef record-only, nothing trained) or `tinker`
+    #: (serve-tinker.yaml: Reef's Tinker backend trains the guidance LoRA on the Tinker stand-in,
+    #: `harness.rehearsal.tinker_stack`).
+    backend: str = "frozen"
     #: Seconds between polls for a judge verdict (None: the reference's 2 s, as a real run).
     #: The local judge answers a stand-in's program in a fraction of a second, so in-process
     #: callers that run many short rehearsals (the tests) poll faster.
@@ -110,7 +121,22 @@ def default_state_dir(options: RehearsalOptions) -> Path:
     """Where a rehearsal's state goes by default: work/rehearsal, or work/rehearsal-<task> for
     `--task` (named after the task, not its path)."""
     name = "rehearsal" if options.task is None else f"rehearsal-{Path(options.task).resolve().name}"
-    return Path("work") / name
+    return Path("work") / (name if options.backend == "frozen" else f"{name}-{options.backend}")
+
+
+def run_values(options: RehearsalOptions, state_dir: Path) -> RunValues:
+    """What the rehearsal's settings copy carries of its own run."""
+    return RunValues(
+        state_dir=state_dir,
+        steps=options.steps,
+        groups=options.groups,
+        rollouts=options.rollouts,
+        arm=options.arm,
+        parent_selection=options.parent_selection,
+        run_seed=options.run_seed,
+        max_cost_usd=options.max_cost_usd,
+        max_tokens=options.max_tokens,
+    )
 
 
 def write_settings(
@@ -128,18 +154,7 @@ def write_settings(
     document = load_document(FROZEN_TEMPLATE)
     document["reef"].update(host="127.0.0.1", port=reef_port, token=TOKEN)
     document["inference"].update({"upstream-url": guidance_url, "upstream-model": GUIDANCE_MODEL})
-    values = RunValues(
-        state_dir=state_dir,
-        steps=options.steps,
-        groups=options.groups,
-        rollouts=options.rollouts,
-        arm=options.arm,
-        parent_selection=options.parent_selection,
-        run_seed=options.run_seed,
-        max_cost_usd=options.max_cost_usd,
-        max_tokens=options.max_tokens,
-    )
-    run = fill_run(document, values)
+    run = fill_run(document, run_values(options, state_dir))
     run["task"] = task or run["task"]
     if options.wandb:
         block = document.setdefault("observability", {}).setdefault("wandb", {})
@@ -235,10 +250,25 @@ def refuse_finished(state_dir: Path, steps: int) -> None:
         )
 
 
+def refuse_backend(options: RehearsalOptions) -> None:
+    """`ValueError` at once for a backend the rehearsal does not have, and for `tinker` with an
+    arm that calls no guidance model or with `--task` (the Tinker rehearsal trains the
+    template task's guidance model)."""
+    if options.backend not in BACKENDS:
+        raise ValueError(f"rehearsal backend {options.backend!r}; choose one of {BACKENDS}")
+    if options.backend == "tinker" and (options.arm != "guidance-ttt" or options.task):
+        raise ValueError(
+            "--backend tinker trains the guidance model of the template's task: use the "
+            f"guidance-ttt arm without --task (got arm {options.arm}"
+            + (f", task {options.task})" if options.task is not None else ")")
+        )
+
+
 def rehearse(
     state_dir: Path, options: RehearsalOptions, console: Console | None = None
 ) -> RunResult:
     """Run (or resume) the rehearsal into `state_dir`; raises what stops the run."""
+    refuse_backend(options)
     state_dir = Path(state_dir).resolve()
     if state_dir.exists() and not state_dir.is_dir():
         raise ValueError(f"{state_dir} is a file, not a state directory; choose another path")
@@ -267,9 +297,25 @@ def rehearse_run(
     task = options.task_dir
     load_contract(task)  # a broken task stops here, before any process starts
     guided = options.arm == "guidance-ttt"
+    refuse_backend(options)
     with ExitStack() as stack:
         stack.enter_context(holding(state_dir, command))
         port = free_port()
+        if options.backend == "tinker":
+            # Imported here: the stand-in needs the Tinker SDK (the tinker extra).
+            from harness.rehearsal.tinker_stack import tinker_rehearsal
+
+            console.print("rehearse: starting the Tinker stand-in and reef serve on it")
+            settings = stack.enter_context(
+                tinker_rehearsal(
+                    run_values(options, state_dir),
+                    judge_url=stand_ins.judge_url,
+                    seed=options.seed_record,
+                    port=port,
+                    malformed=[MALFORMED_CALL],
+                )
+            )
+            return _run(settings, stand_ins, state_dir, options, console, task)
         settings_path = state_dir / SETTINGS_FILE
         guidance_url = "http://127.0.0.1:9"  # never called by an arm without guidance
         if guided:
@@ -291,32 +337,46 @@ def rehearse_run(
             stack.enter_context(
                 running_reef(state_dir / "reef", config=settings_path, port=port, token=TOKEN)
             )
-        backend = replace(
-            backend_from_name("gpt_oss_120b", base_url=stand_ins.executor.v1_url),
-            model=EXECUTOR_MODEL,
-        )
-        guidance = "frozen guidance" if settings.arm_spec.guided else "no guidance model"
-        suite = (
-            f"judge suite generated:{options.judge_seed}:{options.cases}"
-            if options.task is None
-            else f"task {task.name}, judge {stand_ins.judge_url}"
-        )
-        console.print(
-            f"rehearse: arm {settings.arm_spec.label()} ({guidance}), run seed "
-            f"{options.run_seed}, {options.groups}×{options.rollouts} rollouts per step, steps up "
-            f"to {options.steps}, {suite}; state in {state_dir}"
-        )
-        return assemble_and_run(
-            settings,
-            task,
-            (task / "instruction.md").read_text(encoding="utf-8"),
-            AssemblyOptions(
-                backend=backend,
-                console=console,
-                workers=options.workers,
-                judge_poll_s=options.judge_poll_s,
-            ),
-        )
+        return _run(settings, stand_ins, state_dir, options, console, task)
+
+
+def _run(
+    settings: RunSettings,
+    stand_ins: StandInStack,
+    state_dir: Path,
+    options: RehearsalOptions,
+    console: Console,
+    task: Path,
+) -> RunResult:
+    """Run (or resume) the rehearsal's run of `settings` with the stand-in executor."""
+    backend = replace(
+        backend_from_name("gpt_oss_120b", base_url=stand_ins.executor.v1_url),
+        model=EXECUTOR_MODEL,
+    )
+    guidance = "frozen guidance" if settings.arm_spec.guided else "no guidance model"
+    if settings.training_backend == "tinker":
+        guidance = "guidance trained by Reef's Tinker backend on the Tinker stand-in"
+    suite = (
+        f"judge suite generated:{options.judge_seed}:{options.cases}"
+        if options.task is None
+        else f"task {task.name}, judge {stand_ins.judge_url}"
+    )
+    console.print(
+        f"rehearse: arm {settings.arm_spec.label()} ({guidance}), run seed "
+        f"{options.run_seed}, {options.groups}×{options.rollouts} rollouts per step, steps up "
+        f"to {options.steps}, {suite}; state in {state_dir}"
+    )
+    return assemble_and_run(
+        settings,
+        task,
+        (task / "instruction.md").read_text(encoding="utf-8"),
+        AssemblyOptions(
+            backend=backend,
+            console=console,
+            workers=options.workers,
+            judge_poll_s=options.judge_poll_s,
+        ),
+    )
 
 
 def next_commands(state_dir: Path) -> list[str]:

@@ -15,7 +15,7 @@ Tinker's form in its own environment only; the key is no secret and is written n
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -73,6 +73,20 @@ def scripted_guidance(script: GuidanceScript) -> Completion:
         return encode(script(request).content)
 
     return complete
+
+
+@contextmanager
+def tinker_rehearsal(
+    values: RunValues, *, judge_url: str, seed: str, port: int, malformed: Sequence[int] = ()
+) -> Iterator[RunSettings]:
+    """``guidance-ttt rehearse --backend tinker``'s Reef: write ``<state>/serve-tinker.yaml``
+    (:func:`write_tinker_settings`), then run :func:`tinker_reef` with the scripted guidance
+    (``GuidanceScript``, two blocks at the calls in ``malformed``); yields the run's settings."""
+    path = Path(values.state_dir) / SETTINGS_FILE
+    settings = write_tinker_settings(path, values, judge_url=judge_url, reef_port=port, seed=seed)
+    completion = scripted_guidance(GuidanceScript(malformed=malformed))
+    with tinker_reef(Path(values.state_dir), path, port, completion):
+        yield settings
 
 
 @contextmanager

@@ -23,8 +23,10 @@ from harness.adapters.reef.training_bridge import BridgeAddress, RayTrainingBrid
 from harness.observe.events import EventSink, NullSink
 from harness.run.gate import FrozenGate, StepGate
 from harness.run.rollout import Executor
+from harness.run.tinker_gate import TinkerGate, TinkerGateSettings
 from harness.scorer import Scorer
 from harness.settings.run_settings import RunSettings
+from harness.storage.resume_state import RunIdentity
 
 
 @dataclass
@@ -63,7 +65,8 @@ def production_services(
     check (its verdicts polled every `judge_poll_s`, default the reference's 2 s), and the step
     gate of the run's mode: trained, Reef's Ray training bridge (address from
     `<run-dir>/slime-driver/runtime.yaml`) unless `bridge` is given, and Reef's status page;
-    frozen, `FrozenGate` (no bridge: nothing is trained, no step waits). `backend` replaces the
+    frozen, `FrozenGate` (no bridge: nothing is trained, no step waits); trained on Tinker,
+    `TinkerGate` on Reef's status page (no bridge either). `backend` replaces the
     configured executor backend (the rehearsal's labelled stand-in)."""
     executor = ExecutionClient(backend or executor_backend(settings, executor_url))
     reef: ReefChannel | NoReef = (
@@ -92,6 +95,17 @@ def production_services(
             gate=FrozenGate(),
         )
     status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
+    if settings.training_backend == "tinker":
+        return RunServices(
+            reef=reef,
+            executor=executor,
+            scorer=scorer,
+            bridge=None,
+            status=status,
+            events=events or NullSink(),
+            closers=[executor.close, status.close],
+            gate=tinker_gate(settings, status),
+        )
     if bridge is None:
         address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
         bridge = RayTrainingBridge(address)
@@ -103,6 +117,22 @@ def production_services(
         status=status,
         events=events or NullSink(),
         closers=[executor.close, status.close],
+    )
+
+
+def tinker_gate(settings: RunSettings, status: StatusSource) -> TinkerGate:
+    """The step gate of a trained run on Reef's Tinker backend (no training bridge: Reef's
+    status page and the Tinker incumbent in `training.options.state-dir` prove a step)."""
+    assert settings.checkpoint_dir is not None  # a Tinker run's manifest directory
+    return TinkerGate(
+        TinkerGateSettings(
+            scenario=settings.scenario,
+            manifest_dir=settings.checkpoint_dir,
+            model=settings.model,
+            lora_rank=settings.lora_rank,
+        ),
+        RunIdentity.from_dict(settings.identity()),
+        status,
     )
 
 

@@ -30,6 +30,9 @@ class ResumeStateError(RuntimeError):
 FORMAT_VERSION = 1
 MAX_RESUME_STATE_BYTES = 64 << 20  # summaries of thousands of steps fit many times over
 RUN_MODES = ("trained", "frozen")
+#: Reef's training backends a trained run may name, and the settings a hosted one may leave at 0.
+TRAINING_BACKENDS = ("slime", "tinker")
+HOSTED_ZEROS = ("inference_tensor_parallel_size", "megatron_tensor_parallel_size")
 #: The task text of a record written before task texts were recorded: the full statement.
 LEGACY_TASK_TEXT = "full"
 RESUME_STATE = Path("guidance-run") / "resume-state.json"
@@ -93,6 +96,9 @@ class RunIdentity:
     #: How guidance requests are shaped (`harness.request_shapes.RequestShape.describe()`): the
     #: reference's body is `sglang`. A record written before request shapes existed sent it.
     guidance_request: str = "sglang"
+    #: Reef's training backend of a trained run: `slime`, or `tinker` (hosted: both
+    #: tensor-parallel sizes are 0). A record written before Tinker runs existed trained on Slime.
+    training_backend: str = "slime"
 
     def __post_init__(self) -> None:
         if not (isinstance(self.task_text, str) and self.task_text):
@@ -103,20 +109,23 @@ class RunIdentity:
             raise ValueError(
                 f"run identity guidance_request is {self.guidance_request!r}, which is not valid"
             )
-        untrained = (
-            ("lora_rank", "inference_tensor_parallel_size", "megatron_tensor_parallel_size")
-            if self.mode == "frozen"
-            else ()
-        )
+        if self.training_backend not in TRAINING_BACKENDS:
+            raise ValueError(
+                f"run identity training_backend is {self.training_backend!r}; choose one of "
+                f"{TRAINING_BACKENDS}"
+            )
+        untrained = ("lora_rank", *HOSTED_ZEROS) if self.mode == "frozen" else ()
+        # Tinker has no tensor parallelism to set: a trained run on it records 0 there.
+        hosted = HOSTED_ZEROS if self.training_backend == "tinker" and not untrained else ()
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("mode", "task_text", "guidance_request") or (
+            if f.name in ("mode", "task_text", "guidance_request", "training_backend") or (
                 f.name == "gpt_oss_reasoning_effort" and value is None
             ):
                 continue
-            if f.name == "run_seed":
+            if f.name == "run_seed" or f.name in hosted:
                 if not _pos(value, zero=True):
-                    raise ValueError(f"run identity run_seed is {value!r}, which is not valid")
+                    raise ValueError(f"run identity {f.name} is {value!r}, which is not valid")
                 continue
             if f.name in untrained:
                 if value != 0:
@@ -312,7 +321,7 @@ def _migrated_summary(entry: Any) -> Any:
 
 #: Identity keys added after task texts: a record without them takes the default (the method,
 #: with PUCT and run seed 0).
-_LATER_KEYS = ("arm", "parent_selection", "run_seed", "guidance_request")
+_LATER_KEYS = ("arm", "parent_selection", "run_seed", "guidance_request", "training_backend")
 
 
 def _pos(value: Any, zero: bool = False) -> bool:

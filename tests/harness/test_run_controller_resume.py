@@ -72,6 +72,7 @@ CHANGED = {
     "parent_selection": "greedy",
     "run_seed": 7,
     "guidance_request": "openai",  # another body: another endpoint contract
+    "training_backend": "tinker",  # another trainer: other weights
 }
 
 

@@ -1,0 +1,60 @@
+"""`guidance-ttt rehearse --backend tinker`: the trained loop on Reef's Tinker backend against the
+Tinker stand-in — real Reef (its Tinker trainer and sampler, the tttd recipe and loss), the real
+local judge, receipts, reports, training steps and the Tinker gate."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+
+import pytest
+from rich.console import Console
+
+from harness.rehearsal.rehearse import RehearsalOptions, rehearse
+from harness.storage.resume_state import RESUME_STATE, ResumeState
+
+
+def _events(state_dir):
+    path = state_dir / "guidance-run" / "events.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+@pytest.mark.slow
+def test_rehearse_on_tinker_commits_two_trained_steps(tmp_path):
+    pytest.importorskip("tinker", reason="needs the Tinker SDK (the tinker extra, 0.33.1)")
+    options = RehearsalOptions(steps=2, groups=1, rollouts=4, backend="tinker", judge_poll_s=0.2)
+    console = Console(file=io.StringIO(), width=120)
+    result = rehearse(tmp_path, options, console)
+
+    assert (result.start_step, result.next_step) == (0, 2)
+    assert len(result.agent_record_ids) >= 2  # receipts of the well-formed rollouts
+    stored = ResumeState.load(tmp_path / RESUME_STATE)
+    assert stored is not None and stored.next_step == 2
+    assert stored.identity.mode == "trained" and stored.identity.training_backend == "tinker"
+    summaries = [event for event in _events(tmp_path) if event["event"] == "step_summary"]
+    assert [summary["mode"] for summary in summaries] == ["trained", "trained"]
+    for summary in summaries:  # each step's metrics are Reef's Tinker training of that step
+        metrics = summary["train_metrics"]
+        assert metrics["optimizer_steps"] == 1 and "loss:sum" in metrics
+    incumbent = json.loads((tmp_path / "checkpoints" / "tinker" / "incumbent.json").read_text())
+    assert incumbent["state_path"].startswith("tinker://")
+    assert incumbent["sampler_path"].startswith("tinker://")
+    text = (tmp_path / "serve-tinker.yaml").read_text()
+    assert "tttd.deployment:TTTDTinkerDeployment" in text and "tml-" not in text
+
+
+def test_rehearse_on_tinker_refuses_an_arm_without_guidance_before_starting_anything(tmp_path):
+    state = tmp_path / "state"
+    command = [sys.executable, "-m", "harness.cli.entry", "rehearse", str(state)]
+    refused = subprocess.run(
+        [*command, "--backend", "tinker", "--arm", "unguided"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 2
+    assert "--backend tinker trains the guidance model" in refused.stderr
+    assert "arm unguided" in refused.stderr
+    assert not state.exists()
