@@ -42,6 +42,7 @@ from harness.rehearsal.reef_process import free_port, running_reef
 from harness.rehearsal.stand_ins import (
     EXECUTOR_MODEL,
     GUIDANCE_MODEL,
+    MALFORMED_CALL,
     SEED_RECORD,
     GuidanceScript,
     executor_reply,
@@ -62,9 +63,6 @@ SETTINGS_FILE = "serve-frozen.yaml"
 BACKENDS = ("frozen", "tinker")
 COMMAND = "guidance-ttt rehearse"
 TOKEN = "reef-local"
-#: The third guidance call answers with two <guidance> blocks: the display and the records show
-#: how a malformed answer is handled (reward 0, executor skipped, still reported).
-MALFORMED_CALL = 2
 
 
 @dataclass(frozen=True)
@@ -312,7 +310,6 @@ def rehearse_run(
                     judge_url=stand_ins.judge_url,
                     seed=options.seed_record,
                     port=port,
-                    malformed=[MALFORMED_CALL],
                 )
             )
             return _run(settings, stand_ins, state_dir, options, console, task)

@@ -41,6 +41,9 @@ TASK_DIR = REPO_ROOT / "harbor" / _template_task()
 #: The seed record the scripted variants edit: the task's shelf packer (its `harness.seed`).
 SEED_RECORD = "solution/shelf/seed.json"
 GUIDANCE_MODEL = "scripted-guidance-stand-in"
+#: The rehearsal's third guidance call answers with two <guidance> blocks: the display and the
+#: records show how a malformed answer is handled (reward 0, executor skipped, still reported).
+MALFORMED_CALL = 2
 EXECUTOR_MODEL = "scripted-executor-stand-in"
 
 

@@ -11,15 +11,19 @@ message); :class:`Failed` is a queued request whose future fails (answered as Ti
 Checkpoint paths are Tinker's: ``tinker://<model_id>/weights/<name>`` for ``save_state`` (weights
 with their optimizer state) and ``tinker://<model_id>/sampler_weights/<name>`` for
 ``save_weights_for_sampler``, with model ids ``<session_id>:train:<n>`` as the SDK derives them.
-Checkpoints never expire here (``ttl_seconds`` is recorded, not enforced).
+Checkpoints never expire here (``ttl_seconds`` is recorded, not enforced). With ``store`` they
+outlive the process, as Tinker's do a client's crash: every save rewrites that JSON file
+atomically, and a new service reads it back (sessions and training models are not kept).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import numpy as np
 from tinker import types
@@ -31,6 +35,7 @@ from harness.rehearsal.tinker_toy_model import (
     prompt_logprobs,
     toy_completion,
 )
+from harness.storage.atomic import atomic_write_json
 
 #: Produces the tokens a sampler returns for a prompt (the stand-in's script) to a request that
 #: does not score its prompt; None, and for scoring requests (compute_logprobs): toy tokens.
@@ -79,14 +84,16 @@ class ToyTinker:
         *,
         context_length: int = 32768,
         completion: Completion | None = None,
+        store: Path | None = None,
     ) -> None:
         self.models = tuple(models)
+        self.store = store
         self.context_length = context_length
         self.completion = completion
         self.sessions: dict[str, str | None] = {}  # session id -> finish reason
         self.training: dict[str, TrainingModel] = {}
         self.samplers: dict[str, tuple[Weights, str | None]] = {}  # id -> (weights, path)
-        self.checkpoints: dict[str, Checkpoint] = {}
+        self.checkpoints: dict[str, Checkpoint] = _stored(store)
 
     # -- sessions --------------------------------------------------------------
 
@@ -197,6 +204,10 @@ class ToyTinker:
             "sampler" if sampler else "training",
             request.ttl_seconds,
         )
+        if self.store is not None:
+            atomic_write_json(
+                self.store, {key: _plain(value) for key, value in self.checkpoints.items()}
+            )
         return path, None
 
     def checkpoint(self, path: str, kind: str) -> Checkpoint:
@@ -304,3 +315,23 @@ class ToyTinker:
                 keep = len(scored) - request.prompt_logprobs_last_n
                 scored = [None] * keep + scored[keep:]
         return types.SampleResponse(sequences=sequences, _prompt_logprobs_list=scored)
+
+
+def _plain(checkpoint: Checkpoint) -> dict[str, object]:
+    return {**asdict(checkpoint), "lora": checkpoint.lora.model_dump()}
+
+
+def _stored(store: Path | None) -> dict[str, Checkpoint]:
+    """The checkpoints ``store`` keeps (none when there is no file yet)."""
+    if store is None or not store.is_file():
+        return {}
+    found = {}
+    for path, value in json.loads(store.read_text(encoding="utf-8")).items():
+        found[path] = Checkpoint(
+            Weights(**value["weights"]),
+            types.LoraConfig.model_validate(value["lora"]),
+            value["optimizer_steps"],
+            value["kind"],
+            value["ttl_seconds"],
+        )
+    return found

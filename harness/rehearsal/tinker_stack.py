@@ -3,10 +3,12 @@
 What runs for real: ``reef serve -c STATE_DIR/serve-tinker.yaml`` — the repository's
 ``serve-tinker.yaml`` (``tttd.deployment:TTTDTinkerDeployment``, Reef's in-process Tinker
 topology: Reef's Tinker trainer and sampler, the tttd recipe, ``TTTDTinkerLoss``) with the
-rehearsal's ports, grid, STEPS and judge filled in. What stands in, in-process: Tinker's service
-(``harness.rehearsal.tinker_stand_in``, whose sampler answers with the scripted guidance) and the
+rehearsal's ports, grid, STEPS and judge filled in. What stands in: Tinker's service
+(``harness.rehearsal.tinker_stand_in``, whose sampler answers with the scripted guidance; in the
+caller's process with :func:`tinker_reef`, its own with :func:`tinker_rehearsal`) and the
 base model's tokenizer (``harness.rehearsal.tinker_tokenizer``, in a Hugging Face cache under
-``STATE_DIR/tinker-stand-in``). Reef gets the stand-in's address and a placeholder key of
+``STATE_DIR/tinker-stand-in``, beside the stand-in's durable checkpoints, which a resumed
+rehearsal's stand-in reads back). Reef gets the stand-in's address and a placeholder key of
 Tinker's form in its own environment only; the key is no secret and is written nowhere.
 
     with tinker_reef(state_dir, settings_path, port, completion) as (reef, tinker):
@@ -15,16 +17,15 @@ Tinker's form in its own environment only; the key is no secret and is written n
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from harness.adapters.reef.process import ReefService, running_reef
-from harness.rehearsal.openai_server import RecordedRequest
-from harness.rehearsal.stand_ins import GuidanceScript
+from harness.rehearsal.tinker_process import running_stand_in
 from harness.rehearsal.tinker_service import Completion
 from harness.rehearsal.tinker_stand_in import TinkerStandIn
-from harness.rehearsal.tinker_tokenizer import encode, offline_env, publish_tokenizer
+from harness.rehearsal.tinker_tokenizer import offline_env, publish_tokenizer
 from harness.settings.paths import REPO_ROOT
 from harness.settings.run_copy import RunValues, fill_run, load_document, write_copy
 from harness.settings.run_settings import RunSettings
@@ -64,28 +65,23 @@ def write_tinker_settings(
     return RunSettings.load(path, environ={}, base_dir=path.parent)
 
 
-def scripted_guidance(script: GuidanceScript) -> Completion:
-    """The stand-in sampler's answers: ``script``'s guidance texts, in call order, as the
-    stand-in tokenizer's ids (Reef's sampler decodes them back into the same text)."""
-
-    def complete(prompt: object) -> list[int]:
-        request = RecordedRequest("POST", "/v1/chat/completions", {}, {})
-        return encode(script(request).content)
-
-    return complete
-
-
 @contextmanager
 def tinker_rehearsal(
-    values: RunValues, *, judge_url: str, seed: str, port: int, malformed: Sequence[int] = ()
+    values: RunValues, *, judge_url: str, seed: str, port: int
 ) -> Iterator[RunSettings]:
     """``guidance-ttt rehearse --backend tinker``'s Reef: write ``<state>/serve-tinker.yaml``
-    (:func:`write_tinker_settings`), then run :func:`tinker_reef` with the scripted guidance
-    (``GuidanceScript``, two blocks at the calls in ``malformed``); yields the run's settings."""
-    path = Path(values.state_dir) / SETTINGS_FILE
+    (:func:`write_tinker_settings`), start the stand-in as a process of its own
+    (``harness.rehearsal.tinker_process``: it outlives a killed rehearsal until Reef has
+    stopped, and keeps its checkpoints in ``<state>/tinker-stand-in``), then ``reef serve`` on
+    it; yields the run's settings."""
+    state_dir = Path(values.state_dir)
+    path = state_dir / SETTINGS_FILE
     settings = write_tinker_settings(path, values, judge_url=judge_url, reef_port=port, seed=seed)
-    completion = scripted_guidance(GuidanceScript(malformed=malformed))
-    with tinker_reef(Path(values.state_dir), path, port, completion):
+    own = state_dir / "tinker-stand-in"
+    with (
+        running_stand_in(own / "checkpoints.json") as base_url,
+        _reef_on(state_dir, path, port, base_url),
+    ):
         yield settings
 
 
@@ -95,22 +91,30 @@ def tinker_reef(
 ) -> Iterator[tuple[ReefService, TinkerStandIn]]:
     """Start the Tinker stand-in (its sampler answering with ``completion``) and ``reef serve
     -c settings_path`` on ``port`` pointed at it; stop both on exit (Reef first)."""
-    settings = RunSettings.load(settings_path, environ={}, base_dir=settings_path.parent)
-    key_env = load_document(settings_path)["training"]["options"].get("api-key-env")
-    hf_home = Path(state_dir) / "tinker-stand-in" / "hf"
-    publish_tokenizer(hf_home, settings.model)
-    with TinkerStandIn(completion=completion) as tinker:
-        env = {
-            "TINKER_BASE_URL": tinker.base_url,
-            key_env or DEFAULT_API_KEY_ENV: PLACEHOLDER_KEY,
-            **offline_env(hf_home),
-        }
-        with running_reef(
-            Path(state_dir) / "reef",
-            config=settings_path,
-            port=port,
-            token=TOKEN,
-            env=env,
-            ready_timeout_s=READY_TIMEOUT_S,
-        ) as reef:
-            yield reef, tinker
+    with (
+        TinkerStandIn(completion=completion) as tinker,
+        _reef_on(Path(state_dir), settings_path, port, tinker.base_url) as reef,
+    ):
+        yield reef, tinker
+
+
+@contextmanager
+def _reef_on(
+    state_dir: Path, settings_path: Path, port: int, base_url: str
+) -> Iterator[ReefService]:
+    """``reef serve -c settings_path`` on ``port``, its Tinker calls to ``base_url``, with the
+    stand-in tokenizer published under ``state_dir/tinker-stand-in``."""
+    document = load_document(settings_path)
+    key_env = document["training"]["options"].get("api-key-env") or DEFAULT_API_KEY_ENV
+    hf_home = state_dir / "tinker-stand-in" / "hf"
+    publish_tokenizer(hf_home, document["training"]["config"]["model"])
+    env = {"TINKER_BASE_URL": base_url, key_env: PLACEHOLDER_KEY, **offline_env(hf_home)}
+    with running_reef(
+        state_dir / "reef",
+        config=settings_path,
+        port=port,
+        token=TOKEN,
+        env=env,
+        ready_timeout_s=READY_TIMEOUT_S,
+    ) as reef:
+        yield reef

@@ -25,7 +25,8 @@ arithmetic of ``harness.rehearsal.tinker_toy_model`` (log-probs from a hash, the
 from the sent inputs, a new weights version per optimizer step); only ``cross_entropy`` and
 ``importance_sampling`` are computed; stop sequences, top-k/top-p, images, JWT exchange,
 billing, quotas, TTL expiry and queueing are not modelled (every future is complete when
-first polled). It holds its state in memory: a restarted stand-in knows no checkpoint.
+first polled). Sessions and models live in memory; the durable checkpoints too, unless a
+``store`` file keeps them for the next stand-in (as Tinker keeps them across a client's crash).
 Scripted faults (:meth:`TinkerStandIn.fail_next`) and a revoked key (:meth:`revoke_key`) let a
 test watch the SDK's and Reef's handling of Tinker's errors.
 
@@ -37,11 +38,13 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pydantic
@@ -78,7 +81,8 @@ class TinkerStandIn:
     the tokens a sampler returns for a prompt it does not score (default, and for
     ``compute_logprobs``: a few toy tokens from a hash);
     ``context_length`` bounds prompt + ``max_tokens``; ``client_config`` is what
-    ``/client/config`` answers (the SDK's defaults by default).
+    ``/client/config`` answers (the SDK's defaults by default); ``store`` is the JSON file that
+    keeps the durable checkpoints across stand-ins (default: memory only).
     """
 
     def __init__(
@@ -88,8 +92,11 @@ class TinkerStandIn:
         completion: Completion | None = None,
         context_length: int = 32768,
         client_config: types.ClientConfigResponse | None = None,
+        store: Path | None = None,
     ) -> None:
-        self.service = ToyTinker(models, context_length=context_length, completion=completion)
+        self.service = ToyTinker(
+            models, context_length=context_length, completion=completion, store=store
+        )
         self.client_config = client_config or types.ClientConfigResponse()
         #: Accepted requests and refusal messages, in arrival order.
         self.calls: list[Call] = []
@@ -97,6 +104,8 @@ class TinkerStandIn:
         self._faults: dict[str, deque[int]] = {}
         self._futures: dict[str, tuple[str, Any]] = {}
         self._revoked = False
+        #: When the last request arrived (``time.monotonic()``), for a caller that drains.
+        self.last_request_at = time.monotonic()
         self._lock = threading.RLock()
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
@@ -170,6 +179,7 @@ class TinkerStandIn:
     ) -> tuple[int, str, bytes]:
         """``(status, content type, body)`` for one request."""
         route = path.split("?", 1)[0].removeprefix(API)
+        self.last_request_at = time.monotonic()
         with self._lock:
             if not headers.get("x-api-key"):
                 return _error(401, "send your Tinker key in the X-API-Key header")

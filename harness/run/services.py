@@ -104,7 +104,7 @@ def production_services(
             status=status,
             events=events or NullSink(),
             closers=[executor.close, status.close],
-            gate=tinker_gate(settings, status),
+            gate=tinker_gate(settings, status, reef),
         )
     if bridge is None:
         address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
@@ -120,9 +120,10 @@ def production_services(
     )
 
 
-def tinker_gate(settings: RunSettings, status: StatusSource) -> TinkerGate:
+def tinker_gate(settings: RunSettings, status: StatusSource, reef: Any) -> TinkerGate:
     """The step gate of a trained run on Reef's Tinker backend (no training bridge: Reef's
-    status page and the Tinker incumbent in `training.options.state-dir` prove a step)."""
+    status page and the Tinker incumbent in `training.options.state-dir` prove a step); reading
+    `reef`'s stored reports loads the scenario into a restarted Reef."""
     assert settings.checkpoint_dir is not None  # a Tinker run's manifest directory
     return TinkerGate(
         TinkerGateSettings(
@@ -133,6 +134,7 @@ def tinker_gate(settings: RunSettings, status: StatusSource) -> TinkerGate:
         ),
         RunIdentity.from_dict(settings.identity()),
         status,
+        load_scenario=reef.stored_reports,
     )
 
 

@@ -20,7 +20,9 @@ the step from Reef's metrics: the outcome is the full G×R grid, the step is Ree
 candidate with exactly one optimizer step, and its loss is finite. ``open`` pairs the committed
 run state with Reef's committed count as ``TrainedGate`` pairs it with the bridge's checkpoint:
 equal, or Reef one ahead (a step Reef committed before the harness could: recovered, not re-run);
-anything else is refused.
+anything else is refused. A restarted Reef shows a scenario's committed steps only once a
+request for the scenario has loaded it, so ``open`` first asks for the scenario's stored reports
+(``load_scenario``) when the page lists none.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,15 +72,26 @@ class TinkerGate:
     archive_commit_proves_settled = False
 
     def __init__(
-        self, settings: TinkerGateSettings, identity: RunIdentity, status: StatusSource
+        self,
+        settings: TinkerGateSettings,
+        identity: RunIdentity,
+        status: StatusSource,
+        load_scenario: Callable[[], object] | None = None,
     ) -> None:
         self.settings = settings
         self.identity = identity
         self._status = status
+        self._load_scenario = load_scenario
         self._previous: str | None = None  # the incumbent's state path before the step
 
     def open(self, next_step: int) -> int | None:
-        committed = _committed(self._block(self._status.fetch()))
+        block = self._block(self._status.fetch())
+        if not block and self._load_scenario is not None:
+            # A restarted Reef lists a scenario on its status page only once a request for it
+            # has loaded it (its committed steps come back then); a new scenario has none.
+            self._load_scenario()
+            block = self._block(self._status.fetch())
+        committed = _committed(block)
         self._previous = self._incumbent_path()
         if committed == next_step:
             return None

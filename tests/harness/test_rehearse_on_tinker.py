@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import signal
 import subprocess
 import sys
 
@@ -13,6 +15,7 @@ import pytest
 from rich.console import Console
 
 from harness.rehearsal.rehearse import RehearsalOptions, rehearse
+from harness.run.crash_hook import ENV_VAR
 from harness.storage.resume_state import RESUME_STATE, ResumeState
 
 
@@ -58,3 +61,36 @@ def test_rehearse_on_tinker_refuses_an_arm_without_guidance_before_starting_anyt
     assert "--backend tinker trains the guidance model" in refused.stderr
     assert "arm unguided" in refused.stderr
     assert not state.exists()
+
+
+@pytest.mark.slow
+def test_a_rehearsal_on_tinker_killed_before_its_commit_resumes_from_tinkers_checkpoint(tmp_path):
+    pytest.importorskip("tinker", reason="needs the Tinker SDK (the tinker extra, 0.33.1)")
+    state = tmp_path / "state"
+    command = [sys.executable, "-m", "harness.cli.entry", "rehearse", str(state)]
+    command += ["--backend", "tinker", "--groups", "1", "--rollouts", "4", "--steps"]
+    # SIGKILL when step 1 is reported, trained and committed by Reef on Tinker, but not yet by
+    # the harness: the restarted run pairs its archive with Reef's two committed steps.
+    crash = {**os.environ, ENV_VAR: "before_archive_commit:2"}
+    killed = subprocess.run([*command, "2"], env=crash, capture_output=True, timeout=300)
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    stored = ResumeState.load(state / RESUME_STATE)
+    assert stored is not None and stored.next_step == 1
+    manifest = state / "checkpoints" / "tinker" / "incumbent.json"
+    trained_before_the_kill = json.loads(manifest.read_text())["state_path"]
+
+    resumed = subprocess.run([*command, "3"], capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    stored = ResumeState.load(state / RESUME_STATE)
+    assert stored is not None and stored.next_step == 3
+    summaries = stored.step_summaries
+    assert [summary["recovered_commit"] for summary in summaries] == [False, True, False]
+    assert [summary["sampled_rollouts"] for summary in summaries] == [4, 4, 4]
+    # Step 2 trained from step 1's durable checkpoint, kept by the stand-in across the kill.
+    kept = json.loads((state / "tinker-stand-in" / "checkpoints.json").read_text())
+    final = json.loads(manifest.read_text())["state_path"]
+    assert trained_before_the_kill in kept and final in kept and final != trained_before_the_kill
+    assert kept[trained_before_the_kill]["optimizer_steps"] == 2
+    assert kept[final]["optimizer_steps"] == 3
+    starts = [event for event in _events(state) if event["event"] == "run_started"]
+    assert len(starts) == 2

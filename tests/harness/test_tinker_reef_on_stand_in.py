@@ -16,12 +16,8 @@ pytest.importorskip("tinker", reason="needs the Tinker SDK (the tinker extra, 0.
 from harness.adapters.reef.channel import ReefChannel
 from harness.adapters.reef.process import free_port
 from harness.rehearsal.stand_ins import SEED_RECORD, GuidanceScript
-from harness.rehearsal.tinker_stack import (
-    TOKEN,
-    scripted_guidance,
-    tinker_reef,
-    write_tinker_settings,
-)
+from harness.rehearsal.tinker_process import scripted_guidance
+from harness.rehearsal.tinker_stack import TOKEN, tinker_reef, write_tinker_settings
 from harness.run.rollout import report_body
 from harness.settings.run_copy import RunValues
 from tests.archive_builders import make_entry

@@ -205,3 +205,37 @@ def test_a_server_error_is_retried_by_the_sdk_and_the_step_still_lands(stand_in)
         service.close("success").result(timeout=WAIT_S)
     assert "loss:sum" in result.metrics
     assert stand_in.routes().count("/forward_backward") == 1  # the faulted try is not a call
+
+
+def test_durable_checkpoints_outlive_the_stand_in_that_saved_them(tmp_path, monkeypatch):
+    store = tmp_path / "checkpoints.json"
+    monkeypatch.setenv("TINKER_API_KEY", KEY)
+    with TinkerStandIn(store=store) as first:
+        monkeypatch.setenv("TINKER_BASE_URL", first.base_url)
+        service = tinker.ServiceClient()
+        try:
+            trainer = service.create_lora_training_client(base_model=MODEL, rank=8)
+            data = [_datum([1, 2, 3], [-1.0, -1.0], [1.0, 1.0])]
+            trainer.forward_backward(data, "importance_sampling").result(timeout=WAIT_S)
+            trainer.optim_step(tinker.AdamParams(learning_rate=1e-4)).result(timeout=WAIT_S)
+            state = trainer.save_state("kept", ttl_seconds=None).result(timeout=WAIT_S).path
+            sampler = trainer.save_weights_for_sampler("kept", ttl_seconds=None)
+            sampler = sampler.result(timeout=WAIT_S).path
+        finally:
+            service.close("success").result(timeout=WAIT_S)
+    with TinkerStandIn(store=store) as second:  # a new process of the service, same storage
+        monkeypatch.setenv("TINKER_BASE_URL", second.base_url)
+        service = tinker.ServiceClient()
+        try:
+            service.create_training_client_from_state_with_optimizer(state)
+            client = service.create_sampling_client(model_path=sampler)
+            scored = client.compute_logprobs(tinker.ModelInput.from_ints([1, 2, 3]))
+            scored = scored.result(timeout=WAIT_S)
+        finally:
+            service.close("success").result(timeout=WAIT_S)
+    kept = second.service.checkpoints[state]
+    assert kept.optimizer_steps == 1 and kept.weights.version != "base"
+    assert scored[1:] == pytest.approx(
+        [kept.weights.logprob(1, 2), kept.weights.logprob(2, 3)], abs=1e-6
+    )
+    assert second.routes().count("/load_weights") == 1 and second.refused == []
