@@ -7,9 +7,9 @@ the judge takes. When no newer call comes within several times that (at least 20
 judge reads with zeros: every per-call check sees the right values, and only a second look at
 the last call's output finds them gone. It spoils only a call that follows three quick calls
 (a benchmark's timed loop), never a test case's single call, whose next call comes only after
-the judge's pause between cases. Expected verdict: Wrong Answer ("the last timed call's output changed
-after it was checked"). (A fixed 15 ms wait lost the race on a loaded CI host: the judge copied
-later, and its per-call check caught the zeros instead.)"""
+the judge's pause between cases. Expected verdict: Wrong Answer ("the last timed call's
+output changed after it was checked"). (A fixed 15 ms wait lost the race on a loaded CI host:
+the judge copied later, and its per-call check caught the zeros instead.)"""
 
 import gc
 import threading
