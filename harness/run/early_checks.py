@@ -75,15 +75,16 @@ def with_steps(command: str, steps: int) -> str:
 
 def refuse_tinker_run(settings: RunSettings, config: Path) -> None:
     """`RunRefused` for a settings file that trains on Tinker (`serve-tinker.yaml`): its
-    settings, refusals and preflight exist, but the run controller's gate proves a durable step
-    only by a checkpoint on this host's disk, so no Tinker step could ever be committed."""
+    settings, refusals, preflight and step gate (`harness.run.tinker_gate`) exist, but the gate
+    has run only against the stand-in for Tinker's service, and the run does not yet retry or
+    report Tinker's errors."""
     if settings.training_backend == "tinker":
         raise RunRefused(
-            f"{config} trains on Tinker, which `guidance-ttt run` does not run yet: the run "
-            "controller commits a step only after a durable checkpoint on this host, and a "
-            'Tinker checkpoint is not one yet (docs/training.md, "The same settings on '
-            f'Tinker"); check the file with `guidance-ttt doctor --config {config}`, or train '
-            "on a GPU host with serve.yaml"
+            f"{config} trains on Tinker, which `guidance-ttt run` does not run yet: its step "
+            "gate has run only against a stand-in for Tinker's service, and Tinker's errors are "
+            'not yet retried by the run (docs/training.md, "Rehearsed here"); rehearse it with '
+            f"`guidance-ttt rehearse --backend tinker`, check the file with `guidance-ttt doctor "
+            f"--config {config}`, or train on a GPU host with serve.yaml"
         )
 
 

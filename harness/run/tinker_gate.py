@@ -155,9 +155,12 @@ class TinkerGate:
                 f"Reef reports a training error while step {step} trains: {status.error}"
             )
         if status.failed is not None:
+            releases = ", ".join(status.failed.release_ids) or "(none listed)"
             raise RuntimeError(
-                f"Reef discarded step {step} ({status.failed.reason}), so it will never train; "
-                "a step must only start after the previous one is committed"
+                f"Reef discarded step {step} ({status.failed.reason}): its reports span releases "
+                f"{releases}, so it will never train; a step's calls must all be served by one "
+                "release (a Reef restarted in the middle of a step serves the rest under a new "
+                "one)"
             )
         return self._block(page)
 
