@@ -43,15 +43,19 @@ START_TIMEOUT_S = 60.0
 
 @contextmanager
 def running_stand_in(store: Path, *, scripted_guidance: bool = True) -> Iterator[str]:
-    """Start the stand-in process with durable checkpoints in ``store``; yield its base URL;
-    stop it on exit (SIGTERM, then it drains). Raises ``RuntimeError`` with its output when it
-    does not listen within ``START_TIMEOUT_S``."""
+    """Start the stand-in process with durable checkpoints in ``store`` (its output in
+    ``tinker-stand-in.log`` beside it); yield its base URL; stop it on exit (SIGTERM, then it
+    drains). Raises ``RuntimeError`` naming the log when it does not listen within
+    ``START_TIMEOUT_S``."""
     command = [sys.executable, "-m", __name__, "--store", str(store)]
     if scripted_guidance:
         command.append("--scripted-guidance")
-    process = start_tied(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    log_path = store.with_name("tinker-stand-in.log")
+    with log_path.open("ab") as log:
+        process = start_tied(command, stdout=subprocess.PIPE, stderr=log)
     try:
-        yield f"http://127.0.0.1:{_port(process)}"
+        yield f"http://127.0.0.1:{_port(process, log_path)}"
     finally:
         process.terminate()
         try:
@@ -72,17 +76,19 @@ def scripted_guidance(script: GuidanceScript) -> Completion:
     return complete
 
 
-def _port(process: subprocess.Popen[str]) -> int:
+def _port(process: subprocess.Popen[bytes], log_path: Path) -> int:
+    """The port of the ``port N`` line the process prints once it listens."""
     assert process.stdout is not None
-    found: list[str] = []
+    found: list[bytes] = []
     reader = threading.Thread(target=lambda: found.append(process.stdout.readline()), daemon=True)
     reader.start()
     reader.join(START_TIMEOUT_S)
-    line = found[0] if found else ""
+    line = found[0].decode(errors="replace") if found else ""
     if not line.startswith("port "):
         process.kill()
-        rest = process.stdout.read() if not reader.is_alive() else ""
-        raise RuntimeError(f"the Tinker stand-in did not start: {line}{rest}".strip())
+        raise RuntimeError(
+            f"the Tinker stand-in did not start within {START_TIMEOUT_S:.0f}s; see {log_path}"
+        )
     return int(line.split()[1])
 
 

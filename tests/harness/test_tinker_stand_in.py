@@ -5,6 +5,7 @@ saves, sampling from a saved sampler, and requests the SDK's own types refuse.""
 from __future__ import annotations
 
 import itertools
+import json
 import math
 import tempfile
 
@@ -17,6 +18,7 @@ from reef.train.tinker_backend.client import TinkerSDKClient  # noqa: E402
 from reef.train.tinker_backend.config import TinkerConfig  # noqa: E402
 from reef.train.tinker_backend.losses import TokenRow  # noqa: E402
 
+from harness.rehearsal.tinker_process import running_stand_in  # noqa: E402
 from harness.rehearsal.tinker_stand_in import TinkerStandIn  # noqa: E402
 from harness.rehearsal.tinker_toy_model import Weights  # noqa: E402
 from tttd.objective import entropic_advantages  # noqa: E402
@@ -239,3 +241,20 @@ def test_durable_checkpoints_outlive_the_stand_in_that_saved_them(tmp_path, monk
         [kept.weights.logprob(1, 2), kept.weights.logprob(2, 3)], abs=1e-6
     )
     assert second.routes().count("/load_weights") == 1 and second.refused == []
+
+
+@pytest.mark.slow  # the process drains for a few seconds after SIGTERM
+def test_the_stand_in_process_serves_the_sdk_and_keeps_its_checkpoints(tmp_path, monkeypatch):
+    store = tmp_path / "stand-in" / "checkpoints.json"
+    monkeypatch.setenv("TINKER_API_KEY", KEY)
+    with running_stand_in(store, scripted_guidance=False) as base_url:
+        assert base_url.startswith("http://127.0.0.1:")
+        monkeypatch.setenv("TINKER_BASE_URL", base_url)
+        service = tinker.ServiceClient()
+        try:
+            trainer = service.create_lora_training_client(base_model=MODEL, rank=8)
+            saved = trainer.save_state("kept", ttl_seconds=None).result(timeout=WAIT_S).path
+        finally:
+            service.close("success").result(timeout=WAIT_S)
+    assert saved in json.loads(store.read_text())
+    assert (tmp_path / "stand-in" / "tinker-stand-in.log").is_file()
