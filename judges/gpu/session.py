@@ -400,14 +400,19 @@ class Session:
         self.link.send({"op": "case", "layout": tree, "pool": descriptor}, fds)
         return self._expect("case_ready")
 
-    def release_case(self) -> None:
-        """Unmap the pool in the worker, then free it (best effort once the worker is gone)."""
+    def release_case(self, ended: bool = False) -> None:
+        """Unmap the pool in the worker, then free it (best effort once the worker is gone).
+        `ended`: the trial ends with this case's failed call, so the candidate is killed
+        first rather than asked: one stuck in its call, or working after it said it was done,
+        would hold the GPU for the answer limit before its sandbox went."""
         case, self._case = self._case, None
         self.last = None
         if case is None:
             return
         self.transport.close_outputs()
-        if self.candidate.alive():
+        if ended:
+            self.candidate.kill()
+        elif self.candidate.alive():
             try:
                 self.link.send({"op": "release"})
                 self._expect("released")

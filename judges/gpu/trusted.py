@@ -371,7 +371,7 @@ class Trial:
             outcome = judge.setup_case(data)
             if outcome.passed:  # untimed: a first call of its shape (the compile budget)
                 outcome = judge.call(data, expected, first=True)
-            judge.release_case()
+            judge.release_case(ended=not outcome.passed)
             results.write("case", **case.to_json(), **_outcome(outcome), calls=1)
             if not outcome.passed:
                 return
@@ -522,7 +522,7 @@ class Trial:
         if outcome.passed and durations:
             outcome = judge.recheck(meanwhile)
         marks.append(time.perf_counter_ns())
-        judge.release_case()
+        judge.release_case(ended=not outcome.passed)
         judge.use_case(None)
         marks.append(time.perf_counter_ns())
         if trace is not None:
