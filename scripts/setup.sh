@@ -20,7 +20,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 purpose=${1:?usage: scripts/setup.sh run|test}
 case "$purpose" in
 run) extras=(reef plot) ;;
-test) extras=(reef torch plot test watch cluster) ;;
+test) extras=(reef torch plot test watch cluster tinker) ;;
 *)
     echo "error: scripts/setup.sh $purpose: use run or test" >&2
     exit 2

@@ -82,9 +82,8 @@ def test_a_fresh_clone_picks_the_newest_python_and_installs_what_the_command_nee
     assert "would install ./judges and .[reef,plot] into .venv" in run.stdout
     test = _setup(root, "test", path)
     assert test.returncode == 0, test.stderr
-    assert (
-        "would install ./judges and .[reef,torch,plot,test,watch,cluster] into .venv" in test.stdout
-    )
+    every = ".[reef,torch,plot,test,watch,cluster,tinker]"
+    assert f"would install ./judges and {every} into .venv" in test.stdout
 
 
 def test_pythons_older_than_3_12_give_one_line_naming_the_need(tmp_path: Path) -> None:
@@ -131,7 +130,7 @@ def test_a_set_up_checkout_installs_nothing_and_a_changed_pyproject_reinstalls(
     projects = (root / "pyproject.toml", root / "judges" / "pyproject.toml")
     digest = hashlib.sha256(b"".join(p.read_bytes() for p in projects)).hexdigest()
     stamp = root / ".venv" / ".guidance-ttt-setup"
-    stamp.write_text(f"{digest}\nreef torch plot test watch cluster\n")
+    stamp.write_text(f"{digest}\nreef torch plot test watch cluster tinker\n")
     path = _path_with(stubs)
     for purpose in ("run", "test"):  # ./test.sh's set-up covers ./run.sh's
         done = _setup(root, purpose, path)
@@ -140,11 +139,10 @@ def test_a_set_up_checkout_installs_nothing_and_a_changed_pyproject_reinstalls(
         assert "would create" not in done.stdout and "would install" not in done.stdout
     stamp.write_text(f"{digest}\nreef\n")
     done = _setup(root, "test", path)
-    assert (
-        "would install ./judges and .[reef,torch,plot,test,watch,cluster] into .venv" in done.stdout
-    )
-    assert "(missing: torch plot test watch cluster)" in done.stdout
-    stamp.write_text(f"{digest}\nreef torch plot test watch cluster\n")
+    every = ".[reef,torch,plot,test,watch,cluster,tinker]"
+    assert f"would install ./judges and {every} into .venv" in done.stdout
+    assert "(missing: torch plot test watch cluster tinker)" in done.stdout
+    stamp.write_text(f"{digest}\nreef torch plot test watch cluster tinker\n")
     for changed_file in ("pyproject.toml", "judges/pyproject.toml"):  # either changes the install
         original = (root / changed_file).read_text()
         (root / changed_file).write_text(original + "\n# changed\n")
