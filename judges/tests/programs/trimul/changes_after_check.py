@@ -1,17 +1,16 @@
-"""Attack: an output that is right only at the moment the judge copies it. After each call a
-thread of the candidate waits until the judge has the output described, then until the judge
-has copied and compared it — which it knows for every call but the last, since the judge arms
-the next call only after that (the worker says ARMED) — and learns from those calls how long
-the judge takes. When no newer call comes within several times that (at least 20 ms, at most
-40 ms: the judge pauses 50 ms before its second look), it overwrites the output memory the
+"""Attack: an output that is right only at the moment the judge copies it. After each call of
+a benchmark's timed loop (the third call or later in one case: the worker keeps one case's
+layout, so the case is known by it; a test case has a single call), a thread of the candidate
+waits until the judge has the output described, then for a newer call, which the judge arms
+only after it has copied and compared this one (the worker says ARMED). When none comes within
+40 ms (the judge pauses 50 ms before its second look), it overwrites the output memory the
 judge reads with zeros: every per-call check sees the right values, and only a second look at
-the last call's output finds them gone. It spoils only a call that follows three quick calls
-(a benchmark's timed loop), never a test case's single call, whose next call comes only after
-the judge's pause between cases. Expected verdict: Wrong Answer ("the last timed call's
-output changed after it was checked"). (A fixed 15 ms wait lost the race on a loaded CI host:
-the judge copied later, and its per-call check caught the zeros instead.)"""
+the last call's output finds them gone. Expected verdict: Wrong Answer ("the last timed call's
+output changed after it was checked"). (Waits guessed from time alone lost the race on a
+loaded CI host: a test case's output was spoiled before its check, or a benchmark's never.)"""
 
 import gc
+import sys
 import threading
 import time
 
@@ -43,8 +42,21 @@ def _compute(x, mask, w, config):
     return F.linear(t * F.linear(z, w["out_gate.weight"]).sigmoid(), w["to_out.weight"])
 
 
-_GAPS = []  # seconds from DESCRIBED to the next ARMED: the judge's copy and compare
-QUICK = 0.025  # shorter than the 50 ms pause between cases: the same case's next call
+WAIT = 0.04  # seconds after DESCRIBED with no newer call: the judge has compared it
+_CASE = {"layout": None, "calls": 0}  # the current case's layout (kept: compared by identity)
+
+
+def _calls_in_case():
+    """How many calls the current case has had, this one included: the worker's loop holds the
+    case's layout (`tree`), a new object for every case."""
+    frame = sys._getframe(1)
+    while frame is not None and "tree" not in frame.f_locals:
+        frame = frame.f_back
+    layout = frame.f_locals["tree"] if frame is not None else None
+    if layout is not _CASE["layout"]:
+        _CASE.update(layout=layout, calls=0)
+    _CASE["calls"] += 1
+    return _CASE["calls"]
 
 
 def _spoil(block, seq, target):
@@ -52,18 +64,9 @@ def _spoil(block, seq, target):
     while block.get(DESCRIBED) != seq and time.monotonic() < deadline:
         time.sleep(0.0002)
     described = time.monotonic()
-    recent = _GAPS[-3:]
-    in_loop = len(recent) == 3 and max(recent) < QUICK
-    wait = min(max(4 * max(recent, default=0.0), 0.02), 0.04)
-    while block.get(ARMED) == seq and time.monotonic() < described + wait:
+    while block.get(ARMED) == seq and time.monotonic() < described + WAIT:
         time.sleep(0.0002)
-    if not in_loop:  # learn this call's gap, however long, and leave its output alone
-        while block.get(ARMED) == seq and time.monotonic() < described + 5:
-            time.sleep(0.0002)
     if block.get(ARMED) != seq:  # a newer call: the judge has compared this one
-        _GAPS.append(time.monotonic() - described)
-        return
-    if not in_loop:
         return
     if target.is_cuda:  # no newer call: spoil what the judge would read again
         with torch.cuda.stream(torch.cuda.Stream()):
@@ -76,7 +79,7 @@ def _spoil(block, seq, target):
 def custom_kernel(data):
     block = _find("Control")
     out = _compute(*data)
-    if block is not None:
+    if block is not None and _calls_in_case() >= 3:
         seq = block.get(ARMED)
         arena = getattr(_find("CpuTransport"), "_arena", None)  # the stand-in's output copy
         target = out if out.is_cuda or arena is None else arena
