@@ -31,7 +31,7 @@ def _environment_restored() -> Iterator[None]:
 @pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Modules with a test marked slow (real stacks, full runs, clusters) first, each group in
-    pytest-randomly's shuffled order: ./test.sh hands whole modules to its two workers in this
+    pytest-randomly's shuffled order: ./test.sh hands whole modules to its workers in this
     order (`--dist loadfile --no-loadscope-reorder`), so the long ones start early and the
     short ones fill the end, instead of a long module starting last on one worker while the
     other waits."""
