@@ -9,9 +9,10 @@ cd "$(dirname "$0")"
 
 # Three workers on two cores (about a quarter of the suite's time waits on servers and
 # sandboxes, which a third worker fills), each taking whole test modules (a module's shared
-# stack stays in one process), in a random order whose seed pytest prints first (pytest-randomly; repeat one order with
-# ./test.sh --randomly-seed=N): the modules with slow tests first, then the rest, each group
-# shuffled (tests/conftest.py), so no long module starts last while the other worker idles.
+# stack stays in one process), in a random order whose seed pytest prints first
+# (pytest-randomly; repeat one order with ./test.sh --randomly-seed=N): the modules with slow
+# tests first, then the rest, each group shuffled (tests/conftest.py), so no long module starts
+# last while the other workers idle.
 # Extra arguments come last and win: -n 0 runs serially.
 selection=(-n 3 --dist loadfile --no-loadscope-reorder)
 if [ "${1:-}" = "--quick" ]; then
