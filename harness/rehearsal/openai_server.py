@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from harness.rehearsal.loopback_server import LoopbackServer
 from harness.rehearsal.request_checks import CHECKS, MODES, warm_up
 
 
@@ -72,7 +73,7 @@ class RecordedRequest:
 ReplySource = str | Reply | Callable[[RecordedRequest], Reply | str]
 
 
-class OpenAIFixture:
+class OpenAIFixture(LoopbackServer):
     """The server, as a context manager (``start``/``stop`` also work).
 
     ``reply`` is the default answer: a string (the content), a :class:`Reply`, or a callable
@@ -93,8 +94,6 @@ class OpenAIFixture:
         self._queued: deque[Reply | str] = deque()
         self._lock = threading.Lock()
         self.requests: list[RecordedRequest] = []
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -109,29 +108,8 @@ class OpenAIFixture:
         class Handler(_Handler):
             owner = fixture
 
-        self._server = _Server(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(
-            target=self._server.serve_forever, name="openai-fixture", daemon=True
-        )
-        self._thread.start()
+        self._serve(_Server(("127.0.0.1", 0), Handler), "openai-fixture")
         return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket; safe to call twice."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> OpenAIFixture:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     # ------------------------------------------------------------------ addresses
 

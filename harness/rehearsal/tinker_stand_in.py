@@ -50,6 +50,7 @@ from typing import Any
 import pydantic
 from tinker import types
 
+from harness.rehearsal.loopback_server import LoopbackServer
 from harness.rehearsal.tinker_service import Completion, Failed, Refused, ToyTinker
 from harness.rehearsal.tinker_wire import (
     PROTOBUF,
@@ -74,7 +75,7 @@ class Call:
     body: Any
 
 
-class TinkerStandIn:
+class TinkerStandIn(LoopbackServer):
     """The server, as a context manager (``start``/``stop`` also work).
 
     ``models`` are the base models it serves (Tinker's list by default); ``completion`` gives
@@ -107,8 +108,6 @@ class TinkerStandIn:
         #: When the last request arrived (``time.monotonic()``), for a caller that drains.
         self.last_request_at = time.monotonic()
         self._lock = threading.RLock()
-        self._server: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------
 
@@ -120,32 +119,8 @@ class TinkerStandIn:
             class Handler(_Handler):
                 stand_in = owner
 
-            self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-            self._server.daemon_threads = True
-            server = self._server
-            self._thread = threading.Thread(
-                target=lambda: server.serve_forever(poll_interval=0.05),
-                name="tinker-stand-in",
-                daemon=True,
-            )
-            self._thread.start()
+            self._serve(ThreadingHTTPServer(("127.0.0.1", 0), Handler), "tinker-stand-in", 0.05)
         return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket; safe to call twice."""
-        server, self._server = self._server, None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-            self._thread = None
-
-    def __enter__(self) -> TinkerStandIn:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
 
     @property
     def base_url(self) -> str:
