@@ -78,37 +78,22 @@ def production_services(
     scorer = FrontierCSScorer.for_task(
         task_dir, settings.judge_url, settings.judge_problem_id or None, **polling
     )
+    status: ReefStatusClient | None = None
+    gate: StepGate | None = None
     if settings.frozen:
         if bridge is not None:
             raise ValueError(
                 f"{settings.config_path} describes a frozen-guidance run, which trains nothing "
                 "and takes no training bridge; use serve.yaml for a trained run"
             )
-        return RunServices(
-            reef=reef,
-            executor=executor,
-            scorer=scorer,
-            bridge=None,
-            status=None,
-            events=events or NullSink(),
-            closers=[executor.close],
-            gate=FrozenGate(),
-        )
-    status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
-    if settings.training_backend == "tinker":
-        return RunServices(
-            reef=reef,
-            executor=executor,
-            scorer=scorer,
-            bridge=None,
-            status=status,
-            events=events or NullSink(),
-            closers=[executor.close, status.close],
-            gate=tinker_gate(settings, status, reef),
-        )
-    if bridge is None:
-        address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
-        bridge = RayTrainingBridge(address)
+        gate = FrozenGate()
+    else:
+        status = ReefStatusClient(settings.reef_url, token=settings.reef_token)
+        if settings.training_backend == "tinker":
+            gate = tinker_gate(settings, status, reef)
+        elif bridge is None:
+            address = BridgeAddress.read(settings.run_dir / "slime-driver" / "runtime.yaml")
+            bridge = RayTrainingBridge(address)
     return RunServices(
         reef=reef,
         executor=executor,
@@ -116,7 +101,8 @@ def production_services(
         bridge=bridge,
         status=status,
         events=events or NullSink(),
-        closers=[executor.close, status.close],
+        closers=[executor.close] + ([status.close] if status is not None else []),
+        gate=gate,
     )
 
 
