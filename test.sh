@@ -31,6 +31,10 @@ echo "== shellcheck"
 shellcheck -x test.sh run.sh scripts/*.sh .ci/run
 
 echo "== pytest"
+# Keep compiled bytecode (ignored by git): with PYTHONDONTWRITEBYTECODE set, every CLI, Reef and
+# judge process of the suite compiles the project's sources again and every worker rewrites
+# every test module's asserts again.
+unset PYTHONDONTWRITEBYTECODE
 status=0
 .venv/bin/python -m pytest "${selection[@]}" "$@" || status=$?
 if [ "$status" -eq 5 ]; then
