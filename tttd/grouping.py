@@ -1,11 +1,20 @@
 """Records → step sets: the first pipeline stage of tttd.
 
 One training step is one G×R grid of reports. ``StepGrouping`` is the report policy Reef's
-``ReportRecord2Record`` consults: the batching key is the step, the slot is ``(group, rollout)``,
-Reef keeps the first durable report of a slot and ends later ones, and the step stays
-INCOMPLETE until all G·R slots are filled. A complete step whose inference records were served
-by more than one release is DISCARDED (its rewards are not comparable). Unlike Reef itself, the
-grouping can say which slots of an open step are still missing, and ``status()`` does.
+``ReportRecord2Record`` consults: the batching key is the step and the serving load that
+answered the report's guidance call (its inference record's ``runtime_load_id``), the slot is
+``(group, rollout)``, Reef keeps the first durable report of a slot and ends later ones, and the
+step stays INCOMPLETE until all G·R slots are filled under one load. A complete step whose
+inference records were served by more than one release is DISCARDED (its rewards are not
+comparable). Unlike Reef itself, the grouping can say which slots of an open step are still
+missing, and ``status()`` does.
+
+Why the load is part of the key: a restarted Reef serves under a new load, and Reef's Tinker
+trainer refuses a batch holding a call of any other load (``max_staleness`` 0). The reports a
+step received before the restart stay in Reef's store and are read back; keyed by their load
+they form a group of their own that never trains, so a resumed run can report the step's slots
+again under the new load (``harness.run.step_loop``) without the old reports filling them. A
+record without a load (no training capture) keys under ``""``.
 """
 
 from __future__ import annotations
@@ -40,6 +49,18 @@ def parsed_report(context: ReportContext) -> TTTDReport:
     return parsed
 
 
+def serving_load(context: ReportContext) -> str:
+    """The runtime load that served the report's inference records (``""`` when none says)."""
+    loads = sorted(
+        {
+            str(inference.payload.get("runtime_load_id"))
+            for inference in context.inferences
+            if inference.payload.get("runtime_load_id")
+        }
+    )
+    return loads[-1] if loads else ""
+
+
 def release_ids(members: tuple[ReportContext, ...]) -> tuple[str, ...]:
     """The distinct releases that served the members' inference records, sorted.
 
@@ -55,7 +76,7 @@ def release_ids(members: tuple[ReportContext, ...]) -> tuple[str, ...]:
 
 
 class StepGrouping(ReportGrouping):
-    """Batch one whole step: key ``step``, slot ``(group, rollout)``, ready at G·R slots.
+    """Batch one whole step: key ``(step, load)``, slot ``(group, rollout)``, ready at G·R slots.
 
     ``decide`` runs on Reef's trainer thread; ``status`` may be read from the HTTP thread, so
     the bookkeeping behind it is guarded by a lock.
@@ -65,8 +86,9 @@ class StepGrouping(ReportGrouping):
         self.groups_per_step = groups_per_step
         self.rollouts_per_group = rollouts_per_group
         self._lock = threading.Lock()
-        #: The filled slots of every step that is neither ready nor discarded.
-        self._open: dict[int, frozenset[tuple[int, int]]] = {}
+        #: Per step that is neither ready nor discarded: the load of its latest report's group
+        #: and that group's filled slots (a group of an earlier load never trains).
+        self._open: dict[int, tuple[str, frozenset[tuple[int, int]]]] = {}
         #: Discarded steps and the releases their reports spanned.
         self._failed: dict[int, tuple[str, ...]] = {}
 
@@ -76,30 +98,37 @@ class StepGrouping(ReportGrouping):
         return self.groups_per_step * self.rollouts_per_group
 
     def placement(self, context: ReportContext) -> tuple[Hashable | None, Hashable | None]:
-        """The report's step is its batching key and ``(group, rollout)`` its slot."""
+        """``(step, load)`` is the report's batching key and ``(group, rollout)`` its slot."""
         report = parsed_report(context)
-        return report.step, (report.group, report.rollout)
+        return (report.step, serving_load(context)), (report.group, report.rollout)
 
     def decide(self, key: Hashable, members: tuple[ReportContext, ...]) -> GroupDecision:
         """INCOMPLETE until every slot is filled; then READY, or DISCARD on mixed releases."""
-        if not isinstance(key, int):
-            raise TypeError(f"a tttd step key must be an integer, got {key!r}")
+        if not (
+            isinstance(key, tuple)
+            and len(key) == 2
+            and isinstance(key[0], int)
+            and isinstance(key[1], str)
+        ):
+            raise TypeError(f"a tttd group key must be (step, load), got {key!r}")
+        step, load = key
         filled = frozenset(
             (parsed_report(member).group, parsed_report(member).rollout) for member in members
         )
         if len(filled) < self.slots_per_step:
             with self._lock:
-                self._open[key] = filled
+                self._open[step] = (load, filled)
             return GroupDecision.INCOMPLETE
         releases = release_ids(members)
         with self._lock:
-            self._open.pop(key, None)
+            if self._open.get(step, (load,))[0] == load:
+                self._open.pop(step, None)
             if len(releases) > 1:
-                self._failed[key] = releases
+                self._failed[step] = releases
         if len(releases) > 1:
             log.error(
                 "tttd step %d discarded: its %d reports span releases %s",
-                key,
+                step,
                 len(members),
                 list(releases),
             )
@@ -107,13 +136,12 @@ class StepGrouping(ReportGrouping):
         return GroupDecision.READY
 
     def missing_slots(self, step: int) -> tuple[tuple[int, int], ...]:
-        """The ``(group, rollout)`` slots of an open step that no report has filled, in order.
-
-        A step that is not open (never seen, ready or discarded) has none.
+        """The ``(group, rollout)`` slots of an open step that no report of its latest load has
+        filled, in order. A step that is not open (never seen, ready or discarded) has none.
         """
         with self._lock:
-            filled = self._open.get(step)
-        return () if filled is None else self._unfilled(filled)
+            group = self._open.get(step)
+        return () if group is None else self._unfilled(group[1])
 
     def _unfilled(self, filled: frozenset[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
         return tuple(
@@ -144,7 +172,7 @@ class StepGrouping(ReportGrouping):
                         for group, rollout in self._unfilled(filled)
                     ],
                 }
-                for step, filled in open_steps
+                for step, (_, filled) in open_steps
             ],
             "failed_steps": [
                 {"step": step, "reason": MIXED_RELEASE_IDS, "release_ids": list(releases)}

@@ -21,6 +21,9 @@ Kinds and their fields (every event also gets `ts`, seconds since the epoch):
 - `step_committed`: step, next_step
 - `slots_rebuilt_from_reef`: step, slots ([group, rollout] pairs), reports (Reef record ids):
   on resume, reported slots whose journal line was lost, rebuilt from Reef's stored reports
+- `in_flight_superseded`: step, slots ([group, rollout] pairs): on resume, the in-flight step's
+  journaled rollouts, set aside because they were served by a Reef that stopped; the step runs
+  again from the committed archive
 - `committed_library_rebuilt`: path, step, reason (on resume, the file was missing or differed
   from the hash its commit recorded, and was rebuilt from the store)
 - `run_finished`: next_step, best_raw_score

@@ -17,6 +17,11 @@ with the wrong Reef). `cross_check` compares them before any slot runs:
 A journaled slot with no stored report is not a disagreement: it is the crash between journal
 line and report, whose report the loop posts (harness/run/step.py).
 
+Reports of a superseded journal (a step run again under a new serving load,
+`ArchiveStore.supersede_in_flight`) are Reef's record of calls that never trained: their
+receipts (`superseded`) are skipped, and so, when the in-flight step runs again
+(`redo_in_flight`), is every other stored report of that step — none is rebuilt into it.
+
 The rebuilt entry keeps what Reef trained on — the reward, the status and message of the
 feedback, the receipt and the grid slot — but Reef never held the program, so the entry has no
 solution and no raw score: it never becomes an archive node (`failure_mode` `journal_lost`).
@@ -64,9 +69,17 @@ def _slot_name(step: int, group: int, rollout: int) -> str:
     return f"step {step} g{group}r{rollout}"
 
 
-def cross_check(archive: Archive, in_flight_step: int, reef: ReportSource) -> list[RebuiltSlot]:
+def cross_check(
+    archive: Archive,
+    in_flight_step: int,
+    reef: ReportSource,
+    superseded: frozenset[str] = frozenset(),
+    redo_in_flight: bool = False,
+) -> list[RebuiltSlot]:
     """Compare `archive` (committed steps plus the replayed in-flight journal) with Reef's stored
-    reports; return the in-flight slots to rebuild from Reef. Raises `ReefDisagrees`."""
+    reports; return the in-flight slots to rebuild from Reef. Reports of `superseded` receipts,
+    and with `redo_in_flight` the in-flight step's other reports, are not compared. Raises
+    `ReefDisagrees`."""
     by_receipt: dict[str, list[StoredReport]] = {}
     reports = reef.stored_reports()
     for report in reports:
@@ -92,7 +105,7 @@ def cross_check(archive: Archive, in_flight_step: int, reef: ReportSource) -> li
     known = {str(e.metadata["agent_record_id"]) for e in journaled.values()}
     rebuilt: dict[tuple[int, int], RebuiltSlot] = {}
     for report in sorted(reports, key=lambda r: r.sequence):
-        if known.intersection(report.references):
+        if known.intersection(report.references) or superseded.intersection(report.references):
             continue
         payload = reef.report_payload(report.record_id)
         if payload is None:
@@ -101,6 +114,9 @@ def cross_check(archive: Archive, in_flight_step: int, reef: ReportSource) -> li
         where = f"Reef's report {report.record_id}"
         slot = _slot_of(payload.get("metadata"), where)
         step, group, rollout = slot
+        if redo_in_flight and step == in_flight_step:
+            log.info("%s: %s is of the step that runs again; not rebuilt", _slot_name(*slot), where)
+            continue
         holder = journaled.get(slot)
         if holder is not None:
             raise ReefDisagrees(

@@ -22,13 +22,20 @@ log = logging.getLogger(__name__)
 
 
 def rebuild_lost_slots(
-    store: ArchiveStore, archive: Archive, step: int, reef: ReportSource, events: EventSink
+    store: ArchiveStore,
+    archive: Archive,
+    step: int,
+    reef: ReportSource,
+    events: EventSink,
+    redo_in_flight: bool = False,
 ) -> tuple[JournalRecord, ...]:
     """Cross-check the journal with Reef's stored reports (`harness.run.crosscheck`; a
     disagreement raises `ReefDisagrees` naming the slot) and journal the in-flight slots whose
     line was lost but whose report Reef holds, rebuilt from that report, so they are neither
-    run nor reported again. Returns their journal records."""
-    rebuilt = cross_check(archive, step, reef)
+    run nor reported again (none when the in-flight step runs again: `redo_in_flight`).
+    Returns their journal records."""
+    superseded = store.superseded_receipts()
+    rebuilt = cross_check(archive, step, reef, superseded, redo_in_flight)
     records = []
     for slot in rebuilt:
         try:
@@ -53,6 +60,28 @@ def rebuild_lost_slots(
             reports=[r.entry.metadata["rebuilt_from_reef_report"] for r in rebuilt],
         )
     return tuple(records)
+
+
+def redo_in_flight_step(state: StateDirectory, step: int, events: EventSink) -> bool:
+    """Run the in-flight `step` again from the committed archive: its journal is set aside
+    (`StateDirectory.supersede_in_flight`), said out loud (a log warning and an
+    `in_flight_superseded` event). The run's gate asks for it when the serving load those
+    rollouts were reported under is gone (`StepGate.redoes_open_step`). Returns whether any
+    journaled rollout was set aside."""
+    superseded = state.supersede_in_flight()
+    if not superseded:
+        return False
+    slots = [[record.group, record.rollout] for record in superseded]
+    log.warning(
+        "step %d: Reef restarted in the middle of the step; its %d journaled rollout(s) were "
+        "served by the Reef that stopped and can never train, so the step runs again from the "
+        "committed archive (the journal is kept in %s as superseded-*)",
+        step,
+        len(superseded),
+        state.store.root,
+    )
+    events.emit("in_flight_superseded", step=step, slots=slots)
+    return True
 
 
 def check_committed_library(state: StateDirectory, events: EventSink) -> None:

@@ -34,7 +34,11 @@ from harness.observe.events import EventSink
 from harness.request_shapes import RequestShape
 from harness.run.controller import ControllerSettings, RunController, RunStart
 from harness.run.crash_hook import crash_point
-from harness.run.recovery import check_committed_library, rebuild_lost_slots
+from harness.run.recovery import (
+    check_committed_library,
+    rebuild_lost_slots,
+    redo_in_flight_step,
+)
 from harness.run.rollout import RolloutSettings
 from harness.run.services import RunServices
 from harness.run.spend import SpendLimit, record_preflight_usage, spend_advice
@@ -183,8 +187,12 @@ def _run_open(
     if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
         check_committed_library(state, events)
     in_flight_step = state.next_step  # the step whose journal was replayed on opening
+    redo = controller.gate.redoes_open_step and start.recovered_step is None
+    if redo and start.start_step < start.steps:
+        redo_in_flight_step(state, in_flight_step, events)
+        archive = state.archive
     in_flight = state.in_flight + rebuild_lost_slots(
-        state.store, archive, in_flight_step, services.reef, events
+        state.store, archive, in_flight_step, services.reef, events, redo_in_flight=redo
     )
     _emit_run_started(events, settings, services, controller, start, on_suite.suite, archive)
     spend = SpendLimit(

@@ -118,6 +118,15 @@ class StateDirectory:
             root, store, restored.archive, restored.committed_step, restored.in_flight, crash
         )
 
+    def supersede_in_flight(self) -> tuple[JournalRecord, ...]:
+        """Set the in-flight step's journal aside (`ArchiveStore.supersede_in_flight`): `archive`
+        becomes the committed archive again and `in_flight` empty. Returns the rollouts set
+        aside."""
+        superseded = self.in_flight
+        restored = self.store.supersede_in_flight()
+        self.archive, self.in_flight = restored.archive, restored.in_flight
+        return superseded
+
     @property
     def committed_step(self) -> int | None:
         """The step the committed archive carries (None before the first commit)."""

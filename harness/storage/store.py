@@ -8,6 +8,9 @@ Layout of a store directory (see docs/archive.md for the crash-safety argument):
     step-000000.jsonl      journal of step 0: one line per finished rollout, fsynced before
     step-000001.jsonl      the rollout is reported; at commit one line with the step's groups
     ...                    is appended and the file becomes that step's entry segment
+    superseded-step-000001-0.jsonl
+                           an in-flight journal set aside by `supersede_in_flight` (its step
+                           runs again from the committed archive); kept, never replayed
 
 Per rollout the store writes one journal line (O(size of the rollout)); per step it appends
 one groups line and atomically replaces the head, whose size is bounded by the node count.
@@ -34,6 +37,7 @@ from harness.storage.atomic import (
     SymlinkRefusedError,
     append_durable_line,
     atomic_write_bytes,
+    fsync_dir,
     open_nofollow,
     remove_stale_temps,
     truncate_durable,
@@ -69,6 +73,8 @@ __all__ = [
 ]
 
 LOCK = ".writer.lock"
+#: The name prefix of an in-flight journal set aside (`ArchiveStore.supersede_in_flight`).
+SUPERSEDED = "superseded-"
 
 
 @dataclass(frozen=True)
@@ -237,6 +243,34 @@ class ArchiveStore:
         node = archive.submit(step, group, entry)
         self._slots[(group, rollout)] = entry.id
         return node
+
+    def supersede_in_flight(self) -> Restored:
+        """Set the in-flight step's journal aside and reload: the step starts again from the
+        committed archive, none of its journaled rollouts replayed. The journal is renamed
+        `superseded-step-NNNNNN-K.jsonl` (K counts earlier ones of the step), kept as the record
+        of what ran, and its receipts stay known (`superseded_receipts`). Used when the serving
+        load those rollouts were reported under is gone (harness.run.step_loop)."""
+        self._require_loaded()
+        path = self.root / journal_name(self._committed_step + 1)
+        if os.path.lexists(path):
+            stem = f"{SUPERSEDED}{path.stem}"
+            count = len(list(self.root.glob(f"{stem}-*.jsonl")))
+            os.rename(path, self.root / f"{stem}-{count}.jsonl")
+            fsync_dir(self.root)
+        return self.load()
+
+    def superseded_receipts(self) -> frozenset[str]:
+        """The receipts (guidance calls' `agent_record_id`) of every superseded journal."""
+        receipts: set[str] = set()
+        for path in sorted(self.root.glob(f"{SUPERSEDED}step-*.jsonl")):
+            step = int(path.stem.removeprefix(f"{SUPERSEDED}step-").partition("-")[0])
+            records, _ = read_journal(path, step)
+            receipts.update(
+                str(r.entry.metadata["agent_record_id"])
+                for r in records
+                if r.entry.metadata.get("agent_record_id")
+            )
+        return frozenset(receipts)
 
     def commit_step(self, archive: Archive, step: int) -> None:
         """Durably record the archive at the end of `step`: seal the step's journal with its groups

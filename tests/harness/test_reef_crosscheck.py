@@ -151,3 +151,13 @@ def test_an_entry_without_receipt_or_slot_is_not_compared(state) -> None:
     imported = rollout(archive, 1, 1)
     archive.submit(1, 0, LibraryEntry.from_dict({**imported.to_dict(), "metadata": {}}))
     assert cross_check(archive, 1, reef) == []
+
+
+def test_reports_of_a_superseded_journal_or_a_step_run_again_are_not_rebuilt(state) -> None:
+    archive, reef = state
+    lost = rollout(archive, 1, 1, reward=0.0)
+    reef.post(lost)  # a report of the in-flight step with no journal line
+    assert cross_check(archive, 1, reef, redo_in_flight=True) == []
+    assert cross_check(archive, 1, reef, superseded=frozenset({"receipt-1-1"})) == []
+    (rebuilt,) = cross_check(archive, 1, reef)
+    assert rebuilt.rollout == 1

@@ -121,6 +121,27 @@ def test_resume_mid_step_replays_the_journal_and_runs_only_missing_slots(fresh, 
     assert exported(fresh) == exported(reference)
 
 
+def test_a_superseded_in_flight_step_runs_again_from_the_commit_and_is_kept(fresh, tmp_path):
+    reference = tmp_path / "reference"
+    shutil.copytree(fresh, reference)
+    drive(reference, steps=3)
+
+    drive(fresh, steps=3, stop_after=6 + 4)  # step 0, then 4 rollouts of step 1
+    with ArchiveStore.open(fresh, CONFIG) as store:
+        store.load()
+        restored = store.supersede_in_flight()
+        assert restored.committed_step == 0 and restored.in_flight == ()
+        assert restored.missing_slots() == [(g, r) for g in range(2) for r in range(3)]
+        assert restored.archive.puct_T == 6
+        assert store.superseded_receipts() == frozenset()  # these entries carry no receipt
+    (kept,) = fresh.glob("superseded-step-000001-*.jsonl")
+    assert len(kept.read_text().splitlines()) == 4
+    drive(fresh, steps=3)  # step 1 from its first slot, then step 2
+    assert exported(fresh) == exported(reference)
+    with ArchiveStore.open(fresh, CONFIG) as store:
+        assert store.load().committed_step == 2
+
+
 def test_a_torn_final_journal_line_is_ignored_and_cut_before_appending(fresh, tmp_path):
     reference = tmp_path / "reference"
     shutil.copytree(fresh, reference)

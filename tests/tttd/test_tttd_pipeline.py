@@ -56,12 +56,19 @@ class Harness:
         self.reports: dict[tuple[int, int, int], str] = {}
 
     def rollout(
-        self, step: int, group: int, rollout: int, score: float, release: str = "release-1"
+        self,
+        step: int,
+        group: int,
+        rollout: int,
+        score: float,
+        release: str = "release-1",
+        load: str | None = None,
     ) -> str:
         inference = AgentRecord.create(
             scenario=SCENARIO,
             request_type=RequestType.INFERENCE,
             payload={
+                **({"runtime_load_id": load} if load else {}),
                 "model": "guidance",
                 "messages": [{"role": "user", "content": f"step {step} parent {group}"}],
                 "response": {
@@ -194,6 +201,26 @@ def test_mixed_releases_discard_the_step_with_the_documented_status():
     late = harness.rollout(0, 0, 0, 1.0)
     assert set(harness.reports.values()) <= harness.pipeline.releasable_record_ids()
     assert late in harness.pipeline.releasable_record_ids()
+
+
+def test_reports_of_an_earlier_serving_load_never_fill_the_step_reported_again():
+    """A Reef restarted mid-step serves under a new load: the step's reports of the old load
+    keep a group of their own that never trains, and the slots reported again under the new
+    load train as one step of that load only."""
+    harness = Harness()
+    old = [harness.rollout(0, 0, r, SCORES[0][r], load="before:1") for r in range(2)]
+    for group, row in enumerate(SCORES):
+        for rollout, score in enumerate(row):
+            harness.rollout(0, group, rollout, score + 1.0, load="after:0")
+    assert harness.pipeline.ready()
+    batch = harness.pipeline.build_batch()
+    assert batch.batch_id == f"{SCENARIO}:tttd:0"
+    assert [trajectory_reward(item) for item in batch.items] == [
+        s + 1.0 for row in SCORES for s in row
+    ]
+    sources = {source for item in batch.items for source in item.source_agent_record_ids}
+    assert not sources.intersection(old)
+    assert harness.status()["open_steps"] == [] and harness.status()["failed_steps"] == []
 
 
 def test_constant_groups_are_removed_and_statistics_logged():
