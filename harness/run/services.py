@@ -19,6 +19,7 @@ from harness.adapters.executor.client import ExecutionClient
 from harness.adapters.judge.frontiercs import FrontierCSScorer
 from harness.adapters.reef.channel import ReefChannel
 from harness.adapters.reef.status import ReefStatusClient, StatusSource
+from harness.adapters.reef.tinker_faults import TinkerReefChannel
 from harness.adapters.reef.training_bridge import BridgeAddress, RayTrainingBridge, TrainingBridge
 from harness.observe.events import EventSink, NullSink
 from harness.run.gate import FrozenGate, StepGate
@@ -26,6 +27,7 @@ from harness.run.rollout import Executor
 from harness.run.tinker_gate import TinkerGate, TinkerGateSettings
 from harness.scorer import Scorer
 from harness.settings.run_settings import RunSettings
+from harness.settings.tinker import DEFAULT_API_KEY_ENV
 from harness.storage.resume_state import RunIdentity
 
 
@@ -70,9 +72,7 @@ def production_services(
     configured executor backend (the rehearsal's labelled stand-in)."""
     executor = ExecutionClient(backend or executor_backend(settings, executor_url))
     reef: ReefChannel | NoReef = (
-        ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
-        if settings.arm_spec.guided
-        else NoReef(settings.scenario)
+        reef_channel(settings) if settings.arm_spec.guided else NoReef(settings.scenario)
     )
     polling = {} if judge_poll_s is None else {"poll_interval_s": judge_poll_s}
     scorer = FrontierCSScorer.for_task(
@@ -103,6 +103,20 @@ def production_services(
         events=events or NullSink(),
         closers=[executor.close] + ([status.close] if status is not None else []),
         gate=gate,
+    )
+
+
+def reef_channel(settings: RunSettings) -> ReefChannel:
+    """The run's Reef channel; on Tinker, one whose failed guidance calls name the Tinker fault
+    read from Reef's log (`harness.adapters.reef.tinker_faults`)."""
+    if settings.training_backend != "tinker":
+        return ReefChannel(settings.reef_url, settings.scenario, token=settings.reef_token)
+    return TinkerReefChannel(
+        settings.reef_url,
+        settings.scenario,
+        token=settings.reef_token,
+        reef_log=settings.run_dir / "reef" / "reef.log",
+        key_env=(settings.tinker or {}).get("api_key_env") or DEFAULT_API_KEY_ENV,
     )
 
 

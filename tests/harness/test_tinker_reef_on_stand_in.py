@@ -70,10 +70,14 @@ def test_reef_trains_and_publishes_two_tttd_steps_on_the_tinker_stand_in(tmp_pat
                 channel.report(report_body(entry, GROUPS, ROLLOUTS), receipt)
             _wait_for_commit(channel, step + 1)
             load_ids.append(channel.runtime_load_id())
+        # A rate limit the SDK retries with backoff inside Reef: the call still lands.
+        tinker.fail_next("/asample", 429, times=2)
+        response, _ = channel.guide({**body, "max_tokens": 512})
+        assert "<guidance>" in response["choices"][0]["message"]["content"]
 
     # Each committed step was published: the sampler serves a new load after every step.
     assert len(set(load_ids)) == 3, load_ids
-    assert script.calls == 2 * ROLLOUTS
+    assert script.calls == 2 * ROLLOUTS + 1
     routes = tinker.routes()
     assert routes.count("/forward_backward") == 2 and routes.count("/optim_step") == 2
     assert tinker.refused == []
