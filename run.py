@@ -63,6 +63,7 @@ def describe(serve_yaml: Path, task_dir: Path) -> str:
     load_task(Path(task_dir), settings.task_text)
     values = {
         "MODE": settings.mode,
+        "TRAINING_BACKEND": settings.training_backend,
         "GUIDANCE_URL": settings.guidance_upstream_url or "",
         "STATE_DIR": settings.state_dir,
         "RUN_DIR": settings.run_dir,

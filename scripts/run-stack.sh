@@ -13,7 +13,8 @@
 # GUIDANCE_TTT_GUIDANCE_URL (without /v1) and GUIDANCE_TTT_GUIDANCE_MODEL set.
 #
 # Environment (all optional; ./run.sh and guidance-ttt run pass them through):
-#   GUIDANCE_TTT_SERVE_YAML  the settings file (default serve.yaml; serve-frozen.yaml: frozen)
+#   GUIDANCE_TTT_SERVE_YAML  the settings file (default serve.yaml; serve-frozen.yaml: frozen;
+#                         serve-tinker.yaml: trained on Tinker, TINKER_API_KEY, no GPU)
 #   GUIDANCE_TTT_GUIDANCE_API_KEY  frozen mode: the endpoint's key (a loopback forwarder adds it;
 #                         it reaches no file); GUIDANCE_TTT_PROXY_PORT its port (default 8011)
 #   GUIDANCE_TTT_GUIDANCE_DIALECT  frozen mode: how the guidance body is shaped, sglang (the
@@ -182,6 +183,17 @@ if [ "$MODE" = frozen ]; then
         echo "$say: fix every row marked missing above, then run again: $command" >&2
         exit 1
     fi
+elif [ "$TRAINING_BACKEND" = tinker ]; then
+    # Trained on Tinker (serve-tinker.yaml): no GPU and no local weights; Reef's Tinker backend
+    # reads the key from the environment variable training.options.api-key-env names.
+    if ! "${preflight[@]}"; then
+        echo "$say: stopping after the preflight; nothing was started." >&2
+        echo "$say: fix every row marked missing above, then run again: $command" >&2
+        exit 1
+    fi
+    export_reef_environment
+    echo "$say: starting reef serve -c $serve_yaml ($MODE guidance on Tinker; log: $reef_log)"
+    start_reef "$reef_log" "$python" -m reef serve -c "$serve_yaml"
 else
     if ! "${preflight[@]}"; then
         echo "$say: stopping after the preflight; nothing was started." >&2

@@ -73,21 +73,6 @@ def with_steps(command: str, steps: int) -> str:
     return shlex.join([*kept, "--steps", str(steps)])
 
 
-def refuse_tinker_run(settings: RunSettings, config: Path) -> None:
-    """`RunRefused` for a settings file that trains on Tinker (`serve-tinker.yaml`): its
-    settings, refusals, preflight and step gate (`harness.run.tinker_gate`) exist, but the gate
-    has run only against the stand-in for Tinker's service, and the run does not yet retry or
-    report Tinker's errors."""
-    if settings.training_backend == "tinker":
-        raise RunRefused(
-            f"{config} trains on Tinker, which `guidance-ttt run` does not run yet: its step "
-            "gate has run only against a stand-in for Tinker's service, and Tinker's errors are "
-            'not yet retried by the run (docs/training.md, "Rehearsed here"); rehearse it with '
-            f"`guidance-ttt rehearse --backend tinker`, check the file with `guidance-ttt doctor "
-            f"--config {config}`, or train on a GPU host with serve.yaml"
-        )
-
-
 def refuse_finished(settings: RunSettings, source: str, command: str) -> None:
     """`RunRefused` when the state directory has committed `settings.steps` steps or more:
     STEPS is the final total, so nothing would run."""

@@ -52,7 +52,6 @@ from harness.observe.wandb_sink import name_wandb_runs
 from harness.run.early_checks import (
     refuse_finished,
     refuse_missing_task,
-    refuse_tinker_run,
     refuse_unreachable,
     steps_source,
 )
@@ -111,7 +110,6 @@ def prepare(request: StackRequest, environ: Mapping[str, str]) -> tuple[Path, Ru
     source = steps_source(request.named, request.sets, Path(state_dir).resolve(), config)
 
     def check(settings: RunSettings) -> None:
-        refuse_tinker_run(settings, config)
         refuse_missing_task(settings, config, request.sets)
         same_identity(settings)
         refuse_finished(settings, source, request.command)
@@ -135,7 +133,7 @@ def prepare(request: StackRequest, environ: Mapping[str, str]) -> tuple[Path, Ru
 
 #: The trial copy `write_run_copy` validates before it replaces the run's copy: a file of its
 #: own the user never wrote, so a refusal names the settings file and the flags instead.
-TRIAL_COPY = re.compile(r"\S*\.serve(?:-frozen)?\.yaml\.checking")
+TRIAL_COPY = re.compile(r"\S*\.serve(?:-frozen|-tinker)?\.yaml\.checking")
 
 
 def name_own_wandb_runs(document: dict[str, Any], state_dir: Path) -> None:

@@ -188,7 +188,8 @@ def test_the_cost_row_estimates_a_step_at_full_token_limits_from_the_prices_set(
 
 
 def test_the_cost_row_without_prices_says_which_setting_to_fill():
-    row = check_tinker_cost(_settings())
+    unset = {"prefill": None, "sample": None, "train": None}
+    row = check_tinker_cost(_settings(price_per_million_tokens=unset))
     assert row.ready
     assert "set training.config.tinker.price_per_million_tokens" in row.detail
 
