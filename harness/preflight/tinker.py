@@ -1,21 +1,24 @@
-"""Preflight rows of a run on Reef's Tinker backend (``serve-tinker.yaml``): key, model, cost.
+"""Preflight rows of a run on Reef's Tinker backend (``serve-tinker.yaml``): SDK, key, model, cost.
 
 They replace the GPU and model rows of a run on GPUs: Tinker trains and samples the guidance
 model on its own machines. None of them calls Tinker — a live check needs the network and the
 key — so each row says what it checked here and what only the run's first call can check:
 
+- ``Tinker SDK``: the ``tinker`` package Reef's Tinker backend imports is installed, at the
+  version Reef 0.1.3's ``[tinker]`` extra pins (``TINKER_SDK``);
 - ``Tinker key``: the variable ``training.options.api-key-env`` names is set (the value is never
   printed or written);
 - ``Tinker model``: the base model is one Tinker serves (``harness.settings.tinker.TINKER_MODELS``,
   tinker-cookbook's list), else the nearest names it serves;
 - ``Tinker cost``: the most one step can cost at the prices in
-  ``training.config.tinker.price_per_million_tokens`` (Tinker's published prices; this
-  repository holds none), counting every rollout at its full token limits.
+  ``training.config.tinker.price_per_million_tokens`` (Tinker's published prices;
+  ``serve-tinker.yaml`` holds Qwen/Qwen3-8B's), counting every rollout at its full token limits.
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib.metadata
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -27,6 +30,8 @@ from harness.settings.tinker import DEFAULT_API_KEY_ENV, TINKER_MODELS
 PRICE_KEY = "training.config.tinker.price_per_million_tokens"
 #: What Tinker bills, in the order the cost row lists them.
 BILLED = ("prefill", "sample", "train")
+#: The Tinker SDK version Reef 0.1.3's ``[tinker]`` extra pins (this project's ``tinker`` extra).
+TINKER_SDK = "0.33.1"
 _NOT_ASKED = "is not asked here (that needs the network)"
 
 
@@ -37,10 +42,29 @@ def tinker_checks(
     tinker = settings.tinker or {}
     key_env = str(tinker.get("api_key_env") or DEFAULT_API_KEY_ENV)
     return [
+        ("Tinker SDK", check_tinker_sdk),
         ("Tinker key", lambda: check_tinker_key(key_env, environ)),
         ("Tinker model", lambda: check_tinker_model(settings.model)),
         ("Tinker cost", lambda: check_tinker_cost(settings)),
     ]
+
+
+def check_tinker_sdk() -> CheckResult:
+    """The ``tinker`` package is installed at the pinned version."""
+    fix = f"pip install -e '.[tinker]' in this checkout (tinker {TINKER_SDK})"
+    try:
+        version = importlib.metadata.version("tinker")
+    except importlib.metadata.PackageNotFoundError:
+        return missing_check(
+            "Tinker SDK", "the tinker package is not installed; Reef's Tinker backend needs it", fix
+        )
+    if version != TINKER_SDK:
+        return missing_check(
+            "Tinker SDK",
+            f"tinker {version} is installed; Reef 0.1.3's Tinker backend is built for {TINKER_SDK}",
+            fix,
+        )
+    return ready_check("Tinker SDK", f"tinker {version}")
 
 
 def check_tinker_key(key_env: str, environ: Mapping[str, str]) -> CheckResult:

@@ -149,7 +149,8 @@ def test_with_everything_ready_every_row_is_ready_and_says_what_was_not_asked(tm
     done, rows = doctor(tmp_path, services, key=DUMMY_KEY)
 
     assert done.returncode == 0, done.stdout + done.stderr
-    assert list(rows)[:4] == ["python", *TINKER_ROWS]
+    assert list(rows)[:5] == ["python", "Tinker SDK", *TINKER_ROWS]
+    assert "tinker 0.33.1" in rows["Tinker SDK"]
     assert all(row.startswith("ready") for row in rows.values()), done.stdout
     key, model, cost = (" ".join(rows[name].split()) for name in TINKER_ROWS)
     assert "TINKER_API_KEY is set (value not shown)" in key
