@@ -9,7 +9,8 @@ computed, in its own memory):
    of the candidate runs while the inputs arrive, so nothing can use them before the clock
    starts;
 3. spin until the worker writes DONE (or the call's time limit passes, or the sandbox dies);
-   stop the clock;
+   stop the clock (Python's cyclic garbage collector is held off from GO until the output is
+   described, so none of its pauses in this process is charged to the call);
 4. while the worker exports the output's memory, and until the GPU is idle, probe it (the
    "late" probe); then map the output, copy it out and compare the copy with the reference.
 
@@ -32,6 +33,7 @@ of its copy fails (judges/README.md, "Guards").
 
 from __future__ import annotations
 
+import gc
 import statistics
 import time
 from dataclasses import dataclass
@@ -462,16 +464,22 @@ class Session:
         limit = self.call_timeout
         if first:
             limit = max(limit, self.compile_budget - self.compile_used_s)
-        self.block.set(ctl.GO, seq)
-        finished = self.block.wait(ctl.DONE, seq, limit, self.candidate.alive)
-        clock_ns = time.perf_counter_ns() - clock_start
+        collecting = gc.isenabled()
+        gc.disable()  # no pause of this process's collector between GO and the description
+        try:
+            self.block.set(ctl.GO, seq)
+            finished = self.block.wait(ctl.DONE, seq, limit, self.candidate.alive)
+            clock_ns = time.perf_counter_ns() - clock_start
+            described = self._described(seq) if finished else None
+        finally:
+            if collecting:
+                gc.enable()
         if first:
             self.compile_used_s += clock_ns / 1e9
         if not finished:
             if self.candidate.alive():
                 return CallOutcome(TIME_LIMIT, self._over_limit(first, limit), clock_ns=clock_ns)
             return self._ended("during the call")
-        described = self._described(seq)
         step = self._step("describe", clock_start + clock_ns)
         if described is None:
             return (

@@ -9,7 +9,6 @@ the last call's output finds them gone. Expected verdict: Wrong Answer ("the las
 output changed after it was checked"). (Waits guessed from time alone lost the race on a
 loaded CI host: a test case's output was spoiled before its check, or a benchmark's never.)"""
 
-import gc
 import sys
 import threading
 import time
@@ -20,11 +19,13 @@ import torch.nn.functional as F
 ARMED, DESCRIBED = 1, 5
 
 
-def _find(kind):
-    for item in gc.get_objects():
-        if type(item).__name__ == kind:
-            return item
-    return None
+def _worker_local(name):
+    """An object of the judge's worker, found by its local name in the caller frames (the
+    worker's call holds `block`, the control block, and `share`, its transport)."""
+    frame = sys._getframe(1)
+    while frame is not None and name not in frame.f_locals:
+        frame = frame.f_back
+    return None if frame is None else frame.f_locals[name]
 
 
 def _compute(x, mask, w, config):
@@ -77,11 +78,11 @@ def _spoil(block, seq, target):
 
 
 def custom_kernel(data):
-    block = _find("Control")
+    block = _worker_local("block")
     out = _compute(*data)
     if block is not None and _calls_in_case() >= 3:
         seq = block.get(ARMED)
-        arena = getattr(_find("CpuTransport"), "_arena", None)  # the stand-in's output copy
+        arena = getattr(_worker_local("share"), "_arena", None)  # the stand-in's output copy
         target = out if out.is_cuda or arena is None else arena
         threading.Thread(target=_spoil, args=(block, seq, target), daemon=True).start()
     return out

@@ -3,14 +3,20 @@ candidate's process), then keep computing on the CPU and never return. The judge
 at DONE; waiting for the output's description is bounded. Expected verdict: Time Limit Exceeded
 within the judge's answer limit (20 s) of the DONE, the sandbox killed."""
 
-import gc
+import sys
 
 
 def _block():
-    for item in gc.get_objects():
-        if type(item).__name__ == "Control" and hasattr(item, "get") and hasattr(item, "set"):
-            return item
-    return None
+    return _worker_local("block")
+
+
+def _worker_local(name):
+    """An object of the judge's worker, found by its local name in the caller frames (the
+    worker's call holds `block`, the control block, and `share`, its transport)."""
+    frame = sys._getframe(1)
+    while frame is not None and name not in frame.f_locals:
+        frame = frame.f_back
+    return None if frame is None else frame.f_locals[name]
 
 
 def custom_kernel(data):

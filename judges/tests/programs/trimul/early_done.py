@@ -6,17 +6,23 @@ clock stops at the first DONE, so only the DONE -> DESCRIBED window, charged bey
 calibrated allowance, pays for the work. Expected verdict: valid, every timed call charged at
 least most of HOLD_S (whenever the judge saw DONE, the clock and the window together cover it)."""
 
-import gc
+import sys
 import time
 
 import torch.nn.functional as F
 
 
 def _block():
-    for item in gc.get_objects():
-        if type(item).__name__ == "Control" and hasattr(item, "get") and hasattr(item, "set"):
-            return item
-    return None
+    return _worker_local("block")
+
+
+def _worker_local(name):
+    """An object of the judge's worker, found by its local name in the caller frames (the
+    worker's call holds `block`, the control block, and `share`, its transport)."""
+    frame = sys._getframe(1)
+    while frame is not None and name not in frame.f_locals:
+        frame = frame.f_back
+    return None if frame is None else frame.f_locals[name]
 
 
 def _compute(x, mask, w, config):
