@@ -78,6 +78,18 @@ fi
 echo "setup: installing ./judges and $spec into .venv (a few minutes the first time)"
 rm -f "$stamp"
 "$python" -m pip install -q --upgrade pip
-# one call, so pip resolves the project's pin on guidance-ttt-judge against ./judges (not on PyPI)
-"$python" -m pip install -q -e ./judges -e "$spec"
+"$python" -m pip install -q uv || echo "setup: uv cannot be installed here; pip installs instead" >&2
+# uv installs in about a minute what takes pip three (the test extras' torch with its CUDA
+# libraries), with pip's package sources (scripts/pip_config_for_uv.py) and pip's rule of the
+# best version over all of them, compiled to bytecode as pip does (the judge's sandboxed
+# interpreters cannot write it). One call, so the project's pin on guidance-ttt-judge resolves
+# against ./judges (not on PyPI). Where uv fails, pip installs instead.
+mapfile -t sources < <("$python" scripts/pip_config_for_uv.py)
+if [ -x .venv/bin/uv ] && .venv/bin/uv pip install --python "$python" -q --compile-bytecode \
+    --index-strategy unsafe-best-match "${sources[@]}" -e ./judges -e "$spec"; then
+    :
+else
+    [ -x .venv/bin/uv ] && echo "setup: uv could not install (above); pip installs instead" >&2
+    "$python" -m pip install -q -e ./judges -e "$spec"
+fi
 printf '%s\n%s\n' "$hash" "${all[*]}" >"$stamp"

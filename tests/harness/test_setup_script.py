@@ -179,3 +179,36 @@ def test_pip_on_an_old_python_stops_in_one_line_before_resolving() -> None:
         "guidance-ttt needs Python >= 3.12 (this pip runs Python 3.11.7): install Python 3.12 "
         "or newer and use its pip, or let ./run.sh set it up"
     ]
+
+
+def test_uv_is_given_the_package_sources_pip_would_use(tmp_path: Path) -> None:
+    """scripts/pip_config_for_uv.py reads the real pip's configuration: a config file's
+    `[global]` and `[install]` sections and the PIP_* variables, the variable before the
+    `install` section before `global`, as pip takes them."""
+    config = tmp_path / "pip.conf"
+    config.write_text(
+        "[global]\nindex-url = https://mirror.example/simple\n"
+        "extra-index-url = https://one.example/simple https://two.example/simple\n"
+        "find-links = /global/wheels\n"
+        "[install]\nfind-links = /install/wheels\n"
+    )
+    environment = {
+        k: v for k, v in os.environ.items() if not k.startswith("PIP_") and k != "VIRTUAL_ENV"
+    }
+    environment.update(PIP_CONFIG_FILE=str(config), PIP_CONSTRAINT=str(tmp_path / "c.txt"))
+    printed = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "pip_config_for_uv.py")],
+        env=environment,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    ).stdout.splitlines()
+    pairs = list(zip(printed[::2], printed[1::2], strict=True))
+    assert ("--index-url", "https://mirror.example/simple") in pairs
+    assert [v for k, v in pairs if k == "--extra-index-url"] == [
+        "https://one.example/simple",
+        "https://two.example/simple",
+    ]
+    assert [v for k, v in pairs if k == "--find-links"] == ["/install/wheels"]
+    assert ("--constraint", str(tmp_path / "c.txt")) in pairs
