@@ -75,7 +75,7 @@ if [ -n "$dry" ]; then
     echo "setup: would install ./judges and $spec into .venv (missing: ${needed[*]})"
     exit 0
 fi
-echo "setup: installing ./judges and $spec into .venv (a few minutes the first time)"
+echo "setup: installing ./judges and $spec into .venv (a minute or two the first time)"
 rm -f "$stamp"
 "$python" -m pip install -q --upgrade pip
 "$python" -m pip install -q uv || echo "setup: uv cannot be installed here; pip installs instead" >&2
