@@ -11,9 +11,8 @@ import json
 import shutil
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import httpx
@@ -22,6 +21,7 @@ import pytest
 from harness import results
 from harness.cli.entry import main
 from tests.bridge_fake import status_page
+from tests.loopback import serving
 from tests.reef_fixtures import free_port, running_reef
 from tests.state_fixture import FixtureRun, build_state_dir
 
@@ -50,15 +50,8 @@ def json_routes(routes: dict[str, object]) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             return None
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    with serving(Handler) as url:
+        yield url
 
 
 @pytest.fixture

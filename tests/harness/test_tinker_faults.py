@@ -4,10 +4,9 @@ real Reef on the Tinker stand-in, with a revoked key, is in test_tinker_reef_on_
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from harness.adapters.reef.tinker_faults import (
     log_size,
     tinker_fault,
 )
+from tests.loopback import serving
 
 REVOKED = (
     "tinker.AuthenticationError: Error code: 401 - "
@@ -78,14 +78,8 @@ def failing_reef(log: Path, line: str) -> Iterator[str]:
         def log_message(self, *args: object) -> None:
             pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(Handler) as url:
+        yield url
 
 
 BODY = {"model": "Qwen/Qwen3-8B", "messages": [{"role": "user", "content": "guide"}]}

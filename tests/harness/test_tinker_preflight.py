@@ -9,13 +9,14 @@ import json
 import os
 import subprocess
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 
 import pytest
 import yaml
+
+from tests.loopback import serving
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -48,13 +49,8 @@ class _Services(BaseHTTPRequestHandler):
 
 @pytest.fixture
 def services() -> Iterator[str]:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _Services)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05})
-    thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
-    server.server_close()
-    thread.join(timeout=5)
+    with serving(_Services) as url:
+        yield url
 
 
 def doctor(
