@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 @contextlib.contextmanager
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """`handler` served by a `ThreadingHTTPServer` on 127.0.0.1 (a free port) from a daemon
-    thread; yields the base URL (`http://127.0.0.1:PORT`) and stops the server on exit."""
+    thread; yields the base URL (`http://127.0.0.1:PORT`) and stops the server on exit, its
+    request threads joined (none is left behind for a later test to see)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    server.daemon_threads = True
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
     )

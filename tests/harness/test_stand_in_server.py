@@ -12,11 +12,16 @@ import time
 from tests.openai_fixture import OpenAIFixture
 
 
-def _request_threads() -> list[threading.Thread]:
-    return [t for t in threading.enumerate() if "process_request_thread" in t.name]
+def _request_threads(before: frozenset[threading.Thread]) -> list[threading.Thread]:
+    """Request threads of this process that were not there `before` (another test's server in
+    the same worker may have left its own)."""
+    return [
+        t for t in threading.enumerate() if "process_request_thread" in t.name and t not in before
+    ]
 
 
 def test_a_client_that_resets_its_connection_leaves_no_traceback(capsys) -> None:  # type: ignore[no-untyped-def]
+    before = frozenset(threading.enumerate())
     with OpenAIFixture(reply="x") as server:
         client = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         client.sendall(b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
@@ -26,9 +31,9 @@ def test_a_client_that_resets_its_connection_leaves_no_traceback(capsys) -> None
         client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
         client.close()
         deadline = time.monotonic() + 10
-        while _request_threads() and time.monotonic() < deadline:
+        while _request_threads(before) and time.monotonic() < deadline:
             time.sleep(0.01)
-        assert not _request_threads(), "the handler never saw the reset"
+        assert not _request_threads(before), "the handler never saw the reset"
         # still serving after it
         again = socket.create_connection(("127.0.0.1", server.port), timeout=10)
         again.sendall(b"GET /health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
