@@ -81,12 +81,19 @@ def free_polyominoes(size: int) -> tuple[Shape, ...]:
     if size == 1:
         return (((0, 0),),)
     found: set[Shape] = set()
+    placed: set[Shape] = set()  # every orientation of every piece found: one sort finds a repeat
     for smaller in free_polyominoes(size - 1):
         occupied = set(smaller)
         for x, y in smaller:
             for cell in ((x + 1, y), (x - 1, y), (x, y + 1), (x, y - 1)):
-                if cell not in occupied:
-                    found.add(canonical((*smaller, cell)))
+                if cell in occupied:
+                    continue
+                grown = normalize((*smaller, cell))
+                if grown in placed:
+                    continue
+                turned = orientations(grown)
+                placed.update(turned)
+                found.add(min(turned))
     return tuple(sorted(found))
 
 
