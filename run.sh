@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One Guidance-TTT run (docs/running.md): sets this checkout up on first use (scripts/setup.sh
-# run: system packages, a Python >= 3.12 .venv, the project with its reef extra; well under a
-# second once set up), then `guidance-ttt run` with the arguments given here: the run's own
+# run: system packages, a Python >= 3.12 .venv, the project with its reef extra, and its tinker
+# extra for a settings file that trains on Tinker; well under a second once set up), then `guidance-ttt run` with the arguments given here: the run's own
 # settings copy in its state directory, the local judge when no judge URL is given, the
 # preflight table, the Reef stack and the episode (scripts/run-stack.sh), and a clean stop of
 # everything on exit or Ctrl-C. Re-running the same command resumes the run where it stopped.
@@ -18,7 +18,20 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 
 if [ -z "${GUIDANCE_TTT_SKIP_SETUP:-}" ]; then
-    bash scripts/setup.sh run
+    # A settings file that trains on Tinker (serve-tinker.yaml) needs the Tinker SDK as well:
+    # the one --config names, else $GUIDANCE_TTT_SERVE_YAML, else serve.yaml.
+    config=${GUIDANCE_TTT_SERVE_YAML:-serve.yaml}
+    previous=
+    for argument in "$@"; do
+        [ "$previous" = --config ] && config=$argument
+        case "$argument" in --config=*) config=${argument#--config=} ;; esac
+        previous=$argument
+    done
+    also=()
+    if [ -f "$config" ] && grep -q 'TTTDTinkerDeployment' "$config"; then
+        also=(tinker)
+    fi
+    bash scripts/setup.sh run "${also[@]}"
     python=.venv/bin/python
 else
     python="${PYTHON:-.venv/bin/python}"

@@ -7,6 +7,8 @@
 #                            reef-eval, Harbor; plot: guidance-ttt plot)
 #   scripts/setup.sh test    the same with the test tools' system packages (shellcheck,
 #                            chromium) and every extra the suite needs
+#   scripts/setup.sh run tinker   a run's set-up and the named extras of pyproject.toml as well
+#                            (./run.sh adds tinker for a settings file that trains on Tinker)
 #
 # Python: .venv's own when it exists, else scripts/find-python.sh ($PYTHON, python3.1x, python3,
 # pyenv) or one line naming the need. What is installed is recorded in .venv/.guidance-ttt-setup
@@ -26,6 +28,16 @@ test) extras=(reef torch plot test watch cluster tinker) ;;
     exit 2
     ;;
 esac
+shift
+for extra in "$@"; do
+    if ! [[ $extra =~ ^[a-z][a-z0-9_-]*$ ]] || ! grep -q "^$extra = \[" pyproject.toml; then
+        echo "error: scripts/setup.sh: '$extra' is not an extra of pyproject.toml" \
+            "(its [project.optional-dependencies])" >&2
+        exit 2
+    fi
+    # shellcheck disable=SC2076  # a literal word match
+    [[ " ${extras[*]} " == *" $extra "* ]] || extras+=("$extra")
+done
 dry=${GUIDANCE_TTT_SETUP_DRY_RUN:-}
 stamp=.venv/.guidance-ttt-setup
 

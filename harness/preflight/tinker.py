@@ -51,7 +51,10 @@ def tinker_checks(
 
 def check_tinker_sdk() -> CheckResult:
     """The ``tinker`` package is installed at the pinned version."""
-    fix = f"pip install -e '.[tinker]' in this checkout (tinker {TINKER_SDK})"
+    fix = (
+        f"./run.sh --config serve-tinker.yaml sets it up, or pip install -e '.[tinker]' in this "
+        f"checkout (tinker {TINKER_SDK})"
+    )
     try:
         version = importlib.metadata.version("tinker")
     except importlib.metadata.PackageNotFoundError:

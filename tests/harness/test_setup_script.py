@@ -151,6 +151,57 @@ def test_a_set_up_checkout_installs_nothing_and_a_changed_pyproject_reinstalls(
         (root / changed_file).write_text(original)
 
 
+def test_run_sh_sets_up_the_tinker_sdk_for_a_settings_file_that_trains_on_tinker(
+    tmp_path: Path,
+) -> None:
+    """./run.sh with serve-tinker.yaml (by --config, --config= or $GUIDANCE_TTT_SERVE_YAML)
+    installs the tinker extra beside a run's; with serve.yaml nothing more. The .venv's python
+    is a stub that answers the version probe and stands for the run itself."""
+    root = _checkout(tmp_path)
+    for name in ("run.sh", "serve.yaml", "serve-tinker.yaml"):
+        shutil.copy(REPO / name, root / name)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    _stub(root / ".venv" / "bin", "python", 12)
+    projects = (root / "pyproject.toml", root / "judges" / "pyproject.toml")
+    digest = hashlib.sha256(b"".join(p.read_bytes() for p in projects)).hexdigest()
+    (root / ".venv" / ".guidance-ttt-setup").write_text(f"{digest}\nreef plot\n")
+    stubs = tmp_path / "bin"
+    stubs.mkdir()
+    environment = {"PATH": _path_with(stubs), "HOME": str(root), "GUIDANCE_TTT_SETUP_DRY_RUN": "1"}
+
+    def run_sh(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            ["bash", str(root / "run.sh"), *args],
+            env={**environment, **env},
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    tinker = "would install ./judges and .[reef,plot,tinker] into .venv (missing: tinker)"
+    for done in (
+        run_sh("--config", "serve-tinker.yaml"),
+        run_sh("--steps", "2", "--config=serve-tinker.yaml"),
+        run_sh(GUIDANCE_TTT_SERVE_YAML="serve-tinker.yaml"),
+    ):
+        assert done.returncode == 0, done.stderr
+        assert tinker in done.stdout, done.stdout
+    for done in (run_sh(), run_sh("--config", "serve.yaml")):
+        assert done.returncode == 0, done.stderr
+        assert ".venv is up to date for ./run.sh (extras: reef plot)" in done.stdout, done.stdout
+    alone = _setup(root, "run", environment["PATH"])  # the purpose alone, as before
+    assert alone.returncode == 0, alone.stderr
+    named = subprocess.run(
+        ["bash", str(root / "scripts" / "setup.sh"), "run", "tinkr"],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert named.returncode == 2
+    assert "'tinkr' is not an extra of pyproject.toml" in named.stderr
+
+
 def test_a_venv_of_an_old_python_is_named_with_the_fix(tmp_path: Path) -> None:
     root = _checkout(tmp_path)
     (root / ".venv" / "bin").mkdir(parents=True)
