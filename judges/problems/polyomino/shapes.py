@@ -22,9 +22,9 @@ def normalize(cells: list[Cell] | Shape) -> Shape:
 
     Two cell sets that differ only by a translation have the same normalized form.
     """
-    min_x = min(x for x, _ in cells)
-    min_y = min(y for _, y in cells)
-    return tuple(sorted((x - min_x, y - min_y) for x, y in cells))
+    min_x = min([x for x, _ in cells])
+    min_y = min([y for _, y in cells])
+    return tuple(sorted([(x - min_x, y - min_y) for x, y in cells]))
 
 
 def transform(cells: Shape, rotations: int, reflect: bool) -> Shape:
@@ -42,12 +42,20 @@ def transform(cells: Shape, rotations: int, reflect: bool) -> Shape:
 
 @cache
 def orientations(cells: Shape) -> tuple[Shape, ...]:
-    """All distinct normalized orientations of a piece (1 to 8 of them), in a fixed order."""
-    seen: dict[Shape, None] = {}
-    for reflect in (False, True):
-        for rotations in range(4):
-            seen.setdefault(normalize(transform(cells, rotations, reflect)), None)
-    return tuple(seen)
+    """All distinct normalized orientations of a piece (1 to 8 of them), in a fixed order: those
+    of `transform` with rotations 0..3 unreflected, then 0..3 reflected (written out, as the
+    enumeration calls this for every piece)."""
+    turned = (
+        [(x, y) for x, y in cells],
+        [(y, -x) for x, y in cells],
+        [(-x, -y) for x, y in cells],
+        [(-y, x) for x, y in cells],
+        [(-x, y) for x, y in cells],
+        [(y, x) for x, y in cells],
+        [(x, -y) for x, y in cells],
+        [(-y, -x) for x, y in cells],
+    )
+    return tuple(dict.fromkeys(normalize(shape) for shape in turned))
 
 
 def canonical(cells: Shape) -> Shape:
