@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # One Guidance-TTT run (docs/running.md): sets this checkout up on first use (scripts/setup.sh
 # run: system packages, a Python >= 3.12 .venv, the project with its reef extra, and its tinker
-# extra for a settings file that trains on Tinker; well under a second once set up), then `guidance-ttt run` with the arguments given here: the run's own
-# settings copy in its state directory, the local judge when no judge URL is given, the
-# preflight table, the Reef stack and the episode (scripts/run-stack.sh), and a clean stop of
-# everything on exit or Ctrl-C. Re-running the same command resumes the run where it stopped.
+# extra for a settings file that trains on Tinker; well under a second once set up), then
+# `guidance-ttt run` with the arguments given here: the run's own settings copy in its state
+# directory, the local judge when no judge URL is given, the preflight table, the Reef stack and
+# the episode (scripts/run-stack.sh), and a clean stop of everything on exit or Ctrl-C.
+# Re-running the same command resumes the run where it stopped.
 #
 #   ./run.sh                                   serve.yaml: a trained run on this GPU host
 #   GUIDANCE_TTT_SERVE_YAML=serve-frozen.yaml GUIDANCE_TTT_GUIDANCE_URL=http://HOST:PORT \
@@ -19,7 +20,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 
 if [ -z "${GUIDANCE_TTT_SKIP_SETUP:-}" ]; then
     # A settings file that trains on Tinker (serve-tinker.yaml) needs the Tinker SDK as well:
-    # the one --config names, else $GUIDANCE_TTT_SERVE_YAML, else serve.yaml.
+    # the one --config names, else $GUIDANCE_TTT_SERVE_YAML, else serve.yaml, whose
+    # training.backend is harness/settings/tinker.py's TINKER_DEPLOYMENT.
     config=${GUIDANCE_TTT_SERVE_YAML:-serve.yaml}
     previous=
     for argument in "$@"; do
@@ -28,7 +30,8 @@ if [ -z "${GUIDANCE_TTT_SKIP_SETUP:-}" ]; then
         previous=$argument
     done
     also=()
-    if [ -f "$config" ] && grep -q 'TTTDTinkerDeployment' "$config"; then
+    tinker='^\s+backend:\s*tttd\.deployment:TTTDTinkerDeployment\s*$'
+    if [ -f "$config" ] && grep -Eq "$tinker" "$config"; then
         also=(tinker)
     fi
     bash scripts/setup.sh run "${also[@]}"
