@@ -11,8 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 @contextlib.contextmanager
 def serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
     """`handler` served by a `ThreadingHTTPServer` on 127.0.0.1 (a free port) from a daemon
-    thread; yields the base URL (`http://127.0.0.1:PORT`) and stops the server on exit, its
-    request threads joined (none is left behind for a later test to see)."""
+    thread; yields the base URL (`http://127.0.0.1:PORT`), then stops the server and closes
+    its socket. Request threads are daemons and are not joined: a test that counts threads
+    counts only those it started (tests/harness/test_stand_in_server.py)."""
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(
         target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
