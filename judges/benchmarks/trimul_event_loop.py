@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -38,8 +39,9 @@ def load(path: Path, name: str):
     return module
 
 
-def timed_calls(kernel, generate, case, rule, step, check=None) -> list[float]:
-    """Timed calls on fresh inputs until `rule` stops them; with `check` (GPU MODE's
+def timed_calls(kernel, generate, case, rule, step, check=None, host=None) -> list[float]:
+    """Timed calls on fresh inputs until `rule` stops them (with `host`, a list, each call's
+    host time in microseconds appended to it: the judge's `workerCallUs`); with `check` (GPU MODE's
     leaderboard mode), a clone of each call's inputs is taken before it and, after it, the
     reference on the clone and the comparison (`check(clone, output)`), as in GPU MODE's
     eval.py and in the judge: the GPU does the reference's work between timed calls."""
@@ -56,10 +58,14 @@ def timed_calls(kernel, generate, case, rule, step, check=None) -> list[float]:
         torch.cuda.synchronize()
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
+        called = time.perf_counter_ns()
         output = kernel(data)
+        called = time.perf_counter_ns() - called
         end.record()
         torch.cuda.synchronize()
         durations.append(start.elapsed_time(end) * 1e6)
+        if host is not None:
+            host.append(called / 1e3)
         if check:
             check(clone, output)
         del output, data, clone
@@ -118,9 +124,11 @@ def main() -> int:
                         settings.benchmark_seconds * 1e9, wall)  # fmt: skip
     results = []
     for case in benchmarks:
-        durations = timed_calls(kernel, generate, case, rule, settings.seed_step, check)
+        host: list[float] = []
+        durations = timed_calls(kernel, generate, case, rule, settings.seed_step, check, host)
         summary = stats(durations).to_json()
-        results.append({"index": case.index, "spec": case.label(), **summary})
+        results.append({"index": case.index, "spec": case.label(), **summary,
+                        "hostCallUs": statistics.median(host)})  # fmt: skip
         print(f"benchmark {case.index}: {summary['meanUs']:.3f} us over {summary['runs']}")
     geomean = geometric_mean([r["meanUs"] for r in results])
     how = "each call checked" if args.recheck else "no checks"
