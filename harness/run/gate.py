@@ -59,11 +59,6 @@ class StepGate(Protocol):
     #: and the resume-state write) was settled before that commit without further proof: true
     #: when settling waits for nothing (frozen); a trained step needs Reef's checkpoint.
     archive_commit_proves_settled: bool
-    #: Whether, on resume, a step Reef has not trained runs again from the committed archive
-    #: (its journal set aside, `harness.run.recovery.redo_in_flight_step`): true where Reef
-    #: starts with the run and trains only calls of its own serving load (Tinker), so no
-    #: rollout reported before the restart can ever train.
-    redoes_open_step: bool
 
     def open(self, next_step: int) -> int | None:
         """Check the model side at start; return the step to recover (already trained before
@@ -80,7 +75,6 @@ class FrozenGate:
 
     mode = "frozen"
     archive_commit_proves_settled = True
-    redoes_open_step = False
 
     def open(self, next_step: int) -> int | None:
         return None
@@ -99,7 +93,6 @@ class TrainedGate:
 
     mode = "trained"
     archive_commit_proves_settled = False
-    redoes_open_step = False
 
     def __init__(
         self,

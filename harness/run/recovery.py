@@ -1,8 +1,10 @@
 """What a resumed run repairs before its first step, so nothing is lost or done twice.
 
-Two repairs, each said out loud (a log warning and an event), never silent: journal slots of the
+Each repair is said out loud (a log warning and an event), never silent: journal slots of the
 in-flight step whose line was lost although Reef holds their report are rebuilt from that report
-(`rebuild_lost_slots`), and a `committed-library.json` that is missing or does not match the
+(`rebuild_lost_slots`); an in-flight step whose rollouts were served by a load Reef no longer
+serves (a restarted Reef: `serving_load_changed`) runs again from the committed archive
+(`redo_in_flight_step`); and a `committed-library.json` that is missing or does not match the
 hash the last commit recorded is rebuilt from the committed store (`check_committed_library`).
 The store is the durable source of truth; Reef's stored reports are the record of what was
 already reported.
@@ -11,10 +13,12 @@ already reported.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from harness.library import Archive, ArchiveError
 from harness.observe.events import EventSink
 from harness.run.crosscheck import ReefDisagrees, ReportSource, cross_check, describe
+from harness.storage.run_files import read_serving_load
 from harness.storage.state_dir import StateDirectory
 from harness.storage.store import ArchiveStore, JournalRecord
 
@@ -62,25 +66,48 @@ def rebuild_lost_slots(
     return tuple(records)
 
 
-def redo_in_flight_step(state: StateDirectory, step: int, events: EventSink) -> bool:
-    """Run the in-flight `step` again from the committed archive: its journal is set aside
-    (`StateDirectory.supersede_in_flight`), said out loud (a log warning and an
-    `in_flight_superseded` event). The run's gate asks for it when the serving load those
-    rollouts were reported under is gone (`StepGate.redoes_open_step`). Returns whether any
+def serving_load_changed(
+    state: StateDirectory, step: int, serving: Callable[[], str | None]
+) -> tuple[str, str] | None:
+    """The load the in-flight `step`'s guidance calls were served under and the one Reef serves
+    now (`serving()`, its `/reef/status`), when the two differ: Reef restarted since the step
+    began and serves under a new load, and tttd trains a step only from reports of one load
+    (`tttd/grouping.py`), so the step's reports so far can never train. None when they agree,
+    when no load was noted for this step (`write_serving_load`) or when Reef names none."""
+    noted = read_serving_load(state.root)
+    if noted is None or noted[0] != step:
+        return None
+    current = serving()
+    if current is None or current == noted[1]:
+        return None
+    return noted[1], current
+
+
+def redo_in_flight_step(
+    state: StateDirectory, step: int, events: EventSink, loads: tuple[str, str]
+) -> bool:
+    """Run the in-flight `step` again from the committed archive, because the serving load its
+    rollouts were reported under is gone (`loads`: that load and the one Reef serves now,
+    `serving_load_changed`): its journal is set aside (`StateDirectory.supersede_in_flight`),
+    said out loud (a log warning and an `in_flight_superseded` event). Returns whether any
     journaled rollout was set aside."""
     superseded = state.supersede_in_flight()
     if not superseded:
         return False
     slots = [[record.group, record.rollout] for record in superseded]
     log.warning(
-        "step %d: Reef restarted in the middle of the step; its %d journaled rollout(s) were "
-        "served by the Reef that stopped and can never train, so the step runs again from the "
-        "committed archive (the journal is kept in %s as superseded-*)",
+        "step %d: Reef restarted in the middle of the step (serving load %s, now %s); its %d "
+        "journaled rollout(s) were served by the Reef that stopped and can never train, so the "
+        "step runs again from the committed archive (the journal is kept in %s as superseded-*)",
         step,
+        loads[0],
+        loads[1],
         len(superseded),
         state.store.root,
     )
-    events.emit("in_flight_superseded", step=step, slots=slots)
+    events.emit(
+        "in_flight_superseded", step=step, slots=slots, served_under=loads[0], now_serving=loads[1]
+    )
     return True
 
 

@@ -38,6 +38,7 @@ from harness.run.recovery import (
     check_committed_library,
     rebuild_lost_slots,
     redo_in_flight_step,
+    serving_load_changed,
 )
 from harness.run.rollout import RolloutSettings
 from harness.run.services import RunServices
@@ -47,7 +48,7 @@ from harness.scorer import JudgeUnavailableError
 from harness.settings.run_settings import RunSettings
 from harness.state import ArchiveConfig, LibraryEntry
 from harness.storage.resume_state import RunIdentity
-from harness.storage.run_files import load_seed
+from harness.storage.run_files import load_seed, write_serving_load
 from harness.storage.state_dir import StateDirectory
 
 log = logging.getLogger(__name__)
@@ -187,9 +188,10 @@ def _run_open(
     if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
         check_committed_library(state, events)
     in_flight_step = state.next_step  # the step whose journal was replayed on opening
-    redo = controller.gate.redoes_open_step and start.recovered_step is None
-    if redo and start.start_step < start.steps:
-        redo_in_flight_step(state, in_flight_step, events)
+    reloaded = serving_load_changed(state, in_flight_step, lambda: _serving_load(services.reef))
+    redo = reloaded is not None and start.recovered_step is None
+    if reloaded is not None and redo and start.start_step < start.steps:
+        redo_in_flight_step(state, in_flight_step, events, reloaded)
         archive = state.archive
     in_flight = state.in_flight + rebuild_lost_slots(
         state.store, archive, in_flight_step, services.reef, events, redo_in_flight=redo
@@ -223,6 +225,7 @@ def _run_open(
             journaled = in_flight if step == in_flight_step else ()
             if not journaled:  # a step in progress completes whatever the spend
                 spend.check(archive.entries.values(), step, events)
+            _note_serving_load(settings.state_dir, step, services.reef)
             step_run = harness.run_step(step, journaled)
         summary = controller.complete_step(step_run.outcome)
         summaries.append(summary)
@@ -326,6 +329,28 @@ def well_formed_receipts(archive: Archive, from_step: int = 0) -> tuple[str, ...
         key=lambda e: (e.timestep, e.metadata.get("group", 0), e.metadata.get("rollout", 0))
     )
     return tuple(str(e.metadata["agent_record_id"]) for e in rollouts)
+
+
+def _note_serving_load(state_dir: Path, step: int, reef: ReefChannel) -> None:
+    """Note the load Reef serves `step` under, before the step's first guidance call, so that a
+    resume can tell a restarted Reef (`harness.run.recovery.serving_load_changed`)."""
+    load = _runtime_load_id(reef)
+    if load is not None:
+        write_serving_load(state_dir, step, load)
+
+
+def _serving_load(reef: ReefChannel) -> str | None:
+    """The load Reef serves the run's scenario under. A restarted Reef lists a scenario on its
+    status page only once a request for it has loaded it: asking for its stored reports does."""
+    load = _runtime_load_id(reef)
+    if load is None:
+        try:
+            reef.stored_reports()
+        except Exception as exc:  # then the open step is replayed as it is
+            log.warning("could not load the scenario on Reef to read its serving load: %s", exc)
+            return None
+        load = _runtime_load_id(reef)
+    return load
 
 
 def _runtime_load_id(reef: ReefChannel) -> str | None:

@@ -20,10 +20,10 @@ the step from Reef's metrics: the outcome is the full G×R grid, the step is Ree
 candidate with exactly one optimizer step, and its loss is finite. ``open`` pairs the committed
 run state with Reef's committed count as ``TrainedGate`` pairs it with the bridge's checkpoint:
 equal, or Reef one ahead (a step Reef committed before the harness could: recovered, not re-run);
-anything else is refused. A step Reef has not committed runs again on resume
-(``redoes_open_step``): a Tinker run's Reef starts with the run, serves under a new runtime load,
-and its Tinker trainer refuses a batch holding a call of any other load (``max_staleness`` 0),
-so rollouts reported before the restart can never train. A restarted Reef shows a scenario's
+anything else is refused. A step Reef has not committed runs again on resume, as on any
+restarted Reef (``harness.run.recovery.serving_load_changed``): a Tinker run's Reef starts with
+the run, serves under a new runtime load, and its Tinker trainer refuses a batch holding a call
+of any other load (``max_staleness`` 0). A restarted Reef shows a scenario's
 committed steps only once a request for the scenario has loaded it, so ``open`` first asks for
 the scenario's stored reports (``load_scenario``) when the page lists none.
 """
@@ -73,7 +73,6 @@ class TinkerGate:
 
     mode = "trained"
     archive_commit_proves_settled = False
-    redoes_open_step = True
 
     def __init__(
         self,

@@ -3,7 +3,7 @@
 Every path here is relative to the run's state directory (`serve.yaml`'s `state_dir`), except
 the seed record, which is relative to the task directory. The run keeps everything it owns under
 `guidance-run/`: the archive store, `committed-library.json` (the committed archive in the
-Discover `library.json` layout), `resume-state.json` and `events.jsonl`.
+Discover `library.json` layout), `resume-state.json`, `events.jsonl` and `serving-load.json`.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import uuid
 from pathlib import Path
 
 from harness.state import LibraryEntry
-from harness.storage.atomic import atomic_write_bytes
+from harness.storage.atomic import atomic_write_bytes, atomic_write_json
 from harness.storage.resume_state import RESUME_STATE
 from harness.storage.state_files import exists, read_bytes
 
@@ -31,6 +31,9 @@ PREFLIGHT_USAGE = RUN_DIR / "preflight-usage.json"
 #: The run's own id: made once when the state directory's run starts, read on every resume.
 RUN_ID_FILE = RUN_DIR / "run-id"
 _RUN_ID = re.compile(r"[0-9a-f]{32}")
+#: The step the run is in and the serving load Reef answered its guidance calls under (its
+#: `current_runtime_load_id` when the step began): how a resume tells a restarted Reef.
+SERVING_LOAD = RUN_DIR / "serving-load.json"
 
 
 def load_seed(task_dir: Path, seed_file: str | Path = SEED_FILE) -> LibraryEntry:
@@ -81,3 +84,28 @@ def run_id(state_dir: Path, *, create: bool = True) -> str | None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write_bytes(path, (value + "\n").encode("ascii"))
     return value
+
+
+def write_serving_load(state_dir: Path, step: int, load: str) -> None:
+    """Note that `step`'s guidance calls are served under Reef's runtime load `load`
+    (`<state>/guidance-run/serving-load.json`, replaced atomically)."""
+    atomic_write_json(Path(state_dir) / SERVING_LOAD, {"step": step, "runtime_load_id": load})
+
+
+def read_serving_load(state_dir: Path) -> tuple[int, str] | None:
+    """The step and serving load `write_serving_load` noted last; None when none was noted.
+    ValueError naming the file when it holds something else."""
+    path = Path(state_dir) / SERVING_LOAD
+    if not exists(path):
+        return None
+    try:
+        value = json.loads(read_bytes(path, max_bytes=4096))
+        step, load = value["step"], value["runtime_load_id"]
+        if type(step) is not int or not isinstance(load, str):
+            raise TypeError(value)
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(
+            f"{path} is not a serving-load record ({exc.__class__.__name__}); remove it (a "
+            "resume then replays the open step's journal as it is)"
+        ) from exc
+    return step, load

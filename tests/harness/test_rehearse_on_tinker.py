@@ -79,6 +79,9 @@ def test_a_rehearsal_on_tinker_killed_mid_step_and_before_its_commit_resumes_eac
     events = _events(state)
     redone = [event for event in events if event["event"] == "in_flight_superseded"]
     assert [(event["step"], len(event["slots"])) for event in redone] == [(1, 2)]
+    # Told by the load: the restarted Reef serves under a load of a new incarnation.
+    served_under, now_serving = redone[0]["served_under"], redone[0]["now_serving"]
+    assert served_under.rpartition(":")[0] != now_serving.rpartition(":")[0]
     # The reports of the stopped Reef's load never became rewards of the committed step 1.
     assert len(list(archive.glob("superseded-step-000001-*.jsonl"))) == 1
     committed, _ = read_committed(archive)

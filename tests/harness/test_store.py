@@ -438,3 +438,53 @@ def test_the_state_directory_refuses_other_settings_and_releases_its_lock(tmp_pa
     with pytest.raises(ArchiveConfigMismatch):
         StateDirectory.open(root, other, lambda: pytest.fail("not a new run"))
     StateDirectory.open(root, CONFIG, lambda: pytest.fail("not a new run")).close()
+
+
+def test_a_resume_redoes_the_open_step_only_when_reef_serves_another_load(tmp_path):
+    """`serving-load.json` notes the load a step's calls were served under; on resume the open
+    step runs again (its journal set aside, said in an event) only when Reef now serves under
+    another load (a restarted Reef: its incarnation is new), never on the same load or when no
+    load was noted or Reef names none. A real Reef restarted: test_rehearse_on_tinker.py."""
+    from harness.observe.events import EventLog, read_events
+    from harness.run.recovery import redo_in_flight_step, serving_load_changed
+    from harness.storage.run_files import SERVING_LOAD, read_serving_load, write_serving_load
+
+    root = tmp_path / "state"
+    with StateDirectory.open(root, CONFIG, lambda: Archive.from_seed(CONFIG, make_seed())) as state:
+        _run_step(state, 0)
+        state.commit(0, _record(0))
+        state.archive.select_parents(1)
+        state.store.record_rollout(state.archive, 1, 0, 0, rollout(state.archive, 1, 0, 0))
+    before, after = "3f2a9c:1", "b71e05:0"  # Reef's `<incarnation>:<sequence>`
+    with StateDirectory.open(root, CONFIG, lambda: pytest.fail("not a new run")) as state:
+        asked: list[int] = []
+
+        def serving(load: str | None):
+            return lambda: asked.append(1) or load
+
+        assert serving_load_changed(state, 1, serving(after)) is None  # nothing noted
+        write_serving_load(root, 0, before)
+        assert serving_load_changed(state, 1, serving(after)) is None  # noted for another step
+        assert asked == []  # Reef is not asked when no load was noted for the open step
+        write_serving_load(root, 1, before)
+        assert read_serving_load(root) == (1, before)
+        assert serving_load_changed(state, 1, serving(before)) is None
+        assert serving_load_changed(state, 1, serving(None)) is None  # record-only Reef
+        changed = serving_load_changed(state, 1, serving(after))
+        assert changed == (before, after)
+        events = EventLog(tmp_path / "events.jsonl")
+        assert len(state.in_flight) == 1
+        assert redo_in_flight_step(state, 1, events, changed)
+        events.close()
+        assert state.in_flight == ()
+    kept = list((root / "guidance-run" / "archive").glob("superseded-step-000001-*.jsonl"))
+    assert len(kept) == 1  # the journal is kept aside, never replayed
+    with StateDirectory.open(root, CONFIG, lambda: pytest.fail("not a new run")) as state:
+        assert state.in_flight == () and state.next_step == 1
+    found = read_events(tmp_path / "events.jsonl")
+    (event,) = [e for e in found if e["event"] == "in_flight_superseded"]
+    assert (event["step"], event["slots"]) == (1, [[0, 0]])
+    assert (event["served_under"], event["now_serving"]) == (before, after)
+    (root / SERVING_LOAD).write_text('{"step": "one"}')
+    with pytest.raises(ValueError, match=r"serving-load\.json is not a serving-load record"):
+        read_serving_load(root)
