@@ -188,13 +188,20 @@ def _run_open(
     if not start.archive_holds_start_step:  # else the recovered step's commit rewrites it
         check_committed_library(state, events)
     in_flight_step = state.next_step  # the step whose journal was replayed on opening
-    reloaded = serving_load_changed(state, in_flight_step, lambda: _serving_load(services.reef))
-    redo = reloaded is not None and start.recovered_step is None
-    if reloaded is not None and redo and start.start_step < start.steps:
+    # The open step's serving load and Reef's now, when a restarted Reef parted them.
+    reloaded: tuple[str, str] | None = None
+    if start.recovered_step is None:
+        reloaded = serving_load_changed(state, in_flight_step, lambda: _serving_load(services.reef))
+    if reloaded is not None and start.start_step < start.steps:
         redo_in_flight_step(state, in_flight_step, events, reloaded)
         archive = state.archive
     in_flight = state.in_flight + rebuild_lost_slots(
-        state.store, archive, in_flight_step, services.reef, events, redo_in_flight=redo
+        state.store,
+        archive,
+        in_flight_step,
+        services.reef,
+        events,
+        redo_in_flight=reloaded is not None,
     )
     _emit_run_started(events, settings, services, controller, start, on_suite.suite, archive)
     spend = SpendLimit(
