@@ -17,25 +17,17 @@ eagerly there). judges/MEASUREMENTS.md has the figures.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import statistics
 import sys
 import time
 from pathlib import Path
 
 import torch
+from trimul_event_loop import load  # this folder (the script's) is on the path
 
 REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "harbor" / "trimul" / "judge" / "trimul"
 DEFAULT = REPO / "judges" / "tests" / "programs" / "trimul" / "torch_compile.py"
-
-
-def load(path: Path, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def busy(seconds: float) -> None:
