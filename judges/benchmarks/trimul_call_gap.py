@@ -11,7 +11,9 @@ is imported, called once on each test case of the task and each benchmark (as th
 then on one benchmark's shape over and over, the gaps taking turns. A gap is what the process
 does just before the call: `0` nothing (fresh inputs, then the call), `busy:MS` spin in Python
 (as the worker spins for GO), `sleep:MS` sleep (as the worker waits for its next message),
-`gpubusy:MS` spin as long while a GPU kernel of this process runs nearly as long,
+`gpubusy:MS` spin as long while a GPU kernel of this process runs nearly as long, `warm:MS`
+as long launch tiny operations of its own (an add to a 16 x 16 tensor, its product by itself),
+then wait for them (what a worker could do while it waits, to keep its launch path warm),
 `reference` compute the reference output of the inputs (GPU MODE's leaderboard mode and the
 judge make it between calls), `collect` run the cyclic garbage collector and freeze what
 survives (as the worker does before each call), `pool` the inputs as views of one flat
@@ -54,6 +56,17 @@ pointer = driver.alloc(int(sys.argv[2]))
 print(driver.export(pointer).hex(), flush=True)
 sys.stdin.read()
 """
+
+
+def warm(seconds: float, device: str) -> None:
+    """Launch tiny operations of our own for `seconds`, then wait for them."""
+    scratch = torch.zeros((16, 16), device=device)
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        scratch.add_(1.0)
+        torch.mm(scratch, scratch)
+    if device == "cuda":
+        torch.cuda.synchronize()
 
 
 def busy(seconds: float) -> None:
@@ -126,6 +139,8 @@ class Gap:
             busy(float(ms) / 1e3)
         elif how == "sleep":
             time.sleep(float(ms) / 1e3)
+        elif how == "warm":
+            warm(float(ms) / 1e3, self.device)
 
 
 def gpu_cycles_per_ms() -> float:
@@ -170,8 +185,8 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("candidate", type=Path, nargs="?", default=DEFAULT)
     parser.add_argument("--gaps", default="0,busy:20,sleep:20,reference,collect,pool,ipc",
-                        help="comma-separated: 0, busy:MS, gpubusy:MS, sleep:MS, reference, "
-                        "collect, pool, ipc (default: %(default)s)")  # fmt: skip
+                        help="comma-separated: 0, busy:MS, gpubusy:MS, sleep:MS, warm:MS, "
+                        "reference, collect, pool, ipc (default: %(default)s)")  # fmt: skip
     parser.add_argument("--calls", type=int, default=40, help="timed calls per gap")
     parser.add_argument("--benchmark", type=int, default=0, help="which benchmark's shape (0-6)")
     parser.add_argument(
