@@ -21,8 +21,8 @@ allocation of this process made with cuMemAlloc, `ipc` the same in an allocation
 process mapped with CUDA IPC (the worker's inputs). Prints, per gap, the median host time of the
 call (from entering `custom_kernel` to its return, the judge's `workerCallUs`), its ratio to the
 first gap's, and the median CUDA-event time of the call. On the CPU (no CUDA) the whole call is
-timed, on the task's smallest test (the candidate running eagerly there), and `pool`/`ipc` are left
-out.
+timed, on the task's smallest test (the candidate running eagerly there), and `pool`, `ipc` and
+`gpubusy` are left out.
 judges/MEASUREMENTS.md has the figures.
 """
 
