@@ -210,6 +210,37 @@ def test_the_channel_carries_messages_and_descriptors() -> None:
         theirs.receive(1.0)
 
 
+def test_the_channel_polls_awake_until_a_message_or_the_close_waits() -> None:
+    ours, theirs_socket = Channel.pair()
+    theirs = Channel(theirs_socket)
+    assert not theirs.poll(0.01)
+    ours.send({"op": "arm", "seq": 1})
+    assert theirs.poll(60.0) and theirs.poll(60.0)  # waiting, and left for `receive`
+    assert theirs.receive(0)[0] == {"op": "arm", "seq": 1}
+    ours.close()
+    assert theirs.poll(60.0)
+    # Polling never sleeps (the worker waits so, to keep its host path warm): in a process of
+    # one thread, where nothing else wants the interpreter, no voluntary context switch.
+    script = """
+import resource, sys
+sys.path.insert(0, sys.argv[1])
+from judges.gpu.sandboxed.channel import Channel
+channel, other_end = Channel.pair()  # kept open: nothing arrives
+channel.poll(0.001)
+before = resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw
+found = channel.poll(0.05)
+print(found, resource.getrusage(resource.RUSAGE_THREAD).ru_nvcsw - before)
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script, str(Path(__file__).resolve().parents[2])],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["False", "0"]
+
+
 def test_probing_charges_only_waits_beyond_the_slack(monkeypatch: pytest.MonkeyPatch) -> None:
     probe = IdleProbe("cpu", lambda: None)
     probe.median_ns = 20_000
