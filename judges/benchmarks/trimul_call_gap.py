@@ -10,7 +10,8 @@ One process: the candidate (by default the `torch.compile` one of the device tes
 is imported, called once on each test case of the task and each benchmark (as the judge does),
 then on one benchmark's shape over and over, the gaps taking turns. A gap is what the process
 does just before the call: `0` nothing (fresh inputs, then the call), `busy:MS` spin in Python
-(as the worker spins for GO), `sleep:MS` sleep (as the worker waits for its next message),
+(as the worker spins for GO, and on a GPU polls for its next message), `sleep:MS` sleep (as
+the worker waits once it has polled for 0.5 s, and waited for every message before 31f5e5e),
 `gpubusy:MS` spin as long while a GPU kernel of this process runs nearly as long, `warm:MS`
 as long launch tiny operations of its own (an add to a 16 x 16 tensor, its product by itself),
 then wait for them (what a worker could do while it waits, to keep its launch path warm),
