@@ -1,7 +1,8 @@
 """Each benchmark's own calibration, measured by one trial and kept for the next on its GPU.
 
 A benchmark's null calls (`Session.calibrate_case`) measure how much more the GPU's switch into
-the candidate's process costs on that benchmark's memory than on the plain null calls: seven
+the candidate's process, and the copy of the inputs into the pool, cost on that benchmark's
+memory than on the plain null calls: seven
 calls per benchmark, each after the case's own inputs and reference, ~1.05 s for TriMul's seven
 benchmarks on the H200 (judges/README.md). A prepared trial makes them while it waits for
 its submission; back-to-back, when the submission is already there, they were on its critical

@@ -4,10 +4,11 @@ One call, as the trusted process makes it (the inputs and the reference output a
 computed, in its own memory):
 
 1. `arm`: the worker builds the call's tensors (views of the pool) and says it is spinning;
-2. freeze the candidate's processes, copy the inputs into the case's shared pool, check that
-   the GPU is idle (the "early" probe below), thaw them; start the clock and write GO. Nothing
-   of the candidate runs while the inputs arrive, so nothing can use them before the clock
-   starts;
+2. check that the GPU is idle (the "early" probe below); start the clock, copy the inputs into
+   the case's shared pool and write GO. The inputs arrive after the clock starts, so nothing of
+   the candidate can use them outside its call, and the worker spins through the copy rather
+   than being stopped for it (a process stopped between calls starts the next on a host path
+   gone cold: `torch.compile` candidates were charged 2-4 % more, judges/MEASUREMENTS.md);
 3. spin until the worker writes DONE (or the call's time limit passes, or the sandbox dies);
    stop the clock (Python's cyclic garbage collector is held off from GO until the output is
    described, so none of its pauses in this process is charged to the call);
@@ -65,7 +66,7 @@ MESSAGE_LIMIT = 3500  # characters of a failure's message the worker sent (failu
 # and beyond this much in one trial (honest calls: none beyond the slacks) the trial ends as
 # Time Limit Exceeded, so that such a candidate does not hold the GPU for every call's limit.
 OUTSIDE_LIMIT_NS = 2_000_000_000
-FREEZE_TIMEOUT_S = 1.0  # to stop every process of the sandbox before a call (tried twice)
+FREEZE_TIMEOUT_S = 1.0  # to stop every process of the sandbox for the recheck (tried twice)
 RECHECK_AFTER_S = 0.05  # the pause before the last timed call's output is compared again
 
 ACCEPTED = "Accepted"
@@ -77,7 +78,7 @@ ENDED = "Sandbox Ended"
 
 
 class FreezeFailed(RuntimeError):
-    """The candidate's processes could not be stopped before a call, twice: the judge's
+    """The candidate's processes could not be stopped for the recheck, twice: the judge's
     failure for this trial (its record is a judge error), never a verdict on the candidate."""
 
 
@@ -233,17 +234,18 @@ class Session:
         self.window_allowance_ns = 0
         # the last checked call: its output's descriptor, the reference, the copy compared
         self.last: tuple[Any, torch.Tensor, torch.Tensor] | None = None
-        # the last call's host steps, wall clock (ns): inputs packed, worker armed, inputs
-        # copied with the GPU idle, DONE -> DESCRIBED seen, output copied and compared
+        # the last call's host steps, wall clock (ns): inputs packed, worker armed, the GPU
+        # probed idle (to the clock's start), DONE -> DESCRIBED seen, output copied and compared
         self.steps: dict[str, int] = {}
 
     def calibrate(self, calls: int = 30) -> dict[str, float]:
         """Time calls of the worker's own one-kernel entry (before the candidate is imported,
         so nothing of it runs yet): the clock's median over what CUDA events around a
         one-element kernel count (`IdleProbe.gpu_ns`: what a plain event loop charges such a
-        call) is the protocol's own cost — waking the worker, switching the GPU to its
-        process, launching, seeing DONE — and is subtracted from every call's clock; the
-        median of the late probes after such a call (the GPU switching back) is allowed for
+        call) is the protocol's own cost — copying the inputs in, the worker seeing GO,
+        switching the GPU to its process, launching, seeing DONE — and is subtracted from
+        every call's clock; the median of the late probes after such a call (the GPU switching
+        back) is allowed for
         before late work is charged. (Until 2026-12-02 the probe's wall time, launch and wait
         included, was subtracted instead: 10-18 us too little, charged on every call.)
         A case calibrated by `calibrate_case` gets its own offsets on top (`use_case`)."""
@@ -276,7 +278,8 @@ class Session:
         calls, judges/README.md). The copy's own kernel time, as CUDA events count it in this
         process right after the pool is written (`_copy_ns`: what a plain event loop would
         charge it), is taken off, so each case's clock offset is the plain one plus how much
-        more the switching cost its null calls than the plain null calls measured just before
+        more the switching, and copying the case's inputs into its pool (inside the clock),
+        cost its null calls than the plain null calls measured just before
         (`calibrate` first): the fastest of each against the fastest of the other, since a
         call is only ever slowed by what else the host does, so a case's offset never grows
         with a slow moment during its calibration (on the H200 a median of five once gave one
@@ -447,20 +450,18 @@ class Session:
                 )
             )
         step = self._step("arm", step)
-        # The worker spins for GO; its processes are stopped while the inputs arrive, so none
-        # of its code runs between the inputs' arrival and the clock's start.
-        self._freeze()
-        case["pool"].copy_(case["staging"])
-        self.transport.synchronize()
         early = 0
         if self.probe is not None:  # the GPU work left running: no longer than the limit
             early = self.probe.until_idle(min(self.call_timeout, self._outside_left_s() + 0.5))
-        self.candidate.thaw()
         if not self.candidate.alive():
             return self._ended("before the call")
         if expected is not None and self._outside_left_s() < early / 1e9 - EARLY_SLACK_NS / 1e9:
             return self._outside(early)
+        # The clock starts before the inputs arrive (the copy's cost is calibrated like the
+        # rest of the protocol's), so the worker, spinning for GO, need not be stopped for it.
         clock_start = self._step("before", step)
+        case["pool"].copy_(case["staging"])
+        self.transport.synchronize()
         limit = self.call_timeout
         if first:
             limit = max(limit, self.compile_budget - self.compile_used_s)

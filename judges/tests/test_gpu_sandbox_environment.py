@@ -4,8 +4,8 @@ fails (issue 48), without a GPU.
 The judge runs end to end on the CPU stand-in in judges/tests/test_gpu_judge_stand_in.py (the
 sandbox's user name and private caches as a candidate sees them, a failure's message, the
 bounds on work after DONE); here are the pieces: the sandbox's command line and its identity
-files, `failure.describe` on real tracebacks, and `Session.call` with a sandbox whose processes
-cannot be stopped.
+files, `failure.describe` on real tracebacks, when a call's inputs arrive (`Session.call`), and
+`Session.recheck` with a sandbox whose processes cannot be stopped.
 """
 
 from __future__ import annotations
@@ -138,12 +138,14 @@ def test_an_exception_of_a_library_names_its_module() -> None:
 
 
 class _Unfreezable:
-    """A running sandbox whose processes never all stop."""
+    """A running sandbox whose processes never all stop (and that ends when told to)."""
 
     freezing = "cgroup"
 
     def __init__(self) -> None:
         self.freezes = self.thaws = 0
+        self.running = True
+        self.process = self  # `Session._ended` polls the sandbox's process
 
     def freeze(self, timeout: float = 1.0) -> bool:
         self.freezes += 1
@@ -153,10 +155,19 @@ class _Unfreezable:
         self.thaws += 1
 
     def alive(self) -> bool:
-        return True
+        return self.running
 
     def members(self) -> list[int]:
         return [4242]
+
+    def poll(self) -> None:
+        pass
+
+    def ended(self) -> str:
+        return "ended by the test"
+
+    def oom_kills(self) -> int:
+        return 0
 
 
 class _Link:
@@ -170,39 +181,81 @@ class _Link:
 class _Transport:
     device = "cpu"
 
+    def __init__(self) -> None:
+        self.opened: list[Any] = []
+
     def synchronize(self) -> None:
         pass
 
+    def open_output(self, descriptor: Any) -> torch.Tensor:
+        self.opened.append(descriptor)
+        return torch.zeros(1)
 
-def test_a_freeze_that_fails_twice_ends_the_call_as_the_judges_failure() -> None:
-    """The candidate's processes must be stopped while the inputs arrive; when they cannot be,
-    twice, the call never starts (no GO) and the trial ends as a judge error."""
+
+def _session(candidate: _Unfreezable, transport: _Transport) -> tuple[Session, control.Control]:
     block = control.Control.create()
-    candidate = _Unfreezable()
     session = Session(
-        _Transport(),
+        transport,
         block,
         _Link(),
-        candidate,
-        None,  # type: ignore[arg-type]
+        candidate,  # type: ignore[arg-type]
+        None,
         call_timeout=5.0,
         rtol=0.02,
         atol=0.02,
         compile_budget=5.0,
     )
+    return session, block
+
+
+class _Pool:
+    """The case's shared pool: notes, when the inputs are copied in, whether the clock had
+    started (`Session.steps` holds `before` from then) and GO was written, then ends the
+    sandbox so that the call returns at once."""
+
+    def __init__(self, session: Session, block: control.Control, candidate: _Unfreezable) -> None:
+        self.session, self.block, self.candidate = session, block, candidate
+        self.seen: list[tuple[bool, int]] = []
+
+    def copy_(self, staging: torch.Tensor) -> None:
+        self.seen.append(("before" in self.session.steps, self.block.get(control.GO)))
+        self.candidate.running = False
+
+
+def test_a_calls_inputs_arrive_after_its_clock_starts_with_the_candidate_running() -> None:
+    """The inputs are copied into the pool after the clock starts and before GO, so nothing
+    of the candidate can use them outside its call; its processes are never stopped for a call
+    (a process stopped between calls starts the next on a cold host path)."""
+    candidate = _Unfreezable()
+    session, block = _session(candidate, _Transport())
     data = (torch.zeros(4),)
     tree, _, nbytes = layout.flatten(data)
+    pool = _Pool(session, block, candidate)
     session._case = {
         "tree": tree,
-        "pool": torch.zeros(nbytes, dtype=torch.uint8),
+        "pool": pool,
         "staging": torch.zeros(nbytes, dtype=torch.uint8),
         "token": None,
     }
     block.set(control.ARMED, 1)  # the worker is spinning for the call the session arms
+    outcome = session.call(data, None)
+    assert pool.seen == [(True, 0)]  # the clock had started, GO was not yet written
+    assert block.get(control.GO) == 1
+    assert candidate.freezes == 0
+    assert "ended during the call" in outcome.detail
+    block.close()
+
+
+def test_a_freeze_that_fails_twice_ends_the_recheck_as_the_judges_failure() -> None:
+    """The candidate's processes must be stopped while the last call's output is read again;
+    when they cannot be, twice, the output is not read and the trial ends as a judge error."""
+    candidate, transport = _Unfreezable(), _Transport()
+    session, block = _session(candidate, transport)
+    session.last = ("descriptor", torch.zeros(1), torch.zeros(1))
     with pytest.raises(FreezeFailed, match="could not be stopped within 1 s, twice"):
-        session.call(data, None, first=True)
+        session.recheck()
     assert (candidate.freezes, candidate.thaws) == (2, 2)
-    assert block.get(control.GO) == 0  # the call was never started
+    assert transport.opened == []  # the output was never read again
     block.close()
 
 
