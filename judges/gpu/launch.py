@@ -142,7 +142,7 @@ def gpu_bwrap_argv(
 
 
 class CandidateProcess:
-    """The running sandbox: liveness, freezing between calls, and killing all of it."""
+    """The running sandbox: liveness, freezing it for the recheck, and killing all of it."""
 
     def __init__(
         self,
@@ -180,7 +180,7 @@ class CandidateProcess:
         )
         self._stopped: list[int] = []
         self._freeze_fds: tuple[int, int] | None = None  # cgroup.freeze, cgroup.events
-        if self.freezing == "cgroup":  # opened once: a call freezes and thaws twice
+        if self.freezing == "cgroup":  # opened once: a recheck freezes and thaws up to twice
             self._freeze_fds = (
                 os.open(self.dirs[0] / "cgroup.freeze", os.O_WRONLY | os.O_CLOEXEC),
                 os.open(self.dirs[0] / "cgroup.events", os.O_RDONLY | os.O_CLOEXEC),

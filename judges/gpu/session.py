@@ -245,9 +245,9 @@ class Session:
         call) is the protocol's own cost — copying the inputs in, the worker seeing GO,
         switching the GPU to its process, launching, seeing DONE — and is subtracted from
         every call's clock; the median of the late probes after such a call (the GPU switching
-        back) is allowed for
-        before late work is charged. (Until 2026-12-02 the probe's wall time, launch and wait
-        included, was subtracted instead: 10-18 us too little, charged on every call.)
+        back) is allowed for before late work is charged. (Until 2026-12-02 the probe's wall
+        time, launch and wait included, was subtracted instead: 10-18 us too little, charged on
+        every call.)
         A case calibrated by `calibrate_case` gets its own offsets on top (`use_case`)."""
         outcomes = self._null_calls(
             lambda _: (torch.zeros(16, device=self.transport.device),), calls
