@@ -8,7 +8,8 @@ computed, in its own memory):
    the case's shared pool and write GO. The inputs arrive after the clock starts, so nothing of
    the candidate can use them outside its call, and the worker spins through the copy rather
    than being stopped for it (a process stopped between calls starts the next on a host path
-   gone cold: `torch.compile` candidates were charged 2-4 % more, judges/MEASUREMENTS.md);
+   gone cold: on an H200 a `torch.compile` candidate was charged 1-3 % more,
+   judges/MEASUREMENTS.md);
 3. spin until the worker writes DONE (or the call's time limit passes, or the sandbox dies);
    stop the clock (Python's cyclic garbage collector is held off from GO until the output is
    described, so none of its pauses in this process is charged to the call);
