@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -168,8 +169,12 @@ def main() -> int:
             for recheck in ([], ["--recheck"]) if args.loops == "both" else ([],):
                 out = args.out / f"loop-{label}.json"
                 loop = REPO / "judges" / "benchmarks" / "trimul_event_loop.py"
-                subprocess.run([sys.executable, str(loop), str(program), "--out", str(out),
-                                *recheck], check=False)  # fmt: skip
+                # A folder of its own for `load_inline`'s builds, as a trial has: a build cut
+                # short leaves its lock in the shared one, and every later build waits on it.
+                with tempfile.TemporaryDirectory(prefix="trimul-loop-") as extensions:
+                    env = {**os.environ, "TORCH_EXTENSIONS_DIR": extensions}
+                    subprocess.run([sys.executable, str(loop), str(program), "--out", str(out),
+                                    *recheck], check=False, env=env)  # fmt: skip
                 if out.exists():
                     loops.append({"label": label, **json.loads(out.read_text())})
                     out.unlink()

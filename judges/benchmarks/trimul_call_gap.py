@@ -15,15 +15,16 @@ the worker waits once it has polled for 0.5 s, and waited for every message befo
 `gpubusy:MS` spin as long while a GPU kernel of this process runs nearly as long, `warm:MS`
 as long launch tiny operations of its own (an add to a 16 x 16 tensor, its product by itself),
 then wait for them (what a worker could do while it waits, to keep its launch path warm),
-`reference` compute the reference output of the inputs (GPU MODE's leaderboard mode and the
-judge make it between calls), `collect` run the cyclic garbage collector and freeze what
-survives (as the worker does before each call), `pool` the inputs as views of one flat
-allocation of this process made with cuMemAlloc, `ipc` the same in an allocation of another
-process mapped with CUDA IPC (the worker's inputs). Prints, per gap, the median host time of the
-call (from entering `custom_kernel` to its return, the judge's `workerCallUs`), its ratio to the
-first gap's, and the median CUDA-event time of the call. On the CPU (no CUDA) the whole call is
-timed, on the task's smallest test (the candidate running eagerly there), and `pool`, `ipc` and
-`gpubusy` are left out.
+gaps joined by `+` one after the other (`warm:20+busy:1`: the launch path kept warm, then a
+short spin), `reference` compute the reference output of the inputs (GPU MODE's leaderboard
+mode and the judge make it between calls), `collect` run the cyclic garbage collector and
+freeze what survives (as the worker does before each call), `pool` the inputs as views of one
+flat allocation of this process made with cuMemAlloc, `ipc` the same in an allocation of
+another process mapped with CUDA IPC (the worker's inputs). Prints, per gap, the median host
+time of the call (from entering `custom_kernel` to its return, the judge's `workerCallUs`), its
+ratio to the first gap's, and the median CUDA-event time of the call. On the CPU (no CUDA) the
+whole call is timed, on the task's smallest test (the candidate running eagerly there), and
+`pool`, `ipc` and `gpubusy` are left out.
 judges/MEASUREMENTS.md has the figures.
 """
 
@@ -133,6 +134,10 @@ class Gap:
         return data
 
     def wait(self, gap: str) -> None:
+        for part in gap.split("+"):  # `warm:20+busy:1`: one after the other
+            self._wait(part)
+
+    def _wait(self, gap: str) -> None:
         how, _, ms = gap.partition(":")
         if how == "gpubusy":  # the GPU kept busy for nearly the whole spin
             torch.cuda._sleep(int(float(ms) * 0.95 * self.cycles_per_ms))
