@@ -14,11 +14,12 @@ calls, spread, charges, the trial's phases, device and versions) in DIR/acceptan
 written after every submission; then, for `figures`, runs judges/benchmarks/trimul_event_loop.py on
 each honest candidate, without and with GPU MODE's re-check of every timed call
 (DIR/event_loop.json), and prints, side by side, each honest candidate's judge and event-loop
-geometric means, their ratios, the wall clock of its judging and where that went
-(DIR/side_by_side.json). `--honest` picks the honest candidates (default: the seed, the
-reference and fast_bf16; `people` adds the candidates as kernel authors write them,
+geometric means, their ratios, each benchmark's ratio, the wall clock of its judging and where
+that went, and the GPU's SM clock, temperature and power while each judging and each loop ran
+(`gpu_clocks.py`; DIR/side_by_side.json). `--honest` picks the honest candidates (default: the
+seed, the reference and fast_bf16; `people` adds the candidates as kernel authors write them,
 judges/tests/programs/trimul/: Triton autotuning, torch.compile twice, load_inline, float16
-autocast).
+autocast). Each loop builds `load_inline` extensions in a folder of its own, as a trial does.
 docs/task.md and judges/README.md quote the figures it produced. Each
 batch is submitted once every GPU is idle with its next trial prepared (a candidate that
 arrives at an idle judge); `--back-to-back` submits it as soon as the last record is out.
@@ -43,6 +44,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "judges" / "tests"))  # the GPU judge tests' helpers
 
+from gpu_clocks import GpuClocks  # noqa: E402  (this folder, the script's, is on the path)
 from gpu_judge_support import (  # noqa: E402
     ATTACKS,
     HONEST_SET,
@@ -121,6 +123,11 @@ def main() -> int:
                             f"package sets {key}: {str(value).lower()}: {effect}")  # fmt: skip
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    with GpuClocks(int(args.gpus.split(",")[0])) as clocks:
+        return run(parser, args, clocks)
+
+
+def run(parser: argparse.ArgumentParser, args: argparse.Namespace, clocks: GpuClocks) -> int:
     runs: list[tuple[str, Path]] = []
     labels = [label for part in args.honest.split(",") for label in (
         [n.removesuffix(".py") for n in HONEST_SET] if part == "people" else [part])]  # fmt: skip
@@ -152,12 +159,13 @@ def main() -> int:
             batch = runs[at : at + args.at_once]
             if not args.back_to_back:
                 settle(judge.url)
-            started = time.monotonic()
+            started, began = time.monotonic(), time.time()
             sids = [submit_program(judge.url, f"{program.read_text()}\n# {at + n}\n")
                     for n, (_, program) in enumerate(batch)]  # fmt: skip
             for (label, _), sid in zip(batch, sids, strict=True):
                 record = wait_record(judge.url, sid, timeout=1200)
                 results.append(summary(label, record, time.monotonic() - started))
+                results[-1]["clocks"] = clocks.during(began, time.time())
                 item = results[-1]
                 print(f"{label}: {item['verdict']} {item['valueUs']} us ({item['seconds']} s) "
                       f"{(item['firstFailure'] or '')[:200]}", flush=True)  # fmt: skip
@@ -171,12 +179,14 @@ def main() -> int:
                 loop = REPO / "judges" / "benchmarks" / "trimul_event_loop.py"
                 # A folder of its own for `load_inline`'s builds, as a trial has: a build cut
                 # short leaves its lock in the shared one, and every later build waits on it.
+                began = time.time()
                 with tempfile.TemporaryDirectory(prefix="trimul-loop-") as extensions:
                     env = {**os.environ, "TORCH_EXTENSIONS_DIR": extensions}
                     subprocess.run([sys.executable, str(loop), str(program), "--out", str(out),
                                     *recheck], check=False, env=env)  # fmt: skip
                 if out.exists():
-                    loops.append({"label": label, **json.loads(out.read_text())})
+                    loops.append({"label": label, **json.loads(out.read_text()),
+                                  "clocks": clocks.during(began, time.time())})  # fmt: skip
                     out.unlink()
                     (args.out / "event_loop.json").write_text(json.dumps(loops, indent=1))
         side_by_side(results, loops, args.out / "side_by_side.json")
@@ -210,12 +220,10 @@ def settle(url: str, limit: float = 180.0) -> None:
 def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out: Path) -> None:
     """Each honest judging next to its candidate's event-loop figure (the n-th judging of a
     candidate beside its n-th loop), with its phases; then each candidate's ratios."""
-    loops_of: dict[tuple[str, bool], list[float]] = {}
+    loops_of: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     for loop in loops:
         if loop.get("geomeanUs") is not None:
-            loops_of.setdefault((loop["label"], bool(loop.get("recheck"))), []).append(
-                loop["geomeanUs"]
-            )
+            loops_of.setdefault((loop["label"], bool(loop.get("recheck"))), []).append(loop)
     seen: dict[str, int] = {}
     rows = []
     for item in results:
@@ -224,14 +232,20 @@ def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out
             continue
         n = seen[base] = seen.get(base, -1) + 1
         plain, rechecked = loops_of.get((base, False), []), loops_of.get((base, True), [])
-        loop = plain[min(n, len(plain) - 1)] if plain else None
-        checked = rechecked[min(n, len(rechecked) - 1)] if rechecked else None
+        plain_loop = plain[min(n, len(plain) - 1)] if plain else {}
+        loop = plain_loop.get("geomeanUs")
+        checked = rechecked[min(n, len(rechecked) - 1)]["geomeanUs"] if rechecked else None
         timing = item.get("timing") or {}
+        loop_means = {b["index"]: b["meanUs"] for b in plain_loop.get("benchmarks", [])}
         rows.append({
             "label": item["label"], "judgeUs": item["valueUs"], "loopUs": loop,
             "ratio": item["valueUs"] / loop if loop else None,
             "checkedLoopUs": checked,
             "ratioToChecked": item["valueUs"] / checked if checked else None,
+            # each benchmark's judge / loop: a geometric mean can hide errors of opposite sign
+            "perBenchmark": [round(b["meanUs"] / loop_means[b["index"]], 4)
+                             for b in item["benchmarks"] if loop_means.get(b["index"])],
+            "judgeClocks": item.get("clocks"), "loopClocks": plain_loop.get("clocks"),
             "judgedSeconds": timing.get("trialSeconds"), "gpu": timing.get("gpu"),
             "prepared": timing.get("prepared"), "phases": timing.get("phases"),
         })  # fmt: skip
@@ -239,8 +253,10 @@ def side_by_side(results: list[dict[str, Any]], loops: list[dict[str, Any]], out
         to_checked = f"{rows[-1]['ratioToChecked']:.4f}" if checked else "n/a"
         print(f"{item['label']:>12}: judge {item['valueUs']:.1f} us, loop {loop} us (ratio "
               f"{ratio}), loop checking each call {checked} us (ratio {to_checked}), judged in "
-              f"{timing.get('trialSeconds')} s, phases {timing.get('phases')}",
-              flush=True)  # fmt: skip
+              f"{timing.get('trialSeconds')} s, phases {timing.get('phases')}; per benchmark "
+              f"{rows[-1]['perBenchmark']}; SM clock (MHz, medians) judge "
+              f"{(item.get('clocks') or {}).get('smClockMHz')}, loop "
+              f"{(plain_loop.get('clocks') or {}).get('smClockMHz')}", flush=True)  # fmt: skip
     for label in dict.fromkeys(row["label"] for row in rows):
         ratios = sorted(row["ratio"] for row in rows if row["label"] == label and row["ratio"])
         if ratios:

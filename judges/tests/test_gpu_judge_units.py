@@ -11,6 +11,7 @@ is busy with another process's work (they are a list of durations, not a GPU).
 from __future__ import annotations
 
 import gc
+import importlib.util
 import itertools
 import json
 import math
@@ -637,3 +638,40 @@ def test_a_spare_waits_for_its_go_line_until_its_kept_calibration_expires(monkey
         assert trusted._wait_go(30.0) == '{"secret": 5}\n'
         writer.close()
         assert trusted._wait_go(None) == ""
+
+
+def test_the_benchmarks_gpu_clocks_are_medians_of_busy_samples_inside_a_window(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No GPU here: a stand-in for `nvidia-smi --query-gpu=... -lms N`, printing the CSV lines
+    # it would (utilization, SM clock, temperature, power), idle ones and an "[N/A]" among them,
+    # then waiting to be terminated as the real one loops.
+    fake = tmp_path / "nvidia-smi"
+    fake.write_text(
+        "#!/usr/bin/env python3\n"
+        "import sys, time\n"
+        "assert '--format=csv,noheader,nounits' in sys.argv and any(\n"
+        "    a.startswith('--query-gpu=utilization.gpu,clocks.sm,') for a in sys.argv)\n"
+        "for line in ('0, 345, 30, 70', '90, 1980, 41, 500', '[N/A], 1, 1, 1',\n"
+        "             '80, 1755, 45, 600', '100, 1830, 44, 650'):\n"
+        "    print(line, flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    fake.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{tmp_path}:{os.environ['PATH']}")
+    spec = importlib.util.spec_from_file_location(
+        "gpu_clocks", Path(__file__).resolve().parents[1] / "benchmarks" / "gpu_clocks.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    started = time.time()
+    with module.GpuClocks() as clocks:
+        deadline = time.monotonic() + 60
+        while len(clocks.samples) < 4 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        figures = clocks.during(started, time.time())
+        assert clocks.during(0.0, started - 1.0)["smClockMHz"] is None  # no sample in it
+    assert clocks.process.returncode is not None  # the sampler ends with the block
+    assert figures == {"samples": 3, "utilizationPct": 90.0, "smClockMHz": 1830.0,
+                       "temperatureC": 44.0, "powerW": 600.0}  # fmt: skip
