@@ -5,7 +5,7 @@ pauses between calls).
     with GpuClocks() as clocks:
         started = time.time(); ...; clocks.during(started, time.time())
 
-Reads `nvidia-smi --query-gpu=... -lms 200` in a thread, stamping each line with the time it
+Reads `nvidia-smi --query-gpu=... --loop-ms=200` in a thread, stamping each line with the time it
 arrived; without `nvidia-smi` (the CPU host) every figure is None. Used by
 `trimul_acceptance.py`: each judging's and each loop's medians in its JSON.
 """
@@ -31,7 +31,7 @@ class GpuClocks:
         if binary is not None:
             self.process = subprocess.Popen(
                 [binary, f"--id={gpu}", f"--query-gpu={','.join(FIELDS)}",
-                 "--format=csv,noheader,nounits", f"-lms={every_ms}"],
+                 "--format=csv,noheader,nounits", f"--loop-ms={every_ms}"],
                 stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             )  # fmt: skip
             threading.Thread(target=self._read, daemon=True).start()

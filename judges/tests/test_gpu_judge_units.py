@@ -643,14 +643,14 @@ def test_a_spare_waits_for_its_go_line_until_its_kept_calibration_expires(monkey
 def test_the_benchmarks_gpu_clocks_are_medians_of_busy_samples_inside_a_window(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    # No GPU here: a stand-in for `nvidia-smi --query-gpu=... -lms N`, printing the CSV lines
+    # No GPU here: a stand-in for `nvidia-smi --query-gpu=... --loop-ms=N`, printing the CSV lines
     # it would (utilization, SM clock, temperature, power), idle ones and an "[N/A]" among them,
     # then waiting to be terminated as the real one loops.
     fake = tmp_path / "nvidia-smi"
     fake.write_text(
         "#!/usr/bin/env python3\n"
         "import sys, time\n"
-        "assert '--format=csv,noheader,nounits' in sys.argv and any(\n"
+        "assert {'--format=csv,noheader,nounits', '--loop-ms=200'} <= set(sys.argv) and any(\n"
         "    a.startswith('--query-gpu=utilization.gpu,clocks.sm,') for a in sys.argv)\n"
         "for line in ('0, 345, 30, 70', '90, 1980, 41, 500', '[N/A], 1, 1, 1',\n"
         "             '80, 1755, 45, 600', '100, 1830, 44, 650'):\n"
