@@ -25,7 +25,7 @@ KEYS = ("utilizationPct", "smClockMHz", "temperatureC", "powerW")
 
 class GpuClocks:
     def __init__(self, gpu: int = 0, every_ms: int = 200) -> None:
-        self.samples: list[tuple[float, tuple[float, ...]]] = []
+        self.samples: list[tuple[float, tuple[float | None, ...]]] = []
         self.process: subprocess.Popen[str] | None = None
         binary = shutil.which("nvidia-smi")
         if binary is not None:
@@ -39,11 +39,8 @@ class GpuClocks:
     def _read(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         for line in self.process.stdout:
-            try:
-                values = tuple(float(part) for part in line.split(","))
-            except ValueError:  # "[N/A]" and the like
-                continue
-            if len(values) == len(FIELDS):
+            values = tuple(_number(part) for part in line.split(","))
+            if len(values) == len(FIELDS) and values[0] is not None:
                 self.samples.append((time.time(), values))
 
     def during(self, started: float, ended: float) -> dict[str, Any]:
@@ -51,10 +48,11 @@ class GpuClocks:
         GPU was busy (utilization above 0: an idle GPU, compiling or starting up, clocks down),
         and how many there were; None each when there were none."""
         inside = [values for stamp, values in list(self.samples)
-                  if started <= stamp <= ended and values[0] > 0]  # fmt: skip
+                  if started <= stamp <= ended and values[0]]  # fmt: skip
         figures: dict[str, Any] = {"samples": len(inside)}
         for n, key in enumerate(KEYS):
-            figures[key] = statistics.median(v[n] for v in inside) if inside else None
+            known = [v[n] for v in inside if v[n] is not None]
+            figures[key] = statistics.median(known) if known else None
         return figures
 
     def __enter__(self) -> GpuClocks:
@@ -64,3 +62,11 @@ class GpuClocks:
         if self.process is not None:
             self.process.terminate()
             self.process.wait(timeout=10)
+
+
+def _number(text: str) -> float | None:
+    """A field of nvidia-smi's CSV; None for "[N/A]" and the like (a figure this GPU lacks)."""
+    try:
+        return float(text)
+    except ValueError:
+        return None
