@@ -1,18 +1,17 @@
 """Each benchmark's own calibration, measured by one trial and kept for the next on its GPU.
 
-A benchmark's null calls (`Session.calibrate_case`) measure how much more the GPU's switch into
-the candidate's process, and the copy of the inputs into the pool, cost on that benchmark's
-memory than on the plain null calls: seven
-calls per benchmark, each after the case's own inputs and reference, ~1.05 s for TriMul's seven
-benchmarks on the H200 (judges/README.md). A prepared trial makes them while it waits for
-its submission; back-to-back, when the submission is already there, they were on its critical
-path. What they give — per benchmark, the clock, late-probe and window differences from the
-plain null calls (`Session.case_deltas`) — is a property of the GPU, the host and the
+A benchmark's null calls (`Session.calibrate_case`) measure how much more the GPU's switch into the
+candidate's process, and the copy of the inputs into the pool, cost on that benchmark's memory than
+on the plain null calls: seven calls per benchmark, each after the case's own inputs and reference,
+~1.05 s for TriMul's seven benchmarks on the H200 (judges/README.md). A prepared trial makes them
+while it waits for its submission; back-to-back, when the submission is already there, they were on
+its critical path. What they give — per benchmark, the clock, late-probe and window differences
+from the plain null calls (`Session.case_deltas`) — is a property of the GPU, the host and the
 benchmark's sizes, measured before any candidate is imported, so the service keeps the last
-measured ones per GPU and problem and hands them to the GPU's next trials for `KEPT_FOR_S`
-seconds. Every trial still measures the plain null calls itself, right before its candidate's
-import, and adds the kept differences to them (`Session.use_case`). A prepared trial whose kept
-differences expire while it waits measures its own then, with the GPU idle.
+measured ones per GPU and problem and hands them to the GPU's next trials for `KEPT_FOR_S` seconds.
+Every trial still measures the plain null calls itself, right before its candidate's import, and
+adds the kept differences to them (`Session.use_case`). A prepared trial whose kept differences
+expire while it waits measures its own then, with the GPU idle.
 
 Pure apart from `measure` (which runs null calls through a `Session`): the service reads what a
 trial measured from its `startup` line (`kept_from_startup`), never from anything the candidate

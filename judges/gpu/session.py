@@ -280,11 +280,11 @@ class Session:
         process right after the pool is written (`_copy_ns`: what a plain event loop would
         charge it), is taken off, so each case's clock offset is the plain one plus how much
         more the switching, and copying the case's inputs into its pool (inside the clock),
-        cost its null calls than the plain null calls measured just before
-        (`calibrate` first): the fastest of each against the fastest of the other, since a
-        call is only ever slowed by what else the host does, so a case's offset never grows
-        with a slow moment during its calibration (on the H200 a median of five once gave one
-        benchmark 150 us more offset than the others). Before the candidate is imported, like
+        cost its null calls than the plain null calls measured just before (`calibrate`
+        first): the fastest of each against the fastest of the other, since a call is only
+        ever slowed by what else the host does, so a case's offset never grows with a slow
+        moment during its calibration (on the H200 a median of five once gave one benchmark
+        150 us more offset than the others). Before the candidate is imported, like
         `calibrate`."""
         copies: list[float] = []
         outcomes = self._null_calls(prepare, calls, lambda: copies.append(self._copy_ns(calls)))
